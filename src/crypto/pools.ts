@@ -1,0 +1,93 @@
+// The two Piscina pools: argon2 (slow, bounded queue so a flood of cold credentials is shed with 503)
+// and signing (fast). Separate pools so warm-credential requests never wait behind argon2 work.
+import { Piscina } from 'piscina';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Metrics } from '../metrics/metrics.js';
+import { unavailable } from '../errors/catalog.js';
+import type { SignTask, VerifyTask } from '../../workers/crypto-worker.js';
+
+const WORKER_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../workers/crypto-worker.js');
+
+export interface PoolOptions {
+  argon2Threads: number;
+  argon2MaxQueue: number;
+  signThreads: number;
+  signMaxQueue: number;
+}
+
+type PoolName = 'argon2' | 'sign';
+
+/** A task that did not finish in this long is treated as a hung worker: its thread is replaced. */
+const TASK_TIMEOUT_MS: Record<PoolName, number> = { argon2: 10_000, sign: 5_000 };
+
+export class CryptoPools {
+  private readonly pools: Record<PoolName, Piscina>;
+
+  constructor(options: PoolOptions, private readonly metrics: Metrics) {
+    const make = (threads: number, maxQueue: number) =>
+      new Piscina({
+        filename: WORKER_FILE,
+        minThreads: threads,
+        maxThreads: threads,
+        maxQueue,
+        idleTimeout: 60_000,
+        // Tasks are CPU-bound and synchronous inside the worker: one at a time per thread.
+        concurrentTasksPerWorker: 1,
+      });
+    this.pools = {
+      argon2: make(options.argon2Threads, options.argon2MaxQueue),
+      sign: make(options.signThreads, options.signMaxQueue),
+    };
+    metrics.registerQueueDepth(() => ({ argon2: this.pools.argon2.queueSize, sign: this.pools.sign.queueSize }));
+  }
+
+  verifySecret(task: VerifyTask, signal?: AbortSignal): Promise<number> {
+    return this.run<number>('argon2', 'verifySecret', task, signal);
+  }
+
+  hashSecret(secret: string): Promise<string> {
+    return this.run<string>('argon2', 'hashSecret', secret);
+  }
+
+  signToken(task: SignTask, signal?: AbortSignal): Promise<string> {
+    return this.run<string>('sign', 'signToken', task, signal);
+  }
+
+  /** True when a thread of each pool answers within `timeoutMs`. */
+  async ping(timeoutMs = 1000): Promise<boolean> {
+    try {
+      const signal = AbortSignal.timeout(timeoutMs);
+      await Promise.all([this.pools.argon2.run(null, { name: 'ping', signal }), this.pools.sign.run(null, { name: 'ping', signal })]);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.pools.argon2.close(), this.pools.sign.close()]);
+  }
+
+  private async run<T>(pool: PoolName, name: string, task: unknown, signal?: AbortSignal): Promise<T> {
+    const piscina = this.pools[pool];
+    // Shed load before queueing: a full queue answers 503 at once instead of waiting.
+    if (piscina.options.maxQueue !== undefined && piscina.queueSize >= (piscina.options.maxQueue as number)) {
+      this.metrics.workerTaskRejected(pool);
+      throw unavailable(1, 'The service is busy; retry shortly.');
+    }
+    const timeout = AbortSignal.timeout(TASK_TIMEOUT_MS[pool]);
+    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    const started = performance.now();
+    try {
+      return (await piscina.run(task, { name, signal: combined })) as T;
+    } catch (error) {
+      if (signal?.aborted) throw error; // the client went away; nobody reads the answer
+      // Queue full, worker crashed or hung (Piscina replaces the thread): the request gets a 503.
+      this.metrics.workerTaskRejected(pool);
+      throw unavailable(1, 'The service is busy; retry shortly.');
+    } finally {
+      this.metrics.observeWorkerTask(pool, (performance.now() - started) / 1000);
+    }
+  }
+}

@@ -1,0 +1,69 @@
+// Agents, their secrets and their grants (admin operations). A secret is generated here, returned once,
+// and stored only as an argon2id hash computed in the worker pool.
+import { ServiceError } from '../../errors/catalog.js';
+import type { CryptoPools } from '../../crypto/pools.js';
+import type { AgentRecord, AgentStatus, GrantRecord, Store } from '../../storage/types.js';
+import { generateApiKeyId, generateSecret } from '../credentials/generate.js';
+
+export class AgentService {
+  constructor(
+    private readonly store: Store,
+    private readonly pools: CryptoPools,
+    private readonly apiKeyPrefix: string,
+  ) {}
+
+  async create(name: string): Promise<{ agent: AgentRecord; secret: string }> {
+    const secret = generateSecret();
+    const secretHash = await this.pools.hashSecret(secret);
+    const agent = await this.store.createAgent({ name, apiKeyId: generateApiKeyId(this.apiKeyPrefix), secretHash });
+    return { agent, secret };
+  }
+
+  async get(agentId: string): Promise<AgentRecord> {
+    const agent = await this.store.getAgent(agentId.toLowerCase());
+    if (!agent) throw new ServiceError('not_found', 'No agent with this id.');
+    return agent;
+  }
+
+  list(): Promise<AgentRecord[]> {
+    return this.store.listAgents();
+  }
+
+  async update(agentId: string, patch: { name?: string; status?: AgentStatus }): Promise<AgentRecord> {
+    const agent = await this.store.updateAgent(agentId.toLowerCase(), patch);
+    if (!agent) throw new ServiceError('not_found', 'No agent with this id.');
+    return agent;
+  }
+
+  /** New secret; the old one keeps working for `graceSeconds` (0: revoked at once). */
+  async rotateSecret(agentId: string, graceSeconds: number): Promise<{ apiKeyId: string; secret: string }> {
+    await this.get(agentId);
+    const secret = generateSecret();
+    const secretHash = await this.pools.hashSecret(secret);
+    const until = graceSeconds > 0 ? new Date(Date.now() + graceSeconds * 1000) : null;
+    const agent = await this.store.rotateSecret(agentId.toLowerCase(), secretHash, until);
+    if (!agent) throw new ServiceError('not_found', 'No agent with this id.');
+    return { apiKeyId: agent.apiKeyId, secret };
+  }
+
+  async putGrant(agentId: string, platformId: string, scopes: string[]): Promise<GrantRecord> {
+    const agent = await this.get(agentId);
+    const platform = await this.store.getPlatform(platformId.toLowerCase());
+    if (!platform) throw new ServiceError('not_found', 'No platform with this id.');
+    const defined = new Set(platform.scopes.map((s) => s.name));
+    scopes.forEach((scope, i) => {
+      if (!defined.has(scope)) throw new ServiceError('validation_error', `scopes[${i}] "${scope}" is not defined on the platform.`);
+    });
+    return this.store.putGrant(agent.id, platform.id, [...new Set(scopes)].sort());
+  }
+
+  async deleteGrant(agentId: string, platformId: string): Promise<void> {
+    const agent = await this.get(agentId);
+    await this.store.deleteGrant(agent.id, platformId.toLowerCase());
+  }
+
+  async listGrants(agentId: string): Promise<GrantRecord[]> {
+    const agent = await this.get(agentId);
+    return this.store.listGrants(agent.id);
+  }
+}

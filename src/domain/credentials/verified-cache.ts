@@ -1,0 +1,74 @@
+// Remembers secrets that passed argon2id, so the warm path never runs argon2 again. It keeps an HMAC of
+// the secret under a random per-process key (never the secret itself, never outside this process),
+// bounded in size and time, and forgets an agent at once when anything about it changes.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+
+interface Remembered {
+  mac: Buffer;
+  agentId: string;
+  expiresAt: number;
+}
+
+/** At most this many secrets per key (current and, during a rotation grace, previous). */
+const PER_KEY = 2;
+
+export class VerifiedCredentials {
+  private readonly hmacKey = randomBytes(32);
+  private readonly entries = new Map<string, Remembered[]>();
+  private generationCounter = 0;
+
+  constructor(
+    private readonly maxEntries: number,
+    private readonly ttlMs: number,
+  ) {}
+
+  get generation(): number {
+    return this.generationCounter;
+  }
+
+  private mac(apiKeyId: string, secret: string): Buffer {
+    return createHmac('sha256', this.hmacKey).update(apiKeyId).update('\0').update(secret).digest();
+  }
+
+  /** The agent id if this exact secret was verified for this key and is still remembered. */
+  match(apiKeyId: string, secret: string): string | undefined {
+    const list = this.entries.get(apiKeyId);
+    if (!list) return undefined;
+    const mac = this.mac(apiKeyId, secret);
+    const now = Date.now();
+    for (const entry of list) {
+      if (entry.expiresAt > now && timingSafeEqual(entry.mac, mac)) return entry.agentId;
+    }
+    return undefined;
+  }
+
+  /**
+   * Remembers a verified secret until `validUntil` (or the TTL, whichever is sooner), unless the agent
+   * was invalidated since `generation` was read: then the verification may have used a revoked hash.
+   */
+  remember(apiKeyId: string, secret: string, agentId: string, generation: number, validUntil?: number): void {
+    if (generation !== this.generationCounter || this.maxEntries === 0 || this.ttlMs === 0) return;
+    const expiresAt = Math.min(Date.now() + this.ttlMs, validUntil ?? Infinity);
+    const now = Date.now();
+    const list = (this.entries.get(apiKeyId) ?? []).filter((e) => e.expiresAt > now);
+    list.push({ mac: this.mac(apiKeyId, secret), agentId, expiresAt });
+    while (list.length > PER_KEY) list.shift();
+    this.entries.delete(apiKeyId);
+    this.entries.set(apiKeyId, list);
+    while (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+  }
+
+  forget(apiKeyId: string): void {
+    this.generationCounter++;
+    this.entries.delete(apiKeyId);
+  }
+
+  clear(): void {
+    this.generationCounter++;
+    this.entries.clear();
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}

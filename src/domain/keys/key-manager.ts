@@ -1,0 +1,224 @@
+// Signing keys: creation on a fresh database, rotation (publish first, activate after the propagation
+// window), retirement, the JWKS document, and the key that signs now. Keys are re-read from Postgres
+// every KEY_REFRESH_SECONDS and at once on an invalidation message; the last good copy keeps serving
+// while Postgres is away.
+import { createHash, generateKeyPair } from 'node:crypto';
+import { promisify } from 'node:util';
+import { calculateJwkThumbprint, exportJWK } from 'jose';
+import { ServiceError } from '../../errors/catalog.js';
+import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
+import type { SigningKeyRow, Store } from '../../storage/types.js';
+import { computeKeyStates, type KeyStatus } from './key-states.js';
+import { decryptPrivateKey, encryptPrivateKey } from './key-encryption.js';
+
+const LOCK = 'ace:signing-keys';
+// Key generation runs on libuv's thread pool, off the event loop.
+const generateRsaKeyPair = promisify(generateKeyPair);
+
+export interface KeyManagerOptions {
+  kek: Buffer;
+  tokenTtlSeconds: number;
+  clockSkewSeconds: number;
+  propagationSeconds: number;
+  rotationIntervalSeconds: number;
+  refreshSeconds: number;
+  rsaModulusLength?: number;
+}
+
+export interface SigningKey {
+  kid: string;
+  privateKeyPem: string;
+}
+
+export interface KeyRecordView {
+  kid: string;
+  state: KeyStatus['state'];
+  created_at: string;
+  activates_at: string;
+  deactivated_at: string | null;
+  retires_at: string | null;
+  retired_at: string | null;
+}
+
+export class KeyManager {
+  private rows: SigningKeyRow[] = [];
+  private readonly privatePems = new Map<string, string>();
+  private jwksCache: { kids: string; body: Buffer; etag: string } | undefined;
+  private timers: NodeJS.Timeout[] = [];
+  private lastRefreshOk = 0;
+
+  constructor(
+    private readonly store: Store,
+    private readonly bus: InvalidationBus,
+    private readonly options: KeyManagerOptions,
+    private readonly onError: (error: unknown) => void = () => {},
+  ) {
+    bus.subscribe((message) => {
+      if (message.kind === 'keys' || message.kind === 'all') void this.refresh().catch(onError);
+    });
+  }
+
+  private get keepPublishedMs(): number {
+    return (this.options.tokenTtlSeconds + this.options.clockSkewSeconds) * 1000;
+  }
+
+  /** Loads the keys, creating the first one on a fresh database. Throws if any key cannot be decrypted. */
+  async start(): Promise<void> {
+    await this.store.withLock(LOCK, true, async (writer) => {
+      const rows = await writer.listSigningKeys();
+      const states = computeKeyStates(rows, Date.now(), this.keepPublishedMs);
+      if (!states.some((s) => s.state === 'active') && !states.some((s) => s.state === 'next')) {
+        // Fresh database: no instance can have signed anything, so the first key is active at once.
+        await writer.insertSigningKey(await this.newKey(new Date()));
+      }
+    });
+    await this.refresh();
+    const refresh = setInterval(() => void this.refresh().catch(this.onError), this.options.refreshSeconds * 1000);
+    this.timers.push(refresh);
+    if (this.options.rotationIntervalSeconds > 0) {
+      const every = Math.max(1, Math.min(60, Math.floor(this.options.rotationIntervalSeconds / 10))) * 1000;
+      this.timers.push(setInterval(() => void this.rotateIfDue().catch(this.onError), every));
+    }
+    for (const timer of this.timers) timer.unref();
+  }
+
+  stop(): void {
+    this.timers.forEach(clearInterval);
+    this.timers = [];
+  }
+
+  async refresh(): Promise<void> {
+    const rows = await this.store.listSigningKeys();
+    for (const row of rows) {
+      if (!this.privatePems.has(row.kid) && row.retiredAt === null) {
+        this.privatePems.set(row.kid, decryptPrivateKey(this.options.kek, row.privateKeyEncrypted, row.kid));
+      }
+    }
+    this.rows = rows;
+    this.lastRefreshOk = Date.now();
+  }
+
+  /** Seconds since the key set was last read successfully (for readiness and metrics). */
+  get staleness(): number {
+    return (Date.now() - this.lastRefreshOk) / 1000;
+  }
+
+  statuses(now = Date.now()): KeyStatus[] {
+    return computeKeyStates(this.rows, now, this.keepPublishedMs);
+  }
+
+  /** The key that signs now; 503 when none is active (which only a misconfigured database can cause). */
+  activeKey(): SigningKey {
+    const active = this.statuses().find((s) => s.state === 'active');
+    const pem = active && this.privatePems.get(active.row.kid);
+    if (!active || !pem) throw new ServiceError('service_unavailable', 'No active signing key.', { 'Retry-After': '1' });
+    return { kid: active.row.kid, privateKeyPem: pem };
+  }
+
+  /** The JWKS body (active first, then next and retiring keys) and its strong ETag; rebuilt only on change. */
+  jwks(): { body: Buffer; etag: string } {
+    const statuses = this.statuses();
+    const order = { active: 0, next: 1, retiring: 2, retired: 3 } as const;
+    const published = statuses
+      .filter((s) => s.state !== 'retired')
+      .sort((a, b) => order[a.state] - order[b.state] || b.row.activatesAt.getTime() - a.row.activatesAt.getTime());
+    const kids = published.map((s) => s.row.kid).join(',');
+    if (this.jwksCache?.kids !== kids) {
+      const keys = published.map(({ row }) => ({ kty: 'RSA', use: 'sig', alg: 'RS256', kid: row.kid, n: row.publicJwk.n, e: row.publicJwk.e }));
+      const body = Buffer.from(JSON.stringify({ keys }));
+      const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"`;
+      this.jwksCache = { kids, body, etag };
+    }
+    return this.jwksCache;
+  }
+
+  keyInfo(): { activeAgeSeconds: number; rotationIntervalSeconds: number; byState: Record<string, number> } {
+    const statuses = this.statuses();
+    const active = statuses.find((s) => s.state === 'active');
+    const byState: Record<string, number> = {};
+    for (const s of statuses) byState[s.state] = (byState[s.state] ?? 0) + 1;
+    return {
+      activeAgeSeconds: active ? (Date.now() - active.row.activatesAt.getTime()) / 1000 : 0,
+      rotationIntervalSeconds: this.options.rotationIntervalSeconds,
+      byState,
+    };
+  }
+
+  list(): KeyRecordView[] {
+    return this.statuses().map(toView);
+  }
+
+  /** Publishes a new key now; it becomes active after the propagation window. */
+  async rotate(): Promise<KeyRecordView> {
+    const row = await this.store.withLock(LOCK, true, async (writer) => {
+      const created = await this.newKey(new Date(Date.now() + this.options.propagationSeconds * 1000));
+      await writer.insertSigningKey(created);
+      return created;
+    });
+    await this.afterWrite();
+    return toView(this.statuses().find((s) => s.row.kid === row!.kid)!);
+  }
+
+  /** Removes a non-active key from the key set. */
+  async retire(kid: string): Promise<KeyRecordView> {
+    const outcome = await this.store.withLock(LOCK, true, async (writer) => {
+      const rows = await writer.listSigningKeys();
+      const status = computeKeyStates(rows, Date.now(), this.keepPublishedMs).find((s) => s.row.kid === kid);
+      if (!status) return 'not_found' as const;
+      if (status.state === 'active') return 'active' as const;
+      if (status.state !== 'retired') await writer.updateSigningKey(kid, { retiredAt: new Date() });
+      return 'ok' as const;
+    });
+    if (outcome === 'not_found') throw new ServiceError('not_found', 'No signing key with this kid.');
+    if (outcome === 'active') {
+      throw new ServiceError('conflict', 'The active signing key cannot be retired; rotate first, then retire it once it is retiring.');
+    }
+    await this.afterWrite();
+    return toView(this.statuses().find((s) => s.row.kid === kid)!);
+  }
+
+  /** Scheduled rotation: one instance at a time (try-lock), only when the newest key is older than the interval. */
+  async rotateIfDue(): Promise<boolean> {
+    const rotated = await this.store.withLock(LOCK, false, async (writer) => {
+      const rows = await writer.listSigningKeys();
+      const newest = rows.filter((r) => r.retiredAt === null).sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime())[0];
+      if (newest && Date.now() - newest.createdAt.getTime() < this.options.rotationIntervalSeconds * 1000) return false;
+      await writer.insertSigningKey(await this.newKey(new Date(Date.now() + this.options.propagationSeconds * 1000)));
+      return true;
+    });
+    if (rotated) await this.afterWrite();
+    return rotated === true;
+  }
+
+  private async afterWrite(): Promise<void> {
+    await this.bus.publish({ kind: 'keys' });
+    await this.refresh();
+  }
+
+  private async newKey(activatesAt: Date): Promise<SigningKeyRow> {
+    const { publicKey, privateKey } = await generateRsaKeyPair('rsa', { modulusLength: this.options.rsaModulusLength ?? 2048 });
+    const jwk = await exportJWK(publicKey);
+    const kid = await calculateJwkThumbprint({ kty: 'RSA', n: jwk.n!, e: jwk.e! }, 'sha256');
+    const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+    return {
+      kid,
+      publicJwk: { kty: 'RSA', n: jwk.n!, e: jwk.e! },
+      privateKeyEncrypted: encryptPrivateKey(this.options.kek, pem, kid),
+      createdAt: new Date(),
+      activatesAt,
+      retiredAt: null,
+    };
+  }
+}
+
+function toView(status: KeyStatus): KeyRecordView {
+  return {
+    kid: status.row.kid,
+    state: status.state,
+    created_at: status.row.createdAt.toISOString(),
+    activates_at: status.row.activatesAt.toISOString(),
+    deactivated_at: status.deactivatedAt?.toISOString() ?? null,
+    retires_at: status.retiresAt?.toISOString() ?? null,
+    retired_at: status.row.retiredAt?.toISOString() ?? null,
+  };
+}

@@ -1,0 +1,162 @@
+// Platforms: admin creation and changes (scope catalogue and route rules kept consistent), the
+// SvcScopesYaml scope file, and an agent's platform listing with best-effort enrichment.
+import { createHash } from 'node:crypto';
+import { stringify } from 'yaml';
+import { ServiceError } from '../../errors/catalog.js';
+import { checkAgainst } from '../../schemas/validate.js';
+import { HTTP_METHODS, SvcScopesYaml } from '../../schemas/scopes-file.js';
+import type { PlatformCreate, PlatformPatch } from '../../schemas/admin.js';
+import { LocalCache } from '../../storage/cache/local-cache.js';
+import type { AgentView, PlatformInput, PlatformRecord, RouteRule, ScopeDefinition, Store } from '../../storage/types.js';
+
+const checkScopeFile = checkAgainst(SvcScopesYaml);
+
+export interface ScopeFile {
+  body: Buffer;
+  etag: string;
+}
+
+export interface PlatformEntry {
+  platform_id: string;
+  granted_scopes: string[];
+  status: string;
+  name?: string;
+  hostname: string | null;
+  verification_status?: string;
+}
+
+export class PlatformService {
+  private readonly scopeFiles = new LocalCache<ScopeFile>(1000, 60_000);
+
+  constructor(
+    private readonly store: Store,
+    private readonly enrichmentTimeoutMs: number,
+  ) {}
+
+  async create(body: PlatformCreate): Promise<PlatformRecord> {
+    const scopes = normaliseScopes(body.scopes);
+    const input: PlatformInput = {
+      name: body.name,
+      domain: body.domain ? body.domain.toLowerCase() : null,
+      status: body.status ?? 'active',
+      verificationStatus: body.verification_status ?? 'pending',
+      scopes,
+      routes: normaliseRoutes(body.routes ?? [], scopes),
+    };
+    return this.store.createPlatform(input);
+  }
+
+  async update(platformId: string, body: PlatformPatch): Promise<PlatformRecord> {
+    const current = await this.get(platformId);
+    const patch: Partial<PlatformInput> = {};
+    if (body.name !== undefined) patch.name = body.name;
+    if (body.domain !== undefined) patch.domain = body.domain ? body.domain.toLowerCase() : null;
+    if (body.status !== undefined) patch.status = body.status;
+    if (body.verification_status !== undefined) patch.verificationStatus = body.verification_status;
+    const scopes = body.scopes !== undefined ? normaliseScopes(body.scopes) : current.scopes;
+    if (body.scopes !== undefined) patch.scopes = scopes;
+    if (body.routes !== undefined) patch.routes = normaliseRoutes(body.routes, scopes);
+    else if (body.scopes !== undefined) {
+      // Routes that require a dropped scope would be unsatisfiable: refuse rather than guess.
+      normaliseRoutes(current.routes, scopes);
+    }
+    const updated = await this.store.updatePlatform(platformId, patch);
+    if (!updated) throw new ServiceError('not_found', 'No platform with this id.');
+    return updated;
+  }
+
+  async get(platformId: string): Promise<PlatformRecord> {
+    const platform = await this.store.getPlatform(platformId.toLowerCase());
+    if (!platform) throw new ServiceError('not_found', 'No platform with this id.');
+    return platform;
+  }
+
+  list(): Promise<PlatformRecord[]> {
+    return this.store.listPlatforms();
+  }
+
+  /** The platform's SvcScopesYaml v1 document, memoised per platform version. */
+  async scopeFile(platformId: string): Promise<ScopeFile> {
+    const platform = await this.get(platformId);
+    const cacheKey = `${platform.id}@${platform.updatedAt}`;
+    const cached = this.scopeFiles.get(cacheKey);
+    if (cached) return cached;
+    const document = {
+      schema: 'SvcScopesYaml',
+      version: 1,
+      platform_id: platform.id,
+      scopes: platform.scopes.map((s) => ({ name: s.name, description: s.description })),
+      routes: platform.routes.map((r) => ({ method: r.method, path: r.path, scopes: [...r.scopes] })),
+    };
+    const problem = checkScopeFile(document);
+    if (problem) throw new Error(`scope file of ${platform.id} does not match SvcScopesYaml: ${problem}`);
+    const body = Buffer.from(
+      `# SvcScopesYaml v1 for platform "${platform.name.replace(/[\r\n]/g, ' ')}". Place in the project root.\n` + stringify(document),
+    );
+    const file = { body, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"` };
+    this.scopeFiles.set(cacheKey, file);
+    return file;
+  }
+
+  /** The agent's platforms. Enrichment (name, hostname, verification_status) is dropped if slow. */
+  async listing(view: AgentView): Promise<{ agent_id: string; platforms: PlatformEntry[] }> {
+    const ids = Object.keys(view.grants).sort();
+    const entries: PlatformEntry[] = ids.map((id) => ({
+      platform_id: id,
+      granted_scopes: [...view.grants[id].scopes].sort(),
+      status: view.grants[id].platformStatus,
+      hostname: null,
+    }));
+    const metadata = await withBudget(Promise.all(ids.map((id) => this.store.getPlatform(id))), this.enrichmentTimeoutMs);
+    if (metadata) {
+      entries.forEach((entry, i) => {
+        const platform = metadata[i];
+        if (!platform) return;
+        entry.name = platform.name;
+        entry.hostname = platform.verificationStatus === 'verified' ? platform.domain : null;
+        entry.verification_status = platform.verificationStatus;
+      });
+    }
+    return { agent_id: view.agentId, platforms: entries };
+  }
+}
+
+/** Resolves to the value, or undefined if it fails or takes longer than `ms`. */
+async function withBudget<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  try {
+    return await Promise.race([promise.catch(() => undefined), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function normaliseScopes(scopes: { name: string; description?: string }[]): ScopeDefinition[] {
+  const seen = new Set<string>();
+  return scopes.map((scope, i) => {
+    if (seen.has(scope.name)) throw new ServiceError('validation_error', `scopes[${i}].name "${scope.name}" is defined twice.`);
+    seen.add(scope.name);
+    return { name: scope.name, description: scope.description ?? '' };
+  });
+}
+
+function normaliseRoutes(routes: RouteRule[], scopes: ScopeDefinition[]): RouteRule[] {
+  const defined = new Set(scopes.map((s) => s.name));
+  const seen = new Set<string>();
+  return routes.map((route, i) => {
+    const method = route.method.toUpperCase();
+    if (!(HTTP_METHODS as readonly string[]).includes(method)) {
+      throw new ServiceError('validation_error', `routes[${i}].method must be one of ${HTTP_METHODS.join(', ')}.`);
+    }
+    const key = `${method} ${route.path}`;
+    if (seen.has(key)) throw new ServiceError('validation_error', `routes[${i}] repeats ${key}.`);
+    seen.add(key);
+    route.scopes.forEach((scope, j) => {
+      if (!defined.has(scope)) {
+        throw new ServiceError('validation_error', `routes[${i}].scopes[${j}] names scope "${scope}", which the platform does not define.`);
+      }
+    });
+    return { method, path: route.path, scopes: [...new Set(route.scopes)] };
+  });
+}

@@ -1,0 +1,60 @@
+// The one catalog of error codes: status and default detail for each.
+// Every error body the service sends is {"detail": "...", "error_code": "..."} built from here.
+
+export const ERRORS = {
+  invalid_json: { status: 400, detail: 'Request body is not valid JSON.' },
+  invalid_credentials: { status: 401, detail: 'Invalid credentials.' },
+  unauthorized: { status: 401, detail: 'Missing or invalid admin token.' },
+  agent_inactive: { status: 403, detail: 'The agent is inactive.' },
+  platform_access_denied: { status: 403, detail: 'The agent has no access to this platform.' },
+  invalid_scope: { status: 403, detail: 'The requested scopes are not granted to the agent on this platform.' },
+  not_found: { status: 404, detail: 'Not found.' },
+  method_not_allowed: { status: 405, detail: 'Method not allowed.' },
+  conflict: { status: 409, detail: 'The request conflicts with the current state.' },
+  payload_too_large: { status: 413, detail: 'Request body is too large.' },
+  unsupported_media_type: { status: 415, detail: 'Content-Type must be application/json.' },
+  validation_error: { status: 422, detail: 'Request validation failed.' },
+  unsupported_profile: { status: 422, detail: 'Unsupported token profile.' },
+  rate_limited: { status: 429, detail: 'Too many requests.' },
+  internal_error: { status: 500, detail: 'Internal error.' },
+  service_unavailable: { status: 503, detail: 'Service temporarily unavailable.' },
+} as const satisfies Record<string, { status: number; detail: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** A failure with a catalog code. `headers` carries e.g. Retry-After or Allow. */
+export class ServiceError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    detail?: string,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(detail ?? ERRORS[code].detail);
+    this.name = 'ServiceError';
+    this.status = ERRORS[code].status;
+  }
+
+  body(): string {
+    return JSON.stringify({ detail: this.message, error_code: this.code });
+  }
+}
+
+/** A store (Postgres or Redis) that could not answer in time. Mapped to 503 with Retry-After. */
+export class StoreUnavailableError extends Error {
+  constructor(readonly store: string, cause?: unknown) {
+    super(`${store} unavailable`, { cause });
+    this.name = 'StoreUnavailableError';
+  }
+}
+
+export function unavailable(retryAfterSeconds = 1, detail?: string): ServiceError {
+  return new ServiceError('service_unavailable', detail, { 'Retry-After': String(retryAfterSeconds) });
+}
+
+/** Maps anything thrown to a ServiceError; unknown errors become a bare 500 with no internals. */
+export function toServiceError(error: unknown): ServiceError {
+  if (error instanceof ServiceError) return error;
+  if (error instanceof StoreUnavailableError) return unavailable(1);
+  return new ServiceError('internal_error');
+}

@@ -1,0 +1,166 @@
+// The internal admin API (admin-api.md). Every /admin/v1/* request carries the admin bearer token,
+// compared in constant time.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { ServiceError } from '../errors/catalog.js';
+import { AgentCreate, AgentPatch, GrantPut, PlatformCreate, PlatformPatch, SecretRotate } from '../schemas/admin.js';
+import { UUID_PATTERN } from '../schemas/public.js';
+import { compileValidator } from '../schemas/validate.js';
+import type { AgentService } from '../domain/agents/agent-service.js';
+import type { KeyManager } from '../domain/keys/key-manager.js';
+import type { PlatformService } from '../domain/platforms/platform-service.js';
+import type { AgentRecord, GrantRecord, PlatformRecord } from '../storage/types.js';
+import { parseJsonBody } from './json-body.js';
+import { json, type Handler, type HttpRequest, type Route } from './types.js';
+
+export interface AdminDeps {
+  adminToken: string;
+  platforms: PlatformService;
+  agents: AgentService;
+  keys: KeyManager;
+}
+
+const UUID = new RegExp(UUID_PATTERN);
+
+export const presentPlatform = (p: PlatformRecord) => ({
+  platform_id: p.id,
+  name: p.name,
+  domain: p.domain,
+  status: p.status,
+  verification_status: p.verificationStatus,
+  scopes: p.scopes,
+  routes: p.routes,
+  created_at: p.createdAt,
+  updated_at: p.updatedAt,
+});
+
+export const presentAgent = (a: AgentRecord) => ({
+  agent_id: a.id,
+  name: a.name,
+  status: a.status,
+  api_key_id: a.apiKeyId,
+  created_at: a.createdAt,
+  updated_at: a.updatedAt,
+});
+
+const presentGrant = (g: GrantRecord) => ({ agent_id: g.agentId, platform_id: g.platformId, scopes: g.scopes, updated_at: g.updatedAt });
+
+function uuidParam(request: HttpRequest, name: string): string {
+  const value = request.params[name];
+  if (!UUID.test(value)) throw new ServiceError('not_found', `No record with this ${name}.`);
+  return value.toLowerCase();
+}
+
+export function adminRoutes(deps: AdminDeps): Route[] {
+  const expected = createHash('sha256').update(`Bearer ${deps.adminToken}`).digest();
+  // Hashing both sides first makes the comparison constant-time whatever the presented length.
+  const authorised = (request: HttpRequest) =>
+    timingSafeEqual(createHash('sha256').update(request.headers.authorization).digest(), expected);
+  const guard =
+    (handler: Handler): Handler =>
+    (request) => {
+      if (!authorised(request)) throw new ServiceError('unauthorized', undefined, { 'WWW-Authenticate': 'Bearer realm="admin"' });
+      return handler(request);
+    };
+
+  const platformCreate = compileValidator(PlatformCreate);
+  const platformPatch = compileValidator(PlatformPatch);
+  const agentCreate = compileValidator(AgentCreate);
+  const agentPatch = compileValidator(AgentPatch);
+  const grantPut = compileValidator(GrantPut);
+  const secretRotate = compileValidator(SecretRotate);
+  // An empty body on the rotate endpoints means "no options".
+  const optionalBody = (request: HttpRequest) => (request.body && request.body.length > 0 ? parseJsonBody(request) : {});
+
+  const routes: Route[] = [
+    {
+      method: 'POST', path: '/admin/v1/platforms', name: 'admin_platforms', body: true,
+      handler: async (r) => json(201, presentPlatform(await deps.platforms.create(platformCreate(parseJsonBody(r))))),
+    },
+    {
+      method: 'GET', path: '/admin/v1/platforms', name: 'admin_platforms',
+      handler: async () => json(200, { platforms: (await deps.platforms.list()).map(presentPlatform) }),
+    },
+    {
+      method: 'GET', path: '/admin/v1/platforms/:platform_id', name: 'admin_platform',
+      handler: async (r) => json(200, presentPlatform(await deps.platforms.get(uuidParam(r, 'platform_id')))),
+    },
+    {
+      method: 'PATCH', path: '/admin/v1/platforms/:platform_id', name: 'admin_platform', body: true,
+      handler: async (r) => {
+        const id = uuidParam(r, 'platform_id');
+        return json(200, presentPlatform(await deps.platforms.update(id, platformPatch(parseJsonBody(r)))));
+      },
+    },
+    {
+      method: 'POST', path: '/admin/v1/agents', name: 'admin_agents', body: true,
+      handler: async (r) => {
+        const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name);
+        return json(201, { ...presentAgent(agent), secret }, { 'Cache-Control': 'no-store' });
+      },
+    },
+    {
+      method: 'GET', path: '/admin/v1/agents', name: 'admin_agents',
+      handler: async () => json(200, { agents: (await deps.agents.list()).map(presentAgent) }),
+    },
+    {
+      method: 'GET', path: '/admin/v1/agents/:agent_id', name: 'admin_agent',
+      handler: async (r) => json(200, presentAgent(await deps.agents.get(uuidParam(r, 'agent_id')))),
+    },
+    {
+      method: 'PATCH', path: '/admin/v1/agents/:agent_id', name: 'admin_agent', body: true,
+      handler: async (r) => {
+        const id = uuidParam(r, 'agent_id');
+        return json(200, presentAgent(await deps.agents.update(id, agentPatch(parseJsonBody(r)))));
+      },
+    },
+    {
+      method: 'POST', path: '/admin/v1/agents/:agent_id/secret/rotate', name: 'admin_agent_secret_rotate', body: true,
+      handler: async (r) => {
+        const id = uuidParam(r, 'agent_id');
+        const { grace_seconds } = secretRotate(optionalBody(r));
+        const { apiKeyId, secret } = await deps.agents.rotateSecret(id, grace_seconds ?? 0);
+        return json(200, { api_key_id: apiKeyId, secret }, { 'Cache-Control': 'no-store' });
+      },
+    },
+    {
+      method: 'GET', path: '/admin/v1/agents/:agent_id/grants', name: 'admin_agent_grants',
+      handler: async (r) => json(200, { grants: (await deps.agents.listGrants(uuidParam(r, 'agent_id'))).map(presentGrant) }),
+    },
+    {
+      method: 'PUT', path: '/admin/v1/agents/:agent_id/grants/:platform_id', name: 'admin_agent_grant', body: true,
+      handler: async (r) => {
+        const agentId = uuidParam(r, 'agent_id');
+        const platformId = uuidParam(r, 'platform_id');
+        const { scopes } = grantPut(parseJsonBody(r));
+        return json(200, presentGrant(await deps.agents.putGrant(agentId, platformId, scopes)));
+      },
+    },
+    {
+      method: 'DELETE', path: '/admin/v1/agents/:agent_id/grants/:platform_id', name: 'admin_agent_grant',
+      handler: async (r) => {
+        await deps.agents.deleteGrant(uuidParam(r, 'agent_id'), uuidParam(r, 'platform_id'));
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'GET', path: '/admin/v1/keys', name: 'admin_keys',
+      handler: () => json(200, { keys: deps.keys.list() }),
+    },
+    {
+      method: 'POST', path: '/admin/v1/keys/rotate', name: 'admin_keys_rotate', body: true,
+      handler: async () => json(200, await deps.keys.rotate()),
+    },
+    {
+      method: 'POST', path: '/admin/v1/keys/:kid/retire', name: 'admin_key_retire', body: true,
+      handler: async (r) => json(200, await deps.keys.retire(r.params.kid)),
+    },
+    {
+      // Unknown admin paths answer 401 without the token, 404 with it: nothing is learned unauthenticated.
+      method: 'ANY', path: '/admin/v1/*', name: 'admin_unmatched',
+      handler: () => {
+        throw new ServiceError('not_found');
+      },
+    },
+  ];
+  return routes.map((route) => ({ ...route, handler: guard(route.handler) }));
+}

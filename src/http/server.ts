@@ -1,0 +1,231 @@
+// uWebSockets.js adapter: routing, 404/405, bounded body reading, abort handling, corked writes,
+// metrics and access logs. Everything else happens in handlers that never see uWS.
+import { STATUS_CODES } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import uWS from 'uWebSockets.js';
+import { ERRORS, ServiceError, toServiceError } from '../errors/catalog.js';
+import type { Logger } from '../log/logger.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { HttpReply, HttpRequest, RequestHeaders, Route } from './types.js';
+
+/** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
+export function assertNativeUws(): void {
+  const source = Function.prototype.toString.call(uWS.App);
+  if (!source.includes('[native code]')) {
+    throw new Error('uWebSockets.js native binary did not load (pure-JS fallback detected); refusing to start. Check the platform and Node ABI.');
+  }
+}
+
+export interface ServerOptions {
+  name: string;
+  maxBodyBytes: number;
+  trustProxy: boolean;
+  metrics: Metrics;
+  logger: Logger;
+  accessLog: boolean;
+}
+
+const STATUS_LINES = new Map<number, string>();
+const statusLine = (status: number): string => {
+  let line = STATUS_LINES.get(status);
+  if (!line) STATUS_LINES.set(status, (line = `${status} ${STATUS_CODES[status] ?? 'Unknown'}`));
+  return line;
+};
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const decoder = new TextDecoder();
+
+export class HttpServer {
+  readonly app: uWS.TemplatedApp;
+  private listenSocket: uWS.us_listen_socket | undefined;
+  private draining = false;
+  private inFlight = 0;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(routes: Route[], private readonly options: ServerOptions) {
+    this.app = uWS.App();
+    const byPath = new Map<string, Route[]>();
+    for (const route of routes) byPath.set(route.path, [...(byPath.get(route.path) ?? []), route]);
+    for (const [path, group] of byPath) {
+      const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
+      const allow = [...new Set(group.flatMap((r) => (r.method === 'GET' ? ['GET', 'HEAD'] : [r.method])))].join(', ');
+      this.app.any(path, (res, req) => {
+        const method = req.getMethod().toUpperCase();
+        const route = group.find((r) => r.method === method || r.method === 'ANY' || (method === 'HEAD' && r.method === 'GET'));
+        if (!route) {
+          this.answerError(res, req, group[0].name, new ServiceError('method_not_allowed', undefined, { Allow: allow }));
+          return;
+        }
+        this.handle(res, req, route, paramNames, method);
+      });
+    }
+    this.app.any('/*', (res, req) => this.answerError(res, req, 'unmatched', new ServiceError('not_found')));
+  }
+
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.app.listen(host, port, (socket) => {
+        if (!socket) return reject(new Error(`${this.options.name}: cannot listen on ${host}:${port}`));
+        this.listenSocket = socket;
+        resolve(uWS.us_socket_local_port(socket));
+      });
+    });
+  }
+
+  /** Stops accepting connections; answers in flight get `Connection: close`. */
+  stopAccepting(): void {
+    this.draining = true;
+    if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
+    this.listenSocket = undefined;
+  }
+
+  /** Resolves when no request is in flight (or at the deadline). */
+  idle(timeoutMs: number): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.idleWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /** Closes the listener and every connection (uWS 20.30's binary has app.close()). */
+  closeAll(): void {
+    this.stopAccepting();
+    (this.app as unknown as { close?: () => void }).close?.();
+  }
+
+  private readHeaders(req: uWS.HttpRequest): RequestHeaders {
+    return {
+      contentType: req.getHeader('content-type'),
+      contentLength: req.getHeader('content-length'),
+      ifNoneMatch: req.getHeader('if-none-match'),
+      authorization: req.getHeader('authorization'),
+      requestId: req.getHeader('x-request-id'),
+      forwardedFor: this.options.trustProxy ? req.getHeader('x-forwarded-for') : '',
+    };
+  }
+
+  private handle(res: uWS.HttpResponse, req: uWS.HttpRequest, route: Route, paramNames: string[], method: string): void {
+    const started = performance.now();
+    // Everything from `req` must be read now: it is invalid after this synchronous part.
+    const headers = this.readHeaders(req);
+    const params: Record<string, string> = {};
+    paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i))));
+    const path = req.getUrl();
+    const address = headers.forwardedFor.split(',')[0]?.trim() || decoder.decode(res.getRemoteAddressAsText());
+    const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
+    const controller = new AbortController();
+    const state = { aborted: false, done: false };
+    this.inFlight++;
+    res.onAborted(() => {
+      state.aborted = true;
+      controller.abort();
+      this.finish();
+    });
+
+    const run = (body: Buffer | null) => {
+      const request: HttpRequest = { method, path, params, headers, body, address, requestId, signal: controller.signal };
+      let reply: Promise<HttpReply>;
+      try {
+        reply = Promise.resolve(route.handler(request));
+      } catch (error) {
+        reply = Promise.reject(error);
+      }
+      reply
+        .catch((error: unknown) => this.errorReply(error, route.name))
+        .then((r) => this.send(res, state, r, route.name, method, started, requestId, false));
+    };
+
+    if (!route.body) return run(null);
+
+    // Bounded body: refuse early on a declared length, else count while reading; 413 closes the connection.
+    const limit = this.options.maxBodyBytes;
+    const declared = Number(headers.contentLength);
+    if (headers.contentLength !== '' && Number.isFinite(declared) && declared > limit) {
+      return this.send(res, state, this.errorReply(new ServiceError('payload_too_large'), route.name), route.name, method, started, requestId, true);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let refused = false;
+    res.onData((chunk, isLast) => {
+      if (refused) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        refused = true;
+        this.send(res, state, this.errorReply(new ServiceError('payload_too_large'), route.name), route.name, method, started, requestId, true);
+        return;
+      }
+      chunks.push(Buffer.from(Buffer.from(chunk))); // copy: uWS detaches the chunk after this callback
+      if (isLast) run(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+    });
+  }
+
+  private errorReply(error: unknown, routeName: string): HttpReply {
+    const serviceError = toServiceError(error);
+    if (serviceError.status >= 500 && !(error instanceof ServiceError)) {
+      // Log the failure without request data: bodies may hold secrets.
+      this.options.logger.error({ route: routeName, err: { message: (error as Error)?.message, name: (error as Error)?.name } }, 'request failed');
+    }
+    return {
+      status: serviceError.status,
+      headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...serviceError.headers },
+      body: serviceError.body(),
+    };
+  }
+
+  private answerError(res: uWS.HttpResponse, req: uWS.HttpRequest, routeName: string, error: ServiceError): void {
+    const method = req.getMethod().toUpperCase();
+    const started = performance.now();
+    const requestId = randomUUID();
+    this.inFlight++;
+    // Drop any request body unread: answer at once and let uWS discard the rest.
+    this.send(res, { aborted: false, done: false }, this.errorReply(error, routeName), routeName, method, started, requestId, false);
+  }
+
+  private send(
+    res: uWS.HttpResponse,
+    state: { aborted: boolean; done: boolean },
+    reply: HttpReply,
+    routeName: string,
+    method: string,
+    started: number,
+    requestId: string,
+    closeConnection: boolean,
+  ): void {
+    if (state.aborted || state.done) return;
+    state.done = true;
+    const body = reply.body ?? '';
+    const close = closeConnection || this.draining;
+    res.cork(() => {
+      res.writeStatus(statusLine(reply.status));
+      res.writeHeader('X-Request-Id', requestId);
+      if (reply.headers) for (const name in reply.headers) res.writeHeader(name, reply.headers[name]);
+      if (method === 'HEAD') res.endWithoutBody(typeof body === 'string' ? Buffer.byteLength(body) : body.length, close);
+      else res.end(body, close);
+    });
+    const seconds = (performance.now() - started) / 1000;
+    this.options.metrics.observeHttp(routeName, method, reply.status, seconds);
+    if (this.options.accessLog) {
+      this.options.logger.info({ reqId: requestId, route: routeName, method, status: reply.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
+    }
+    this.finish();
+  }
+
+  private finish(): void {
+    this.inFlight--;
+    if (this.inFlight === 0 && this.idleWaiters.length > 0) this.idleWaiters.splice(0).forEach((w) => w());
+  }
+}
+
+function decodeURIComponentSafe(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+export { ERRORS };

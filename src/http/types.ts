@@ -1,0 +1,49 @@
+// The HTTP layer's own request/reply shapes: handlers see these, never uWS objects.
+
+export interface RequestHeaders {
+  contentType: string;
+  contentLength: string;
+  ifNoneMatch: string;
+  authorization: string;
+  requestId: string;
+  forwardedFor: string;
+}
+
+export interface HttpRequest {
+  method: string;
+  path: string;
+  params: Record<string, string>;
+  headers: RequestHeaders;
+  /** Raw body (routes that declare `body: true`), at most the configured limit. */
+  body: Buffer | null;
+  /** Client address (X-Forwarded-For's first hop only with TRUST_PROXY). */
+  address: string;
+  requestId: string;
+  /** Aborted when the client goes away: pass it to worker tasks. */
+  signal: AbortSignal;
+}
+
+export interface HttpReply {
+  status: number;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+}
+
+export type Handler = (request: HttpRequest) => Promise<HttpReply> | HttpReply;
+
+export interface Route {
+  /** ANY: every method (used for guarded catch-alls such as /admin/v1/*). */
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'ANY';
+  /** uWS pattern, e.g. /api/v1/platforms/:platform_id/scopes.yaml */
+  path: string;
+  /** Low-cardinality name for metrics and logs. */
+  name: string;
+  body?: boolean;
+  handler: Handler;
+}
+
+export const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
+
+export function json(status: number, value: unknown, headers: Record<string, string> = {}): HttpReply {
+  return { status, headers: { ...JSON_HEADERS, ...headers }, body: JSON.stringify(value) };
+}

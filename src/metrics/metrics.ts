@@ -1,0 +1,163 @@
+// Prometheus metrics. Label values are always from closed sets (route patterns, status codes, outcome
+// names): never an id, a key or a secret.
+import client from 'prom-client';
+
+export type CacheName = 'local' | 'redis' | 'verified';
+export type StoreName = 'postgres' | 'redis';
+
+export class Metrics {
+  readonly registry = new client.Registry();
+  private readonly httpRequests: client.Counter<'route' | 'method' | 'status'>;
+  private readonly httpDuration: client.Histogram<'route' | 'method' | 'status'>;
+  private readonly tokens: client.Counter<'outcome'>;
+  private readonly workerTask: client.Histogram<'pool'>;
+  private readonly workerRejected: client.Counter<'pool'>;
+  private readonly cacheRequests: client.Counter<'cache' | 'result'>;
+  private readonly rateLimitRefusals: client.Counter<'limiter'>;
+  private readonly storeUp: client.Gauge<'store'>;
+  private readonly ready: client.Gauge;
+  private queueDepthSource: () => Record<string, number> = () => ({});
+  private keyInfoSource: () => { activeAgeSeconds: number; rotationIntervalSeconds: number; byState: Record<string, number> } = () => ({
+    activeAgeSeconds: 0,
+    rotationIntervalSeconds: 0,
+    byState: {},
+  });
+
+  constructor() {
+    const registers = [this.registry];
+    client.collectDefaultMetrics({ register: this.registry });
+    this.httpRequests = new client.Counter({
+      name: 'ace_http_requests_total',
+      help: 'HTTP requests answered, by route pattern, method and status.',
+      labelNames: ['route', 'method', 'status'],
+      registers,
+    });
+    this.httpDuration = new client.Histogram({
+      name: 'ace_http_request_duration_seconds',
+      help: 'Time from request to the last byte of the answer.',
+      labelNames: ['route', 'method', 'status'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56],
+      registers,
+    });
+    this.tokens = new client.Counter({
+      name: 'ace_tokens_issued_total',
+      help: 'Token requests by outcome (issued, or the refusal code).',
+      labelNames: ['outcome'],
+      registers,
+    });
+    const self = this;
+    new client.Gauge({
+      name: 'ace_worker_queue_depth',
+      help: 'Tasks waiting for a crypto worker thread, per pool.',
+      labelNames: ['pool'],
+      registers,
+      collect() {
+        for (const [pool, depth] of Object.entries(self.queueDepthSource())) this.set({ pool }, depth);
+      },
+    });
+    this.workerTask = new client.Histogram({
+      name: 'ace_worker_task_duration_seconds',
+      help: 'Crypto task time including queueing, per pool.',
+      labelNames: ['pool'],
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2.5],
+      registers,
+    });
+    this.workerRejected = new client.Counter({
+      name: 'ace_worker_tasks_rejected_total',
+      help: 'Crypto tasks refused (queue full) or failed (worker crashed or hung), per pool.',
+      labelNames: ['pool'],
+      registers,
+    });
+    this.cacheRequests = new client.Counter({
+      name: 'ace_cache_requests_total',
+      help: 'Cache look-ups by cache and result (hit ratio = hit / (hit + miss)).',
+      labelNames: ['cache', 'result'],
+      registers,
+    });
+    this.rateLimitRefusals = new client.Counter({
+      name: 'ace_rate_limit_refusals_total',
+      help: 'Requests refused with 429, by limiter.',
+      labelNames: ['limiter'],
+      registers,
+    });
+    this.storeUp = new client.Gauge({
+      name: 'ace_store_up',
+      help: '1 when the store answered its last check, else 0.',
+      labelNames: ['store'],
+      registers,
+    });
+    this.ready = new client.Gauge({ name: 'ace_ready', help: '1 when the instance is ready for traffic.', registers });
+    new client.Gauge({
+      name: 'ace_signing_key_active_age_seconds',
+      help: 'Age of the active signing key since it became active.',
+      registers,
+      collect() {
+        this.set(self.keyInfoSource().activeAgeSeconds);
+      },
+    });
+    new client.Gauge({
+      name: 'ace_signing_key_rotation_interval_seconds',
+      help: 'Configured automatic rotation interval (0 when off).',
+      registers,
+      collect() {
+        this.set(self.keyInfoSource().rotationIntervalSeconds);
+      },
+    });
+    new client.Gauge({
+      name: 'ace_signing_keys',
+      help: 'Signing keys per state.',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const byState = self.keyInfoSource().byState;
+        for (const state of ['next', 'active', 'retiring', 'retired']) this.set({ state }, byState[state] ?? 0);
+      },
+    });
+    // Pre-create series so dashboards and ratios see zeros instead of gaps.
+    for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
+    for (const limiter of ['token_per_key', 'auth_fail_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
+    for (const pool of ['argon2', 'sign']) this.workerRejected.inc({ pool }, 0);
+  }
+
+  observeHttp(route: string, method: string, status: number, seconds: number): void {
+    const labels = { route, method, status: String(status) };
+    this.httpRequests.inc(labels);
+    this.httpDuration.observe(labels, seconds);
+  }
+
+  tokenOutcome(outcome: string): void {
+    this.tokens.inc({ outcome });
+  }
+
+  observeWorkerTask(pool: string, seconds: number): void {
+    this.workerTask.observe({ pool }, seconds);
+  }
+
+  workerTaskRejected(pool: string): void {
+    this.workerRejected.inc({ pool });
+  }
+
+  cache(cache: CacheName, hit: boolean): void {
+    this.cacheRequests.inc({ cache, result: hit ? 'hit' : 'miss' });
+  }
+
+  rateLimited(limiter: 'token_per_key' | 'auth_fail_per_address'): void {
+    this.rateLimitRefusals.inc({ limiter });
+  }
+
+  setStoreUp(store: StoreName, up: boolean): void {
+    this.storeUp.set({ store }, up ? 1 : 0);
+  }
+
+  setReady(ready: boolean): void {
+    this.ready.set(ready ? 1 : 0);
+  }
+
+  registerQueueDepth(source: () => Record<string, number>): void {
+    this.queueDepthSource = source;
+  }
+
+  registerKeyInfo(source: Metrics['keyInfoSource']): void {
+    this.keyInfoSource = source;
+  }
+}

@@ -1,0 +1,126 @@
+// OpenAPI 3.1 document of the public contract, generated from the same TypeBox schemas the service
+// validates with (never written by hand).
+import type { TSchema } from '@sinclair/typebox';
+import { ERRORS } from '../errors/catalog.js';
+import {
+  credentialsRequestSchema,
+  ErrorBody,
+  KeySet,
+  PlatformListing,
+  TOKEN_PROFILE,
+  tokenRequestSchema,
+  TokenResponse,
+} from '../schemas/public.js';
+import { SvcScopesYaml } from '../schemas/scopes-file.js';
+
+/** Plain JSON Schema: drops TypeBox's symbol keys and `$id`s (components are named by their key). */
+const plain = (schema: TSchema): Record<string, unknown> => JSON.parse(JSON.stringify(schema, (key, value) => (key === '$id' ? undefined : value)));
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const errorResponse = (description: string, headers?: Record<string, unknown>) => ({
+  description,
+  ...(headers ? { headers } : {}),
+  content: { 'application/json': { schema: ref('Error') } },
+});
+const retryAfter = { 'Retry-After': { description: 'Seconds to wait (integer, at least 1).', schema: { type: 'integer', minimum: 1 } } };
+const codes = (...names: (keyof typeof ERRORS)[]) => names.map((n) => `\`${n}\``).join(', ');
+
+export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl: string; version: string }) {
+  const bodyErrors = {
+    '400': errorResponse(`Body is not JSON (${codes('invalid_json')}).`),
+    '413': errorResponse(`Body over 16 KiB (${codes('payload_too_large')}).`),
+    '415': errorResponse(`Content-Type is not application/json (${codes('unsupported_media_type')}).`),
+  };
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Agent Credential Exchange Service: public contract',
+      version: options.version,
+      description: `Agents trade api_key_id + secret + platform_id for a short-lived RS256 JWT (profile "${TOKEN_PROFILE}") whose aud is the platform.`,
+    },
+    servers: [{ url: options.serverUrl }],
+    paths: {
+      '/api/v1/auth/token': {
+        post: {
+          operationId: 'exchangeToken',
+          summary: 'Exchange agent credentials for a token',
+          requestBody: { required: true, content: { 'application/json': { schema: ref('TokenRequest') } } },
+          responses: {
+            '200': {
+              description: 'Token issued.',
+              headers: { 'Cache-Control': { schema: { type: 'string', const: 'no-store' } } },
+              content: { 'application/json': { schema: ref('TokenResponse') } },
+            },
+            ...bodyErrors,
+            '401': errorResponse(`Unknown api_key_id or wrong secret (${codes('invalid_credentials')}); identical for both.`),
+            '403': errorResponse(`${codes('agent_inactive', 'platform_access_denied', 'invalid_scope')}.`),
+            '422': errorResponse(`${codes('validation_error', 'unsupported_profile')}.`),
+            '429': errorResponse(`${codes('rate_limited')}: per api_key_id, or failed authentications per address.`, retryAfter),
+            '503': errorResponse(`${codes('service_unavailable')}.`, retryAfter),
+          },
+        },
+      },
+      '/api/v1/auth/agents/me/platforms': {
+        post: {
+          operationId: 'listAgentPlatforms',
+          summary: "List the calling agent's platforms (client bootstrap)",
+          requestBody: { required: true, content: { 'application/json': { schema: ref('AgentCredentials') } } },
+          responses: {
+            '200': { description: 'Platform listing.', content: { 'application/json': { schema: ref('PlatformListing') } } },
+            ...bodyErrors,
+            '401': errorResponse(`${codes('invalid_credentials')}.`),
+            '403': errorResponse(`${codes('agent_inactive')}.`),
+            '422': errorResponse(`${codes('validation_error')}.`),
+            '429': errorResponse(`${codes('rate_limited')}.`, retryAfter),
+            '503': errorResponse(`${codes('service_unavailable')}.`, retryAfter),
+          },
+        },
+      },
+      '/.well-known/jwks.json': {
+        get: {
+          operationId: 'getJwks',
+          summary: 'Public signing keys',
+          responses: {
+            '200': {
+              description: 'Key set: the active key first, then published keys that are not active.',
+              headers: {
+                'Cache-Control': { schema: { type: 'string', const: 'public, max-age=3600' } },
+                ETag: { schema: { type: 'string' } },
+              },
+              content: { 'application/json': { schema: ref('KeySet') } },
+            },
+            '304': { description: 'Not modified (If-None-Match matched the ETag).' },
+          },
+        },
+      },
+      '/api/v1/platforms/{platform_id}/scopes.yaml': {
+        get: {
+          operationId: 'getScopeFile',
+          summary: 'Scope file of a platform (SvcScopesYaml v1)',
+          parameters: [{ name: 'platform_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } }],
+          responses: {
+            '200': {
+              description: 'The scope file.',
+              headers: { ETag: { schema: { type: 'string' } } },
+              content: { 'text/yaml': { schema: ref('SvcScopesYaml') } },
+            },
+            '304': { description: 'Not modified.' },
+            '404': errorResponse(`${codes('not_found')}.`),
+            '422': errorResponse(`${codes('validation_error')}: platform_id is not a UUID.`),
+          },
+        },
+      },
+    },
+    components: {
+      schemas: {
+        TokenRequest: plain(tokenRequestSchema(options.apiKeyPrefix)),
+        AgentCredentials: plain(credentialsRequestSchema(options.apiKeyPrefix)),
+        TokenResponse: plain(TokenResponse),
+        Error: plain(ErrorBody),
+        PlatformListing: plain(PlatformListing),
+        KeySet: plain(KeySet),
+        SvcScopesYaml: plain(SvcScopesYaml),
+      },
+    },
+  };
+}

@@ -1,0 +1,206 @@
+// Read-through caching in front of a Store: in-process (L1) then Redis (L2, when configured) then the
+// inner store. Every write goes to the inner store, then deletes the Redis entries and publishes an
+// invalidation that every instance (this one included) applies to its in-process cache.
+import type { Redis } from 'ioredis';
+import type { Metrics } from '../../metrics/metrics.js';
+import type { AgentView, PlatformRecord, Store } from '../types.js';
+import type { Invalidation, InvalidationBus } from './invalidation-bus.js';
+import { LocalCache } from './local-cache.js';
+
+export interface CacheOptions {
+  redis: Redis | undefined;
+  keyPrefix: string;
+  redisTtlSeconds: number;
+  localTtlMs: number;
+  localMaxEntries: number;
+  bus: InvalidationBus;
+  metrics: Metrics;
+}
+
+/** A second Redis delete shortly after a write closes the race with a reader that loaded the old row. */
+const SECOND_DELETE_MS = 750;
+
+export class CachedStore implements Store {
+  private readonly views: LocalCache<AgentView | null>;
+  private readonly platforms: LocalCache<PlatformRecord | null>;
+
+  constructor(
+    private readonly inner: Store,
+    private readonly options: CacheOptions,
+  ) {
+    this.views = new LocalCache(options.localMaxEntries, options.localTtlMs);
+    this.platforms = new LocalCache(Math.min(options.localMaxEntries, 10_000), options.localTtlMs);
+    options.bus.subscribe((message) => this.applyInvalidation(message));
+  }
+
+  private viewKey(apiKeyId: string) {
+    return `${this.options.keyPrefix}agent:${apiKeyId}`;
+  }
+
+  private platformKey(platformId: string) {
+    return `${this.options.keyPrefix}platform:${platformId}`;
+  }
+
+  private applyInvalidation(message: Invalidation): void {
+    switch (message.kind) {
+      case 'agent':
+        this.views.delete(message.apiKeyId);
+        break;
+      case 'agents':
+        for (const id of message.apiKeyIds) this.views.delete(id);
+        break;
+      case 'platform':
+        this.platforms.delete(message.platformId);
+        this.views.deleteWhere((_, view) => view !== null && message.platformId in view.grants);
+        break;
+      case 'all':
+        this.views.clear();
+        this.platforms.clear();
+        break;
+      case 'keys':
+        break;
+    }
+  }
+
+  /** L1 → L2 → inner, filling the layers on the way back. Negative answers are kept in L1 only. */
+  private async readThrough<V extends object>(
+    local: LocalCache<V | null>,
+    id: string,
+    redisKey: string,
+    load: () => Promise<V | null>,
+  ): Promise<V | null> {
+    const cached = local.get(id);
+    this.options.metrics.cache('local', cached !== undefined);
+    if (cached !== undefined) return cached;
+    const generation = local.generation;
+    const { redis } = this.options;
+    if (redis) {
+      const raw = await redis.get(redisKey).catch(() => null);
+      this.options.metrics.cache('redis', raw !== null);
+      if (raw !== null) {
+        const value = JSON.parse(raw) as V;
+        local.set(id, value, generation);
+        return value;
+      }
+    }
+    const value = await load();
+    local.set(id, value, generation);
+    if (redis && value !== null && local.generation === generation) {
+      redis.set(redisKey, JSON.stringify(value), 'EX', this.options.redisTtlSeconds).catch(() => {});
+    }
+    return value;
+  }
+
+  getAgentView(apiKeyId: string): Promise<AgentView | null> {
+    return this.readThrough(this.views, apiKeyId, this.viewKey(apiKeyId), () => this.inner.getAgentView(apiKeyId));
+  }
+
+  getPlatform(platformId: string): Promise<PlatformRecord | null> {
+    return this.readThrough(this.platforms, platformId, this.platformKey(platformId), () => this.inner.getPlatform(platformId));
+  }
+
+  // Secret hashes are never cached (decisions.md: never in Redis in any form).
+  getSecretHashes(apiKeyId: string) {
+    return this.inner.getSecretHashes(apiKeyId);
+  }
+
+  private async deleteRedis(keys: string[]): Promise<void> {
+    const { redis } = this.options;
+    if (!redis || keys.length === 0) return;
+    const remove = async () => {
+      for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500)).catch(() => 0);
+    };
+    await remove();
+    setTimeout(() => void remove(), SECOND_DELETE_MS).unref();
+  }
+
+  private async invalidateAgents(apiKeyIds: string[]): Promise<void> {
+    await this.deleteRedis(apiKeyIds.map((id) => this.viewKey(id)));
+    await this.options.bus.publish(apiKeyIds.length === 1 ? { kind: 'agent', apiKeyId: apiKeyIds[0] } : { kind: 'agents', apiKeyIds });
+  }
+
+  async createPlatform(input: Parameters<Store['createPlatform']>[0]) {
+    const platform = await this.inner.createPlatform(input);
+    await this.options.bus.publish({ kind: 'platform', platformId: platform.id });
+    return platform;
+  }
+
+  async updatePlatform(platformId: string, patch: Parameters<Store['updatePlatform']>[1]) {
+    const platform = await this.inner.updatePlatform(platformId, patch);
+    if (platform) {
+      const apiKeyIds = await this.inner.apiKeyIdsOnPlatform(platformId);
+      await this.deleteRedis([this.platformKey(platformId), ...apiKeyIds.map((id) => this.viewKey(id))]);
+      await this.options.bus.publish({ kind: 'platform', platformId });
+    }
+    return platform;
+  }
+
+  listPlatforms() {
+    return this.inner.listPlatforms();
+  }
+
+  apiKeyIdsOnPlatform(platformId: string) {
+    return this.inner.apiKeyIdsOnPlatform(platformId);
+  }
+
+  async createAgent(input: Parameters<Store['createAgent']>[0]) {
+    const agent = await this.inner.createAgent(input);
+    await this.invalidateAgents([agent.apiKeyId]); // drops a negative L1 entry, if any
+    return agent;
+  }
+
+  getAgent(agentId: string) {
+    return this.inner.getAgent(agentId);
+  }
+
+  listAgents() {
+    return this.inner.listAgents();
+  }
+
+  async updateAgent(agentId: string, patch: Parameters<Store['updateAgent']>[1]) {
+    const agent = await this.inner.updateAgent(agentId, patch);
+    if (agent) await this.invalidateAgents([agent.apiKeyId]);
+    return agent;
+  }
+
+  async rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null) {
+    const agent = await this.inner.rotateSecret(agentId, secretHash, previousValidUntil);
+    if (agent) await this.invalidateAgents([agent.apiKeyId]);
+    return agent;
+  }
+
+  async putGrant(agentId: string, platformId: string, scopes: string[]) {
+    const grant = await this.inner.putGrant(agentId, platformId, scopes);
+    const agent = await this.inner.getAgent(agentId);
+    if (agent) await this.invalidateAgents([agent.apiKeyId]);
+    return grant;
+  }
+
+  async deleteGrant(agentId: string, platformId: string) {
+    const deleted = await this.inner.deleteGrant(agentId, platformId);
+    const agent = await this.inner.getAgent(agentId);
+    if (agent) await this.invalidateAgents([agent.apiKeyId]);
+    return deleted;
+  }
+
+  listGrants(agentId: string) {
+    return this.inner.listGrants(agentId);
+  }
+
+  listSigningKeys() {
+    return this.inner.listSigningKeys();
+  }
+
+  async withLock<T>(lock: string, wait: boolean, fn: Parameters<Store['withLock']>[2]) {
+    return this.inner.withLock<T>(lock, wait, fn as never);
+  }
+
+  ping() {
+    return this.inner.ping();
+  }
+
+  async close() {
+    await this.options.bus.close();
+    await this.inner.close();
+  }
+}

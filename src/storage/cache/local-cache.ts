@@ -1,0 +1,61 @@
+// In-process cache: bounded (least recently used goes first) and time-limited. The generation counter
+// closes the read/invalidate race: a value loaded before an invalidation is never stored after it.
+
+interface Entry<V> {
+  value: V;
+  expiresAt: number;
+}
+
+export class LocalCache<V> {
+  private readonly entries = new Map<string, Entry<V>>();
+  private generationCounter = 0;
+
+  constructor(
+    private readonly maxEntries: number,
+    private readonly ttlMs: number,
+  ) {}
+
+  get generation(): number {
+    return this.generationCounter;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  get(key: string): V | undefined {
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    if (entry.expiresAt <= Date.now()) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    // Re-insert to mark as most recently used (Map keeps insertion order).
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    return entry.value;
+  }
+
+  /** Stores unless an invalidation happened since `generation` was read (then the value may be stale). */
+  set(key: string, value: V, generation = this.generationCounter, ttlMs = this.ttlMs): void {
+    if (generation !== this.generationCounter || this.maxEntries === 0 || ttlMs <= 0) return;
+    this.entries.delete(key);
+    this.entries.set(key, { value, expiresAt: Date.now() + ttlMs });
+    while (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+  }
+
+  delete(key: string): void {
+    this.generationCounter++;
+    this.entries.delete(key);
+  }
+
+  deleteWhere(predicate: (key: string, value: V) => boolean): void {
+    this.generationCounter++;
+    for (const [key, entry] of this.entries) if (predicate(key, entry.value)) this.entries.delete(key);
+  }
+
+  clear(): void {
+    this.generationCounter++;
+    this.entries.clear();
+  }
+}

@@ -1,0 +1,28 @@
+// The embedded default: real Postgres (PGlite, WASM) in DATA_DIR, exposed on a loopback socket so the
+// very same `postgres` driver and SQL run against it as against a Postgres server.
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+
+export interface EmbeddedPostgres {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPostgres> {
+  const dir = path.join(dataDir, 'pglite');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const db = await PGlite.create({ dataDir: dir });
+  // PGlite runs one query at a time; the socket server queues the rest.
+  const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: 4 });
+  await server.start();
+  const hostPort = server.getServerConn();
+  return {
+    url: `postgres://postgres@${hostPort}/postgres?sslmode=disable`,
+    async stop() {
+      await server.stop();
+      await db.close();
+    },
+  };
+}
