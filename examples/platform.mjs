@@ -1,0 +1,59 @@
+// A tiny platform: node:http protected by the middleware. Scopes come from the scope file.
+//   SERVICE_URL  the credential exchange service (default http://localhost:8080); also the expected issuer
+//   ISSUER       expected `iss`, when the service's ISSUER differs from SERVICE_URL
+//   SCOPES_FILE  default $EXAMPLE_DIR/scopes.yaml (EXAMPLE_DIR default ./data/example)
+//   PORT         default 3000
+import http from 'node:http';
+import { createVerifier, protectNodeHandler } from 'agent-credential-exchange/middleware';
+
+const serviceUrl = process.env.SERVICE_URL ?? 'http://localhost:8080';
+const verifier = createVerifier({
+  serviceUrl,
+  issuer: process.env.ISSUER || undefined,
+  scopesFile: process.env.SCOPES_FILE ?? `${process.env.EXAMPLE_DIR ?? './data/example'}/scopes.yaml`,
+});
+// Fail at start-up rather than on the first request if the service cannot be reached.
+await verifier.ready();
+
+const orders = new Map([['42', { id: '42', item: 'coffee beans', quantity: 2 }]]);
+
+function json(res, status, body) {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+// Runs only for requests whose token is valid for this platform and carries the route's scopes.
+const api = protectNodeHandler(verifier, (req, res) => {
+  const { pathname } = new URL(req.url, 'http://platform');
+  const id = pathname.split('/')[2];
+  if (req.method === 'GET' && pathname.startsWith('/orders/')) {
+    const order = orders.get(id);
+    return order ? json(res, 200, { ...order, read_by: req.agent.agentId }) : json(res, 404, { detail: 'no such order' });
+  }
+  if (req.method === 'POST' && pathname === '/orders') {
+    let body = '';
+    req.on('data', (chunk) => (body += chunk));
+    req.on('end', () => {
+      const order = { id: String(orders.size + 100), ...JSON.parse(body || '{}'), placed_by: req.agent.agentId };
+      orders.set(order.id, order);
+      json(res, 201, order);
+    });
+    return;
+  }
+  if (req.method === 'DELETE' && pathname.startsWith('/orders/')) {
+    orders.delete(id);
+    res.writeHead(204);
+    return res.end();
+  }
+  json(res, 404, { detail: 'not found' });
+});
+
+const server = http.createServer((req, res) => {
+  // Public routes are served before the middleware; everything else goes through it.
+  if (req.url === '/health') return json(res, 200, { ok: true });
+  api(req, res);
+});
+const port = Number(process.env.PORT ?? 3000);
+server.listen(port, '127.0.0.1', () => console.log(`platform ${verifier.platformId} listening on http://127.0.0.1:${port}`));
+process.on('SIGTERM', () => server.close(() => process.exit(0)));
+process.on('SIGINT', () => server.close(() => process.exit(0)));

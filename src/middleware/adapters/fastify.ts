@@ -1,0 +1,48 @@
+// Fastify adapter: `await app.register(fastifyAgentAuth(verifier))` protects every route of the instance
+// (the plugin is not encapsulated, as fastify-plugin would arrange); or use `fastifyOnRequest(verifier)`
+// as an onRequest hook on chosen routes. Sets `request.agent`. Structural types: no fastify import.
+import type { AgentClaims, Verifier } from '../verifier.js';
+
+export interface FastifyLikeRequest {
+  method: string;
+  url: string;
+  headers: { authorization?: string | string[] | undefined };
+  agent?: AgentClaims | null;
+}
+
+export interface FastifyLikeReply {
+  code(status: number): FastifyLikeReply;
+  headers(values: Record<string, string>): FastifyLikeReply;
+  send(body: string): unknown;
+}
+
+export interface FastifyLikeInstance {
+  decorateRequest(name: string, value: null): unknown;
+  addHook(name: 'onRequest', hook: (request: any, reply: any) => Promise<unknown>): unknown;
+}
+
+export function fastifyOnRequest(verifier: Verifier) {
+  return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<unknown> => {
+    const result = await verifier.authorize({ method: request.method, path: request.url, authorization: request.headers.authorization });
+    if (!result.ok) {
+      // Returning the reply after send() ends the request in an async hook.
+      return reply
+        .code(result.status)
+        .headers({ ...result.headers, 'content-type': 'application/json', 'cache-control': 'no-store' })
+        .send(result.body);
+    }
+    request.agent = result.claims;
+    return undefined;
+  };
+}
+
+export function fastifyAgentAuth(verifier: Verifier) {
+  const hook = fastifyOnRequest(verifier);
+  const plugin = async (app: FastifyLikeInstance): Promise<void> => {
+    app.decorateRequest('agent', null);
+    app.addHook('onRequest', hook);
+  };
+  // What fastify-plugin sets: skip encapsulation so the hook covers the parent's routes too.
+  Object.assign(plugin, { [Symbol.for('skip-override')]: true, [Symbol.for('fastify.display-name')]: 'agent-credential-exchange' });
+  return plugin;
+}

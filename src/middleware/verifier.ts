@@ -1,0 +1,180 @@
+// The framework-free core: given a request's method, path and Authorization header, decide.
+// Token checks are local (RS256 signature against the cached JWKS, iss, aud = this platform, exp/nbf);
+// the route's required scopes come from the scope file read at start-up.
+import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
+import { insufficientScope, invalidRequest, invalidToken, missingToken, unavailable, type Refusal } from './challenge.js';
+import { loadScopeFile, RouteTable, type RouteMatch, type ScopeFileSource } from './scope-map.js';
+
+export interface VerifierBaseOptions {
+  /** Base URL of the credential exchange service, e.g. https://ace.example.com. */
+  serviceUrl: string;
+  /** Defaults to `${serviceUrl}/.well-known/jwks.json`. */
+  jwksUrl?: string;
+  /** Expected `iss` claim. Defaults to serviceUrl without a trailing slash (the service's default ISSUER). */
+  issuer?: string;
+  /** This platform's id; defaults to the scope file's platform_id and must equal it when given. */
+  platformId?: string;
+  /** Realm in WWW-Authenticate challenges; defaults to the platform id. */
+  realm?: string;
+  /**
+   * What to do with a request whose method + path has no rule in the scope file:
+   * - "deny" (default): refuse with 403, so a route added to the code but not to the scope file is closed.
+   * - "authenticate": any valid token of this platform may pass, no scope needed.
+   */
+  unmatchedRoutes?: 'deny' | 'authenticate';
+  /** Leeway for exp/nbf against clock drift between the service and this platform. Default 5. */
+  clockToleranceSeconds?: number;
+  /** Minimum seconds between two JWKS fetches (forged-kid floods cannot go beyond this). Default 5. */
+  jwksCooldownSeconds?: number;
+  /** Upper bound of the JWKS cache lifetime whatever Cache-Control says. Default 3600. */
+  jwksMaxAgeSeconds?: number;
+  /** Timeout of a JWKS fetch. Default 5000. */
+  jwksTimeoutMs?: number;
+  /** fetch implementation for the JWKS (defaults to the global fetch). */
+  fetch?: typeof fetch;
+}
+
+export type VerifierOptions = VerifierBaseOptions & ScopeFileSource;
+
+/** What a handler learns about the calling agent. */
+export interface AgentClaims {
+  /** `sub`: the agent's id. */
+  agentId: string;
+  /** `client_id`: the agent's public api_key_id. */
+  clientId: string | undefined;
+  /** `aud`: this platform's id. */
+  platformId: string;
+  /** Scopes the token carries. */
+  scopes: string[];
+  /** `jti`. */
+  tokenId: string | undefined;
+  /** `exp`, seconds since the epoch. */
+  expiresAt: number;
+  /** The scope-file rule that matched, if any. */
+  route: RouteMatch | undefined;
+  /** The whole verified payload. */
+  payload: JWTPayload;
+}
+
+export interface AuthorizeInput {
+  method: string;
+  /** Request target as received (path, optionally with a query string). */
+  path: string;
+  authorization: string | string[] | undefined;
+}
+
+export type AuthorizeResult = { ok: true; claims: AgentClaims } | Refusal;
+
+export interface Verifier {
+  readonly platformId: string;
+  readonly realm: string;
+  authorize(input: AuthorizeInput): Promise<AuthorizeResult>;
+  /** The rule for a request, or undefined (as the verifier sees it). */
+  routeFor(method: string, path: string): RouteMatch | undefined;
+  /** Fetches the JWKS now (optional: call at start-up to fail fast when the service is unreachable). */
+  ready(): Promise<void>;
+  /** Stops the timer a pending cooldown may hold. */
+  close(): void;
+}
+
+const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/; // RFC 6750 b64token
+
+/** Reads the scope file (throws ScopeFileError if invalid) and returns the verifier. */
+export function createVerifier(options: VerifierOptions): Verifier {
+  const scopeFile = loadScopeFile(options);
+  if (options.platformId !== undefined && options.platformId !== scopeFile.platform_id) {
+    throw new Error(`platformId ${options.platformId} differs from the scope file's platform_id ${scopeFile.platform_id}`);
+  }
+  const platformId = scopeFile.platform_id;
+  const serviceUrl = options.serviceUrl.replace(/\/+$/, '');
+  const issuer = options.issuer ?? serviceUrl;
+  const realm = options.realm ?? platformId;
+  const unmatched = options.unmatchedRoutes ?? 'deny';
+  const clockTolerance = options.clockToleranceSeconds ?? 5;
+  const cooldownMs = (options.jwksCooldownSeconds ?? 5) * 1000;
+  const routes = new RouteTable(scopeFile.routes);
+  const jwks = new JwksCache({
+    url: options.jwksUrl ?? `${serviceUrl}/.well-known/jwks.json`,
+    fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init),
+    cooldownMs,
+    defaultMaxAgeMs: 300_000,
+    maxMaxAgeMs: (options.jwksMaxAgeSeconds ?? 3600) * 1000,
+    timeoutMs: options.jwksTimeoutMs ?? 5000,
+  });
+
+  async function authorize({ method, path, authorization }: AuthorizeInput): Promise<AuthorizeResult> {
+    if (authorization === undefined || authorization === '') return missingToken(realm);
+    if (Array.isArray(authorization)) return invalidRequest(realm, 'More than one Authorization header.');
+    const [scheme, ...rest] = authorization.trim().split(/\s+/);
+    // Another scheme (Basic, ...) means no Bearer token was offered: the plain challenge, no error.
+    if (scheme.toLowerCase() !== 'bearer') return missingToken(realm);
+    if (rest.length !== 1 || !TOKEN_PATTERN.test(rest[0])) return invalidRequest(realm, 'Malformed Bearer credentials.');
+
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(rest[0], (header) => jwks.keyFor(header), {
+        algorithms: ['RS256'],
+        issuer,
+        audience: platformId,
+        clockTolerance,
+        requiredClaims: ['exp', 'sub', 'iat'],
+      }));
+    } catch (error) {
+      if (error instanceof JwksUnavailableError) return unavailable(cooldownMs / 1000);
+      return invalidToken(realm, describeTokenError(error));
+    }
+    // The service binds a token to exactly one platform; a list audience is not a token it minted.
+    if (typeof payload.aud !== 'string') return invalidToken(realm, 'The access token has an unexpected audience.');
+
+    const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
+    const route = routes.match(method, path);
+    const claims: AgentClaims = {
+      agentId: payload.sub as string,
+      clientId: typeof payload.client_id === 'string' ? payload.client_id : undefined,
+      platformId: payload.aud,
+      scopes,
+      tokenId: payload.jti,
+      expiresAt: payload.exp as number,
+      route,
+      payload,
+    };
+    if (!route) {
+      if (unmatched === 'authenticate') return { ok: true, claims };
+      return insufficientScope(realm, 'No scope rule allows this route.', undefined);
+    }
+    const missing = route.scopes.filter((s) => !scopes.includes(s));
+    if (missing.length > 0) return insufficientScope(realm, `This route needs the scope ${route.scopes.join(' ')}.`, route.scopes);
+    return { ok: true, claims };
+  }
+
+  return {
+    platformId,
+    realm,
+    authorize,
+    routeFor: (method, path) => routes.match(method, path),
+    ready: () => jwks.prefetch(),
+    close: () => jwks.close(),
+  };
+}
+
+/** A short, safe description for error_description (never echoes the token). */
+function describeTokenError(error: unknown): string {
+  if (error instanceof UnknownKeyError) return 'The access token is signed with an unknown key.';
+  if (error instanceof joseErrors.JWTExpired) return 'The access token expired.';
+  if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    switch (error.claim) {
+      case 'aud':
+        return 'The access token is meant for another platform.';
+      case 'iss':
+        return 'The access token has an unexpected issuer.';
+      case 'nbf':
+        return 'The access token is not valid yet.';
+      default:
+        return `The access token has an invalid ${error.claim} claim.`;
+    }
+  }
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'The access token signature is invalid.';
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) return 'The access token uses an algorithm that is not accepted.';
+  return 'The access token is malformed.';
+}
