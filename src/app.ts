@@ -41,12 +41,8 @@ export interface RunningApp {
 export interface AppOptions {
   config: Config;
   logger: Logger;
-  /** Cluster workers pass a collector that answers /metrics for every process. */
-  metricsText?: (local: Metrics) => Promise<{ contentType: string; body: string }>;
-  /** Database URL to use instead of config.databaseUrl (the embedded server started by the primary). */
-  databaseUrl?: string;
-  /** Skips migrations and first-key creation (done by the primary in cluster mode). */
-  skipBootstrap?: boolean;
+  /** Cluster workers pass a collector that answers /metrics with the sum over every process. */
+  metricsText?: (local: Metrics) => () => Promise<{ contentType: string; body: string }>;
 }
 
 /** ADMIN_TOKEN, or the one in DATA_DIR/admin-token, or a new one written there with mode 0600. */
@@ -77,8 +73,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
   let shuttingDown = false;
 
   try {
-    const database = options.databaseUrl ? { url: options.databaseUrl } : await startDatabase(config);
-    if ('embedded' in database && database.embedded) cleanups.push(() => database.embedded!.stop());
+    const database = await startDatabase(config);
+    if (database.embedded) cleanups.push(() => database.embedded!.stop());
     const embedded = !config.databaseUrl;
     const sql = connectPostgres({
       url: database.url,
@@ -87,10 +83,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     });
     const postgresStore = new PostgresStore(sql, { timeoutMs: config.storeTimeoutMs, onHealth: (up) => metrics.setStoreUp('postgres', up) });
     cleanups.push(() => postgresStore.close());
-    if (!options.skipBootstrap) {
-      const applied = await migrate(sql);
-      if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
-    }
+    const applied = await migrate(sql);
+    if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
     metrics.setStoreUp('postgres', true);
 
     let redis: Redis | undefined;
@@ -188,7 +182,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       return { ready: isReady, checks: { postgres: postgresUp, redis: redis ? redisUp : 'not configured', worker_pools: poolsUp, signing_key: signingKey, shutting_down: shuttingDown } };
     };
     const metricsText = options.metricsText
-      ? () => options.metricsText!(metrics)
+      ? options.metricsText(metrics)
       : async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() });
     const adminServer = new HttpServer(
       [...opsRoutes({ ready, metrics: metricsText }), ...adminRoutes({ adminToken: admin.token, platforms, agents, keys })],

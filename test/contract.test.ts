@@ -352,6 +352,9 @@ for (const mode of ['real', 'embedded'] as const) {
         const cached = await fetch(`${service.publicUrl}/.well-known/jwks.json`, { headers: { 'if-none-match': etag } });
         expect(cached.status).toBe(304);
         expect(await cached.text()).toBe('');
+        // RFC 9110 §8.6: a 304's Content-Length, if any, is the full representation's.
+        const length = cached.headers.get('content-length');
+        if (length !== null) expect(Number(length)).toBe(Buffer.byteLength(JSON.stringify(body)));
         const stale = await fetch(`${service.publicUrl}/.well-known/jwks.json`, { headers: { 'if-none-match': '"other"' } });
         expect(stale.status).toBe(200);
       });

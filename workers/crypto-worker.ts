@@ -12,6 +12,7 @@ export interface VerifyTask {
 
 /** Index of the matching hash, or -1. Always runs at least one verification (the caller passes a decoy). */
 export async function verifySecret(task: VerifyTask): Promise<number> {
+  if (FAULTS) injectFault(task.secret);
   for (let i = 0; i < task.hashes.length; i++) {
     try {
       if (await verify(task.hashes[i], task.secret)) return i;
@@ -20,6 +21,14 @@ export async function verifySecret(task: VerifyTask): Promise<number> {
     }
   }
   return -1;
+}
+
+// Fault injection for the reliability tests only: enabled by ACE_FAULT_INJECTION=on, never by default.
+// The secret "fault:crash" kills this worker thread, "fault:hang" wedges it.
+const FAULTS = process.env.ACE_FAULT_INJECTION === 'on';
+function injectFault(secret: string): void {
+  if (secret === 'fault:crash') process.exit(1); // in a worker thread this ends the thread only
+  if (secret === 'fault:hang') Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0); // forever
 }
 
 export async function hashSecret(secret: string): Promise<string> {

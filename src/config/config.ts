@@ -28,6 +28,9 @@ export interface Config {
   argon2MaxQueue: number;
   signThreads: number;
   signMaxQueue: number;
+  /** A task running longer is treated as a hung worker: the thread is replaced, the request gets 503. */
+  argon2TaskTimeoutMs: number;
+  signTaskTimeoutMs: number;
   rateLimitTokenPoints: number;
   rateLimitTokenWindowSeconds: number;
   rateLimitAuthFailPoints: number;
@@ -109,6 +112,8 @@ export function loadConfig(env: Env = process.env): Config {
     argon2MaxQueue: read.int('ARGON2_MAX_QUEUE', 64, 0, 100_000),
     signThreads: read.int('SIGN_THREADS', cores, 1, 256),
     signMaxQueue: read.int('SIGN_MAX_QUEUE', 2048, 0, 1_000_000),
+    argon2TaskTimeoutMs: read.int('ARGON2_TASK_TIMEOUT_MS', 10_000, 100, 600_000),
+    signTaskTimeoutMs: read.int('SIGN_TASK_TIMEOUT_MS', 5_000, 100, 600_000),
     rateLimitTokenPoints: read.int('RATE_LIMIT_TOKEN_POINTS', 120, 1, 1e9),
     rateLimitTokenWindowSeconds: read.int('RATE_LIMIT_TOKEN_WINDOW_SECONDS', 60, 1, 86_400),
     rateLimitAuthFailPoints: read.int('RATE_LIMIT_AUTH_FAIL_POINTS', 20, 1, 1e9),

@@ -14,17 +14,19 @@ export interface PoolOptions {
   argon2MaxQueue: number;
   signThreads: number;
   signMaxQueue: number;
+  argon2TaskTimeoutMs: number;
+  signTaskTimeoutMs: number;
 }
 
 type PoolName = 'argon2' | 'sign';
 
-/** A task that did not finish in this long is treated as a hung worker: its thread is replaced. */
-const TASK_TIMEOUT_MS: Record<PoolName, number> = { argon2: 10_000, sign: 5_000 };
-
 export class CryptoPools {
   private readonly pools: Record<PoolName, Piscina>;
+  /** A task that did not finish in this long is treated as a hung worker: aborting it replaces the thread. */
+  private readonly taskTimeoutMs: Record<PoolName, number>;
 
   constructor(options: PoolOptions, private readonly metrics: Metrics) {
+    this.taskTimeoutMs = { argon2: options.argon2TaskTimeoutMs, sign: options.signTaskTimeoutMs };
     const make = (threads: number, maxQueue: number) =>
       new Piscina({
         filename: WORKER_FILE,
@@ -76,7 +78,7 @@ export class CryptoPools {
       this.metrics.workerTaskRejected(pool);
       throw unavailable(1, 'The service is busy; retry shortly.');
     }
-    const timeout = AbortSignal.timeout(TASK_TIMEOUT_MS[pool]);
+    const timeout = AbortSignal.timeout(this.taskTimeoutMs[pool]);
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     const started = performance.now();
     try {

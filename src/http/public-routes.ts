@@ -56,7 +56,7 @@ export function publicRoutes(deps: PublicDeps): Route[] {
   const jwks = (request: HttpRequest): HttpReply => {
     const { body, etag } = deps.keys.jwks();
     const headers = { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600', ETag: etag };
-    if (matchesEtag(request.headers.ifNoneMatch, etag)) return { status: 304, headers };
+    if (matchesEtag(request.headers.ifNoneMatch, etag)) return { status: 304, headers, representationLength: body.length };
     return { status: 200, headers, body };
   };
 
@@ -65,7 +65,7 @@ export function publicRoutes(deps: PublicDeps): Route[] {
     if (!UUID.test(id)) throw new ServiceError('validation_error', 'platform_id must be a UUID.');
     const file = await deps.platforms.scopeFile(id);
     const headers = { 'Content-Type': 'text/yaml; charset=utf-8', ETag: file.etag, 'Cache-Control': 'no-cache' };
-    if (matchesEtag(request.headers.ifNoneMatch, file.etag)) return { status: 304, headers };
+    if (matchesEtag(request.headers.ifNoneMatch, file.etag)) return { status: 304, headers, representationLength: file.body.length };
     return { status: 200, headers, body: file.body };
   };
 

@@ -203,7 +203,9 @@ export class HttpServer {
       res.writeStatus(statusLine(reply.status));
       res.writeHeader('X-Request-Id', requestId);
       if (reply.headers) for (const name in reply.headers) res.writeHeader(name, reply.headers[name]);
-      if (method === 'HEAD') res.endWithoutBody(typeof body === 'string' ? Buffer.byteLength(body) : body.length, close);
+      // 304 and HEAD carry no body; their Content-Length is the full representation's (RFC 9110 §8.6).
+      if (reply.status === 304) res.endWithoutBody(reply.representationLength ?? 0, close);
+      else if (method === 'HEAD') res.endWithoutBody(typeof body === 'string' ? Buffer.byteLength(body) : body.length, close);
       else res.end(body, close);
     });
     const seconds = (performance.now() - started) / 1000;

@@ -27,6 +27,8 @@ export interface HttpReply {
   status: number;
   headers?: Record<string, string>;
   body?: string | Buffer;
+  /** For 304: the length of the representation the client already holds. */
+  representationLength?: number;
 }
 
 export type Handler = (request: HttpRequest) => Promise<HttpReply> | HttpReply;

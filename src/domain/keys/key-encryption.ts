@@ -44,7 +44,12 @@ export function loadOrCreateKeyEncryptionKey(configured: Buffer | undefined, dat
   const file = path.join(dataDir, 'key-encryption-key');
   if (existsSync(file)) return { kek: Buffer.from(readFileSync(file, 'utf8').trim(), 'hex') };
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const kek = randomBytes(32);
-  writeFileSync(file, kek.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
-  return { kek, generatedPath: file };
+  try {
+    writeFileSync(file, randomBytes(32).toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
+  } catch (error) {
+    // Another process of this instance created it first: use theirs.
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    return { kek: Buffer.from(readFileSync(file, 'utf8').trim(), 'hex') };
+  }
+  return { kek: Buffer.from(readFileSync(file, 'utf8').trim(), 'hex'), generatedPath: file };
 }
