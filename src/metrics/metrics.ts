@@ -85,12 +85,14 @@ export class Metrics {
       help: '1 when the store answered its last check, else 0.',
       labelNames: ['store'],
       registers,
+      aggregator: 'min', // down in any process counts as down
     });
-    this.ready = new client.Gauge({ name: 'ace_ready', help: '1 when the instance is ready for traffic.', registers });
+    this.ready = new client.Gauge({ name: 'ace_ready', help: '1 when the instance is ready for traffic.', registers, aggregator: 'min' });
     new client.Gauge({
       name: 'ace_signing_key_active_age_seconds',
       help: 'Age of the active signing key since it became active.',
       registers,
+      aggregator: 'max', // every process sees the same keys: summing would multiply
       collect() {
         this.set(self.keyInfoSource().activeAgeSeconds);
       },
@@ -99,6 +101,7 @@ export class Metrics {
       name: 'ace_signing_key_rotation_interval_seconds',
       help: 'Configured automatic rotation interval (0 when off).',
       registers,
+      aggregator: 'max',
       collect() {
         this.set(self.keyInfoSource().rotationIntervalSeconds);
       },
@@ -108,6 +111,7 @@ export class Metrics {
       help: 'Signing keys per state.',
       labelNames: ['state'],
       registers,
+      aggregator: 'max',
       collect() {
         const byState = self.keyInfoSource().byState;
         for (const state of ['next', 'active', 'retiring', 'retired']) this.set({ state }, byState[state] ?? 0);

@@ -168,9 +168,14 @@ export function parseEnvFile(text: string): Record<string, string> {
   return out;
 }
 
-/** kustomize's ConfigMap name hash (api/hasher): sha256 of Go-style JSON {data, kind, name}, 10 characters. */
+/**
+ * kustomize's ConfigMap name hash (api/hasher): sha256 of Go-style JSON {data, kind, name}, first 10 hex
+ * characters with 0,1,3,a,e swapped for consonants. kustomize v5's kyaml hasher reads `name` from the
+ * object's top level, where there is none, so the encoded name is always "" (checked against
+ * `kubectl kustomize`, kustomize v5.5.0).
+ */
 export function configMapHash(cm: K8sObject): string {
-  const encoded: Json = { data: cm.data ?? {}, kind: 'ConfigMap', name: (cm as Json)[GENERATED]?.name ?? cm.metadata.name };
+  const encoded: Json = { data: cm.data ?? {}, kind: 'ConfigMap', name: '' };
   if (cm.binaryData && Object.keys(cm.binaryData).length > 0) encoded.binaryData = cm.binaryData;
   const json = goJson(encoded);
   const hex = createHash('sha256').update(json).digest('hex');
@@ -199,7 +204,6 @@ const MERGE_KEYS: Record<string, string> = {
   containers: 'name',
   initContainers: 'name',
   env: 'name',
-  envFrom: 'configMapRef', // not a real merge; rejected below on purpose
   volumes: 'name',
   volumeMounts: 'mountPath',
   imagePullSecrets: 'name',
@@ -210,7 +214,7 @@ export function strategicMerge(base: Json, patch: Json, field = ''): Json {
   if (Array.isArray(patch)) {
     if (patch.every((item) => typeof item !== 'object' || item === null)) return structuredClone(patch);
     const key = MERGE_KEYS[field];
-    if (!key || key === 'configMapRef') throw new Error(`strategic merge of list "${field}" is not supported by the test renderer`);
+    if (!key) throw new Error(`strategic merge of list "${field}" is not supported by the test renderer`);
     const out = Array.isArray(base) ? structuredClone(base) : [];
     for (const item of patch) {
       if ('$patch' in item) throw new Error('$patch directives are not supported');
@@ -459,7 +463,9 @@ export function scanPromql(expr: string): PromqlScan {
     } else if (bareMatchers) {
       throw new Error(`selector without a metric name in: ${expr}`);
     } else if (ident) {
-      if (call) out.functions.push(ident);
+      // An aggregation may put its grouping first: `sum by (pool) (...)`.
+      const aggregation = /^\s*(by|without)\s*\(/.test(expr.slice(m.index! + m[0].length));
+      if (call !== undefined || aggregation) out.functions.push(ident);
       else if (!KEYWORDS.has(ident)) out.selectors.push({ metric: ident, matchers: parseMatchers(matchers ?? '{}') });
     }
   }

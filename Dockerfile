@@ -1,0 +1,71 @@
+# Agent Credential Exchange Service: container image.
+#
+# Base: Debian 12 "bookworm" (glibc 2.36) with Node 20 (module ABI 115), the platform the prebuilt
+# uWebSockets.js binaries are built for. Pin a digest (node:20-bookworm-slim@sha256:...) in CI for
+# reproducible builds; the tag is kept here so base-image security updates arrive on rebuild.
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+# ---- deps: production node_modules only, pruned to what this platform loads ----
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+# --ignore-scripts: the only install scripts (bufferutil, utf-8-validate, optional deps of the uWS
+# JS fallback) just look for prebuilt binaries, which they also do at load time.
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+# uWebSockets.js ships 18 binaries (linux/darwin/win32 x x64/arm64/arm x three Node ABIs) plus three
+# stray copies, ~110 MB. Keep the one this image's Node loads (computed, so arm64 builds work too),
+# fail the build when it is missing or does not load on this glibc, and drop type declarations and
+# source maps nobody reads at run time. LICENSE files stay.
+RUN set -eu; \
+    uws=node_modules/uWebSockets.js; \
+    keep="uws_$(node -p 'process.platform + "_" + process.arch + "_" + process.versions.modules').node"; \
+    test -f "$uws/binaries/$keep"; \
+    find "$uws/binaries" -type f ! -name "$keep" -delete; \
+    rm -rf "$uws/docs" "$uws"/dist/*.node; \
+    find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete; \
+    node -e "const { App } = require('uWebSockets.js'); if (!String(App).includes('[native code]')) { console.error('uWS native binary did not load'); process.exit(1); }"
+
+# ---- build: compile TypeScript to dist/ ----
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+# .dockerignore lets in only what the compiler needs (tsconfig, src, workers, bench, scripts).
+COPY . .
+RUN npm run build \
+ && rm -rf dist/bench \
+ && find dist -type f \( -name '*.d.ts' -o -name '*.d.ts.map' \) -delete
+
+# ---- runtime: compiled JavaScript, production dependencies, no package managers ----
+FROM ${NODE_IMAGE} AS runtime
+# npm, corepack and yarn are never used at run time. Deleting them does not shrink the download (they
+# live in the shared base layers) but keeps them out of the filesystem that scanners and intruders see.
+RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
+           /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
+           /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* \
+ && mkdir -p /data \
+ && chown 1000:1000 /data
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=8080 \
+    ADMIN_PORT=8081 \
+    DATA_DIR=/data
+WORKDIR /app
+# Code and dependencies stay owned by root: the service user can read them, never rewrite them.
+COPY package.json ./
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+# The only writable place (embedded PGlite data, generated admin token / key-encryption key when they
+# are not given). The root filesystem can be mounted read-only.
+VOLUME ["/data"]
+# uid 1000 is the image's "node" user; numeric so Kubernetes' runAsNonRoot can verify it.
+USER 1000:1000
+# 8080 public API; 8081 admin API, /metrics, /healthz, /readyz (binds ADMIN_HOST, 127.0.0.1 by default:
+# publish it only after setting ADMIN_HOST=0.0.0.0 on a private network).
+EXPOSE 8080 8081
+# The service drains on SIGTERM (readyz turns 503, in-flight requests finish, SHUTDOWN_TIMEOUT_MS cap).
+STOPSIGNAL SIGTERM
+# No curl in slim images: node itself asks the liveness endpoint.
+HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.ADMIN_PORT || 8081) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+CMD ["node", "dist/src/main.js"]
