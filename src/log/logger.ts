@@ -1,6 +1,6 @@
 // Structured JSON logs (pino). Redaction is a second line of defence: code never passes secrets to the
 // logger in the first place.
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export const REDACT_PATHS = [
   'secret',
@@ -23,13 +23,17 @@ export const REDACT_PATHS = [
   'redisUrl',
 ];
 
-export function createLogger(level: string): Logger {
-  return pino({
+export function loggerOptions(level: string): LoggerOptions {
+  return {
     level,
     base: { pid: process.pid },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+}
+
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  return destination ? pino(loggerOptions(level), destination) : pino(loggerOptions(level));
 }
 
 export type { Logger };
