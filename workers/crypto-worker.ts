@@ -1,6 +1,6 @@
 // Piscina worker: the only place where argon2id and RS256 run, so the HTTP thread never blocks on crypto.
 // Each export is a task, selected with `pool.run(task, { name })`.
-import { hash, verify } from '@node-rs/argon2';
+import { hashSync, verifySync } from '@node-rs/argon2';
 import { importPKCS8, CompactSign } from 'jose';
 import { ARGON2_OPTIONS } from './argon2-params.js';
 
@@ -11,11 +11,14 @@ export interface VerifyTask {
 }
 
 /** Index of the matching hash, or -1. Always runs at least one verification (the caller passes a decoy). */
-export async function verifySecret(task: VerifyTask): Promise<number> {
+// argon2 runs synchronously on this pool thread (not on libuv's thread pool, where WebCrypto signs):
+// the argon2 pool's size is then exactly the argon2 parallelism, and a flood of cold credentials can
+// never queue in front of signatures.
+export function verifySecret(task: VerifyTask): number {
   if (FAULTS) injectFault(task.secret);
   for (let i = 0; i < task.hashes.length; i++) {
     try {
-      if (await verify(task.hashes[i], task.secret)) return i;
+      if (verifySync(task.hashes[i], task.secret)) return i;
     } catch {
       // A malformed stored hash counts as a mismatch, never as a crash of the worker.
     }
@@ -31,17 +34,20 @@ function injectFault(secret: string): void {
   if (secret === 'fault:hang') Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0); // forever
 }
 
-export async function hashSecret(secret: string): Promise<string> {
-  return hash(secret, ARGON2_OPTIONS);
+export function hashSecret(secret: string): string {
+  return hashSync(secret, ARGON2_OPTIONS);
 }
 
 export interface SignTask {
   kid: string;
-  /** PKCS#8 PEM of the private key; imported once per worker and kept by kid. */
-  privateKeyPem: string;
+  /** PKCS#8 PEM of the private key: sent only when this thread answered NEED_KEY for the kid. */
+  privateKeyPem?: string;
   /** The JWT payload, already serialised by the caller. */
   payload: string;
 }
+
+/** Answer of signToken when this thread does not hold the key yet: resend the task with the PEM. */
+export const NEED_KEY = '';
 
 const keys = new Map<string, Awaited<ReturnType<typeof importPKCS8>>>();
 const encoder = new TextEncoder();
@@ -49,13 +55,25 @@ const encoder = new TextEncoder();
 export async function signToken(task: SignTask): Promise<string> {
   let key = keys.get(task.kid);
   if (!key) {
-    key = await importPKCS8(task.privateKeyPem, "RS256");
+    // Keeping keys here (imported once) spares every task a copy of the PEM across threads.
+    if (!task.privateKeyPem) return NEED_KEY;
+    key = await importPKCS8(task.privateKeyPem, 'RS256');
     if (keys.size > 16) keys.clear(); // only a handful of keys are ever live
     keys.set(task.kid, key);
   }
   return new CompactSign(encoder.encode(task.payload))
     .setProtectedHeader({ alg: 'RS256', typ: 'JWT', kid: task.kid })
     .sign(key);
+}
+
+/**
+ * Signs a batch (one cross-thread message for many tokens under load). Each entry is a token, or
+ * NEED_KEY when this thread lacks that entry's key (the caller resends those entries with the PEM).
+ */
+export async function signTokens(batch: SignTask[]): Promise<string[]> {
+  // jose signs through WebCrypto, which runs each RSA operation on libuv's thread pool: start them all
+  // at once so the pool keeps every core busy instead of waiting on one signature at a time.
+  return Promise.all(batch.map(signToken));
 }
 
 /** Readiness probe: answers only if the thread is alive and not wedged. */

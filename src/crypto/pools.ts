@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { Metrics } from '../metrics/metrics.js';
 import { unavailable } from '../errors/catalog.js';
 import type { SignTask, VerifyTask } from '../../workers/crypto-worker.js';
+import { SignBatcher } from './sign-batcher.js';
 
 const WORKER_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../workers/crypto-worker.js');
 
@@ -24,6 +25,7 @@ export class CryptoPools {
   private readonly pools: Record<PoolName, Piscina>;
   /** A task that did not finish in this long is treated as a hung worker: aborting it replaces the thread. */
   private readonly taskTimeoutMs: Record<PoolName, number>;
+  private readonly signBatcher: SignBatcher;
 
   constructor(options: PoolOptions, private readonly metrics: Metrics) {
     this.taskTimeoutMs = { argon2: options.argon2TaskTimeoutMs, sign: options.signTaskTimeoutMs };
@@ -41,7 +43,9 @@ export class CryptoPools {
       argon2: make(options.argon2Threads, options.argon2MaxQueue),
       sign: make(options.signThreads, options.signMaxQueue),
     };
-    metrics.registerQueueDepth(() => ({ argon2: this.pools.argon2.queueSize, sign: this.pools.sign.queueSize }));
+    // Batches are never queued inside Piscina (one per thread at most): the sign queue is the batcher's.
+    this.signBatcher = new SignBatcher((batch) => this.run<string[]>('sign', 'signTokens', batch), options.signThreads, options.signMaxQueue);
+    metrics.registerQueueDepth(() => ({ argon2: this.pools.argon2.queueSize, sign: this.signBatcher.queued }));
   }
 
   verifySecret(task: VerifyTask, signal?: AbortSignal): Promise<number> {
@@ -52,8 +56,9 @@ export class CryptoPools {
     return this.run<string>('argon2', 'hashSecret', secret);
   }
 
-  signToken(task: SignTask, signal?: AbortSignal): Promise<string> {
-    return this.run<string>('sign', 'signToken', task, signal);
+  /** Signs with the key `kid`; its PEM crosses to a thread only the first time that thread needs it. */
+  signToken(kid: string, privateKeyPem: string, payload: string, signal?: AbortSignal): Promise<string> {
+    return this.signBatcher.sign(kid, privateKeyPem, payload, signal);
   }
 
   /** True when a thread of each pool answers within `timeoutMs`. */

@@ -135,8 +135,9 @@ export class HttpServer {
         reply = Promise.reject(error);
       }
       reply
-        .catch((error: unknown) => this.errorReply(error, route.name))
-        .then((r) => this.send(res, state, r, route.name, method, started, requestId, false));
+        // A client that went away aborted its work: nothing to answer, nothing to log.
+        .catch((error: unknown) => (state.aborted ? null : this.errorReply(error, route.name)))
+        .then((r) => r && this.send(res, state, r, route.name, method, started, requestId, false));
     };
 
     if (!route.body) return run(null);

@@ -123,14 +123,26 @@ export class Metrics {
     for (const pool of ['argon2', 'sign']) this.workerRejected.inc({ pool }, 0);
   }
 
+  // Label sets are few and fixed: keep their bound children instead of hashing labels per request.
+  private readonly httpChildren = new Map<string, { count: client.Counter.Internal; duration: client.Histogram.Internal<string> }>();
+  private readonly tokenChildren = new Map<string, client.Counter.Internal>();
+
   observeHttp(route: string, method: string, status: number, seconds: number): void {
-    const labels = { route, method, status: String(status) };
-    this.httpRequests.inc(labels);
-    this.httpDuration.observe(labels, seconds);
+    const key = `${route} ${method} ${status}`;
+    let child = this.httpChildren.get(key);
+    if (!child) {
+      const labels = { route, method, status: String(status) };
+      child = { count: this.httpRequests.labels(labels), duration: this.httpDuration.labels(labels) };
+      this.httpChildren.set(key, child);
+    }
+    child.count.inc();
+    child.duration.observe(seconds);
   }
 
   tokenOutcome(outcome: string): void {
-    this.tokens.inc({ outcome });
+    let child = this.tokenChildren.get(outcome);
+    if (!child) this.tokenChildren.set(outcome, (child = this.tokens.labels({ outcome })));
+    child.inc();
   }
 
   observeWorkerTask(pool: string, seconds: number): void {

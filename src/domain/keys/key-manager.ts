@@ -69,7 +69,7 @@ export class KeyManager {
       const states = computeKeyStates(rows, Date.now(), this.keepPublishedMs);
       if (!states.some((s) => s.state === 'active') && !states.some((s) => s.state === 'next')) {
         // Fresh database: no instance can have signed anything, so the first key is active at once.
-        await writer.insertSigningKey(await this.newKey(new Date()));
+        await writer.insertSigningKey(await this.newKey(0));
       }
     });
     await this.refresh();
@@ -151,7 +151,7 @@ export class KeyManager {
   /** Publishes a new key now; it becomes active after the propagation window. */
   async rotate(): Promise<KeyRecordView> {
     const row = await this.store.withLock(LOCK, true, async (writer) => {
-      const created = await this.newKey(new Date(Date.now() + this.options.propagationSeconds * 1000));
+      const created = await this.newKey(this.options.propagationSeconds * 1000);
       await writer.insertSigningKey(created);
       return created;
     });
@@ -183,7 +183,7 @@ export class KeyManager {
       const rows = await writer.listSigningKeys();
       const newest = rows.filter((r) => r.retiredAt === null).sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime())[0];
       if (newest && Date.now() - newest.createdAt.getTime() < this.options.rotationIntervalSeconds * 1000) return false;
-      await writer.insertSigningKey(await this.newKey(new Date(Date.now() + this.options.propagationSeconds * 1000)));
+      await writer.insertSigningKey(await this.newKey(this.options.propagationSeconds * 1000));
       return true;
     });
     if (rotated) await this.afterWrite();
@@ -195,7 +195,8 @@ export class KeyManager {
     await this.refresh();
   }
 
-  private async newKey(activatesAt: Date): Promise<SigningKeyRow> {
+  /** A new key that becomes active `activateAfterMs` after it is written (counted from now, after generation). */
+  private async newKey(activateAfterMs: number): Promise<SigningKeyRow> {
     const { publicKey, privateKey } = await generateRsaKeyPair('rsa', { modulusLength: this.options.rsaModulusLength ?? 2048 });
     const jwk = await exportJWK(publicKey);
     const kid = await calculateJwkThumbprint({ kty: 'RSA', n: jwk.n!, e: jwk.e! }, 'sha256');
@@ -204,8 +205,9 @@ export class KeyManager {
       kid,
       publicJwk: { kty: 'RSA', n: jwk.n!, e: jwk.e! },
       privateKeyEncrypted: encryptPrivateKey(this.options.kek, pem, kid),
+      // Timed after the (slow) generation, so the whole propagation window follows publication.
       createdAt: new Date(),
-      activatesAt,
+      activatesAt: new Date(Date.now() + activateAfterMs),
       retiredAt: null,
     };
   }

@@ -57,7 +57,7 @@ export class TokenService {
       svc_token_profile: profile,
       client_id: request.api_key_id,
     });
-    const accessToken = await this.pools.signToken({ kid: key.kid, privateKeyPem: key.privateKeyPem, payload }, signal);
+    const accessToken = await this.pools.signToken(key.kid, key.privateKeyPem, payload, signal);
     return { access_token: accessToken, token_type: 'Bearer', expires_in: this.options.tokenTtlSeconds };
   }
 }

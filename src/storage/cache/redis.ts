@@ -11,6 +11,8 @@ export function connectRedis(url: string, commandTimeoutMs: number, onHealth?: (
     // Reconnect forever, backing off to 1 s: the service recovers by itself when Redis returns.
     retryStrategy: (times) => Math.min(50 * times, 1000),
     lazyConnect: false,
+    // Commands issued in the same tick (many concurrent requests) share one write and one read.
+    enableAutoPipelining: true,
   });
   redis.on('ready', () => onHealth?.(true));
   redis.on('close', () => onHealth?.(false));
