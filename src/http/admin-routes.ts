@@ -162,5 +162,18 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       },
     },
   ];
+  // A known path with another method: 405 with Allow, but only after the token check, so the API cannot
+  // be mapped without the token. (First matching route wins, so these catch only the missing methods.)
+  const byPath = new Map<string, Route[]>();
+  for (const route of routes) if (route.method !== 'ANY') byPath.set(route.path, [...(byPath.get(route.path) ?? []), route]);
+  for (const [path, group] of byPath) {
+    const allow = [...new Set(group.flatMap((r) => (r.method === 'GET' ? ['GET', 'HEAD'] : [r.method])))].join(', ');
+    routes.push({
+      method: 'ANY', path, name: group[0].name,
+      handler: () => {
+        throw new ServiceError('method_not_allowed', undefined, { Allow: allow });
+      },
+    });
+  }
   return routes.map((route) => ({ ...route, handler: guard(route.handler) }));
 }

@@ -182,8 +182,14 @@ export class HttpServer {
     const started = performance.now();
     const requestId = randomUUID();
     this.inFlight++;
+    const state = { aborted: false, done: false };
+    // uWS 20.30 aborts the whole process when a handler ends a response (HEAD: endWithoutBody) without
+    // an abort handler attached: always attach one, even for answers given at once.
+    res.onAborted(() => {
+      state.aborted = true;
+    });
     // Drop any request body unread: answer at once and let uWS discard the rest.
-    this.send(res, { aborted: false, done: false }, this.errorReply(error, routeName), routeName, method, started, requestId, false);
+    this.send(res, state, this.errorReply(error, routeName), routeName, method, started, requestId, false);
   }
 
   private send(

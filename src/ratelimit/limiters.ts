@@ -16,6 +16,7 @@ export interface LimiterOptions {
 
 export type LimiterName = 'token_per_key' | 'auth_fail_per_address';
 
+// The library joins keyPrefix and key with ':' itself.
 function makeLimiter(redis: Redis | undefined, keyPrefix: string, points: number, duration: number): RateLimiterAbstract {
   const memory = new RateLimiterMemory({ keyPrefix, points, duration });
   if (!redis) return memory;
@@ -39,8 +40,8 @@ export class Limiters {
   private readonly authFail: RateLimiterAbstract;
 
   constructor(options: LimiterOptions, private readonly onRefusal: (limiter: LimiterName) => void) {
-    this.token = makeLimiter(options.redis, `${options.keyPrefix}rl:token:`, options.tokenPoints, options.tokenWindowSeconds);
-    this.authFail = makeLimiter(options.redis, `${options.keyPrefix}rl:authfail:`, options.authFailPoints, options.authFailWindowSeconds);
+    this.token = makeLimiter(options.redis, `${options.keyPrefix}rl:token`, options.tokenPoints, options.tokenWindowSeconds);
+    this.authFail = makeLimiter(options.redis, `${options.keyPrefix}rl:authfail`, options.authFailPoints, options.authFailWindowSeconds);
   }
 
   /** Counts one token request for an authenticated key; throws 429 past the limit. */

@@ -1,0 +1,467 @@
+// Hostile input at every public endpoint: random and malformed bodies, headers, methods and paths, huge
+// and truncated bodies, slow senders, invalid UTF-8, JSON nesting bombs and prototype-pollution keys.
+// Every answer must be a well-formed contract error (or the endpoint's normal success), the process must
+// survive, and no record may change. Raw sockets carry what fetch refuses to send.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import net from 'node:net';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { startService, type ServiceHandle } from './support/service.js';
+import {
+  contractErrorProblem,
+  httpRequest,
+  rawExchange,
+  serverErrorsIn,
+  sleep,
+  type RawResult,
+} from './support/faults.js';
+
+// HEAD has its own test at the end of the file (answers carry no body, and it once crashed the process).
+const STANDARD_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE', 'CONNECT'] as const;
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const RUNS = Number(process.env.HOSTILE_RUNS ?? 60);
+
+describe('hostile input', () => {
+  let service: ServiceHandle;
+  let admin: AdminClient;
+  let platform: PlatformRecord;
+  let agent: AgentCredentials;
+  let port: number;
+  let adminPort: number;
+  let knownPaths: string[];
+  let before: string;
+
+  /** Everything an attacker could change, as one comparable text. */
+  const records = async () => {
+    const [agents, platforms, keys, grants] = await Promise.all([
+      admin.request('GET', '/admin/v1/agents'),
+      admin.request('GET', '/admin/v1/platforms'),
+      admin.request('GET', '/admin/v1/keys'),
+      admin.request('GET', `/admin/v1/agents/${agent.agent_id}/grants`),
+    ]);
+    for (const r of [agents, platforms, keys, grants]) expect(r.status).toBe(200);
+    return JSON.stringify({ agents: agents.body, platforms: platforms.body, keys: keys.body, grants: grants.body });
+  };
+
+  beforeAll(async () => {
+    service = await startService({
+      mode: 'real',
+      env: { TRUST_PROXY: 'true', RATE_LIMIT_AUTH_FAIL_POINTS: '1000000', RATE_LIMIT_TOKEN_POINTS: '1000000' },
+    });
+    admin = new AdminClient(service);
+    ({ platform, agent } = await admin.seed(['orders:read', 'orders:write']));
+    port = Number(new URL(service.publicUrl).port);
+    adminPort = Number(new URL(service.adminUrl).port);
+    knownPaths = [
+      '/api/v1/auth/token',
+      '/api/v1/auth/agents/me/platforms',
+      '/.well-known/jwks.json',
+      `/api/v1/platforms/${platform.platform_id}/scopes.yaml`,
+      '/openapi.json',
+    ];
+    before = await records();
+  });
+
+  afterAll(async () => {
+    await service?.dispose();
+  });
+
+  /** The endpoint's normal success: GET of the three documents, or credentials that happen to be right. */
+  const successAllowed = (method: string, path: string) => {
+    const bare = path.split('?')[0];
+    if (method === 'GET') return ['/.well-known/jwks.json', '/openapi.json', `/api/v1/platforms/${platform.platform_id}/scopes.yaml`].includes(bare);
+    return method === 'POST' && ['/api/v1/auth/token', '/api/v1/auth/agents/me/platforms'].includes(bare);
+  };
+
+  /** Asserts a raw exchange got a contract answer. `mayDrop`: the HTTP parser may close without answering. */
+  const expectContractAnswer = (result: RawResult, what: string, options: { success?: boolean; mayDrop?: boolean } = {}) => {
+    const label = `${what}\n<- ${result.bytes.toString('latin1').slice(0, 300)}`;
+    if (result.responses.length === 0) {
+      expect(options.mayDrop, `no answer (${result.timedOut ? 'timed out' : 'closed'}) for ${label}`).toBe(true);
+      expect(result.bytes.length, `unparseable answer for ${label}`).toBe(0);
+      return;
+    }
+    for (const response of result.responses) {
+      expect(response.status, label).not.toBe(500);
+      // Every answer carries a sane request id: garbage sent in X-Request-Id is never echoed.
+      expect(response.headers['x-request-id'], label).toMatch(REQUEST_ID);
+      if (response.status >= 400) {
+        expect(contractErrorProblem(response.status, response.headers['content-type'], response.body), label).toBeNull();
+      } else {
+        expect(options.success, `success ${response.status} for ${label}`).toBe(true);
+        expect([200, 304], label).toContain(response.status);
+      }
+    }
+  };
+
+  const alive = async () => {
+    expect(service.process.exitCode, service.output().slice(-2000)).toBeNull();
+    expect((await fetch(`${service.adminUrl}/healthz`)).status).toBe(200);
+  };
+
+  // ---------------------------------------------------------------------------------------------
+  // Generators.
+
+  const printable = (maxLength: number) => fc.string({ unit: 'grapheme-ascii', maxLength });
+  const hostileString = fc.oneof(
+    fc.string({ maxLength: 40 }),
+    fc.string({ unit: 'binary', maxLength: 40 }), // any code point, lone surrogates included
+    fc.constantFrom('', ' ', '\u0000', '\uffff', '\ud800', '__proto__', 'constructor', 'prototype', '$where', '{{7*7}}', "' OR 1=1 --", '../../etc/passwd'),
+    fc.constant('x'.repeat(1025)),
+  );
+  const anyJson = fc.oneof(hostileString, fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.array(hostileString, { maxLength: 3 }), fc.jsonValue({ maxDepth: 3 }));
+
+  /** JSON text built by hand, so "__proto__" stays an ordinary key on the wire. */
+  type Raw = { raw: string };
+  const toJson = (value: unknown): string => (typeof value === 'object' && value !== null && 'raw' in value ? (value as Raw).raw : JSON.stringify(value) ?? 'null');
+  const objectText = (entries: [string, unknown][]) => `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${toJson(v)}`).join(',')}}`;
+
+  const pollutionKey = fc.constantFrom('__proto__', 'constructor', 'prototype', 'hasOwnProperty', 'toString', 'valueOf', '__defineGetter__');
+  const pollutionValue: fc.Arbitrary<Raw> = fc.letrec<{ node: Raw }>((tie) => ({
+    node: fc.oneof(
+      { depthSize: 'small', withCrossShrink: true },
+      anyJson.map((v) => ({ raw: JSON.stringify(v) ?? 'null' })),
+      fc
+        .array(fc.tuple(fc.oneof(pollutionKey, fc.constantFrom('api_key_id', 'secret', 'platform_id', 'scopes', 'profile', 'status', 'isAdmin', 'polluted')), tie('node')), { maxLength: 4 })
+        .map((entries) => ({ raw: objectText(entries) })),
+    ),
+  })).node;
+
+  const field = <T>(...options: fc.Arbitrary<T>[]) => fc.option(fc.oneof(...options), { nil: undefined, freq: 4 });
+  const tokenBody = fc
+    .record({
+      api_key_id: field<unknown>(
+        fc.constant('REAL'),
+        fc.constant(`agnt_kid_${'0'.repeat(32)}`),
+        fc.stringMatching(/^agnt_kid_[0-9a-f]{32}$/),
+        anyJson,
+      ),
+      secret: field<unknown>(fc.constant('REAL'), anyJson),
+      platform_id: field<unknown>(fc.constant('REAL'), fc.uuid(), anyJson),
+      scopes: field<unknown>(fc.constant([]), fc.constant(['orders:read']), fc.array(hostileString, { maxLength: 4 }), anyJson),
+      profile: field<unknown>(fc.constantFrom('svc-native-jwt', 'oauth-at-jwt'), anyJson),
+      pollution: fc.array(fc.tuple(pollutionKey, pollutionValue), { maxLength: 3 }),
+      shuffle: fc.boolean(),
+    })
+    .map(({ pollution, shuffle, ...fields }) => {
+      const real: Record<string, unknown> = { api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id };
+      const entries: [string, unknown][] = Object.entries(fields)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => [k, v === 'REAL' ? real[k] : v]);
+      const all: [string, unknown][] = [...entries, ...pollution];
+      return objectText(shuffle ? all.reverse() : all);
+    });
+
+  const nestingBomb = fc
+    .record({ depth: fc.integer({ min: 100, max: 7000 }), kind: fc.constantFrom('array', 'object', 'unclosed', 'inField') })
+    .map(({ depth, kind }) => {
+      if (kind === 'array') return '['.repeat(depth) + ']'.repeat(depth);
+      const nested = '{"a":'.repeat(Math.min(depth, 2500)) + '1' + '}'.repeat(Math.min(depth, 2500));
+      if (kind === 'object') return nested;
+      if (kind === 'unclosed') return '['.repeat(depth);
+      return objectText([['api_key_id', `agnt_kid_${'1'.repeat(32)}`], ['secret', 'x'], ['platform_id', randomUUID()], ['extra', { raw: '['.repeat(Math.min(depth, 5000)) + ']'.repeat(Math.min(depth, 5000)) }]]);
+    });
+
+  const bodyBytes = fc.oneof(
+    tokenBody.map((t) => Buffer.from(t)),
+    nestingBomb.map((t) => Buffer.from(t)),
+    fc.jsonValue({ maxDepth: 4 }).map((v) => Buffer.from(JSON.stringify(v) ?? '')),
+    fc.uint8Array({ maxLength: 600 }).map((a) => Buffer.from(a)), // invalid UTF-8 included
+    fc.string({ unit: 'binary', maxLength: 200 }).map((s) => Buffer.from(s)),
+    // Valid JSON around invalid UTF-8 bytes in keys and values.
+    fc.uint8Array({ minLength: 1, maxLength: 40 }).map((a) =>
+      Buffer.concat([Buffer.from(`{"api_key_id":"agnt_kid_${'2'.repeat(32)}","platform_id":"${randomUUID()}","secret":"`), Buffer.from(a.map((b) => b | 0x80)), Buffer.from('","\xff":1}', 'latin1')]),
+    ),
+  );
+
+  const contentType = fc.oneof(
+    fc.constantFrom('application/json', 'application/json; charset=utf-8', 'APPLICATION/JSON', 'application/json;;;', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonx', ''),
+    printable(60),
+  );
+
+  const headers = fc.record(
+    {
+      'Content-Type': contentType,
+      'X-Forwarded-For': fc.oneof(fc.ipV4(), fc.ipV6(), printable(80), fc.constant('f'.repeat(4000))),
+      'X-Request-Id': fc.oneof(printable(200), fc.constant('ok-id-1'), fc.constant('r'.repeat(200))),
+      'If-None-Match': fc.oneof(printable(60), fc.constant('*'), fc.constant('W/"x", "y"')),
+      Authorization: fc.oneof(printable(80), fc.constant('Bearer ' + 'a'.repeat(3000))),
+      Accept: printable(40),
+      Cookie: printable(100),
+      Origin: printable(40),
+      'Accept-Encoding': fc.constantFrom('gzip', 'br, deflate', '*', 'identity;q=0'),
+      Expect: fc.constant('100-continue'),
+    },
+    { requiredKeys: [] },
+  );
+
+  const segment = fc.stringMatching(/^[A-Za-z0-9._~!$&'()*+,;=:@%-]{0,24}$/);
+  const path = fc.oneof(
+    fc.constantFrom(...['/api/v1/auth/token', '/api/v1/auth/agents/me/platforms', '/.well-known/jwks.json', '/openapi.json', '/', '/api', '/api/v1', '/admin/v1/agents', '/metrics', '/healthz']),
+    fc.constant('SCOPES_REAL'),
+    fc.tuple(fc.constantFrom('/api/v1/auth/token', '/.well-known/jwks.json', '/openapi.json', 'SCOPES_REAL'), fc.constantFrom('/', '//', '/..', '%00', '?a=1', `?${'q'.repeat(3000)}`, '#frag', '/%2e%2e', ';x', '.bak', '%20'))
+      .map(([a, b]) => a + b),
+    segment.map((id) => `/api/v1/platforms/${id}/scopes.yaml`),
+    fc.array(segment, { minLength: 1, maxLength: 6 }).map((s) => `/${s.join('/')}`),
+    fc.constant(`/${'a/'.repeat(2000)}`),
+  );
+
+  const resolvePath = (p: string) => p.replace('SCOPES_REAL', `/api/v1/platforms/${platform.platform_id}/scopes.yaml`);
+
+  // ---------------------------------------------------------------------------------------------
+
+  it('random, malformed and polluted bodies at the token and listing endpoints get contract answers', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom('/api/v1/auth/token', '/api/v1/auth/agents/me/platforms'),
+        bodyBytes,
+        // Mostly JSON, so most bodies get past the media-type check into parsing, validation and argon2.
+        fc.oneof({ weight: 8, arbitrary: fc.constantFrom('application/json', 'application/json; charset=utf-8') }, { weight: 2, arbitrary: contentType }),
+        fc.ipV4(),
+        async (endpoint, body, type, address) => {
+          const result = await rawExchange(port, httpRequest('POST', endpoint, { 'Content-Type': type, 'X-Forwarded-For': address }, body), { timeoutMs: 8000 });
+          expectContractAnswer(result, `POST ${endpoint} [${type}] ${body.toString('latin1').slice(0, 200)}`, { success: true });
+          const status = result.responses[0]?.status;
+          if (status === 200) {
+            // Only the seeded agent's own credentials can succeed.
+            const parsed = JSON.parse(body.toString('utf8'));
+            expect(parsed.api_key_id).toBe(agent.api_key_id);
+            expect(parsed.secret).toBe(agent.secret);
+          }
+        },
+      ),
+      { numRuns: RUNS * 2 },
+    );
+  });
+
+  it('random methods, paths and headers get contract answers (unknown methods may be dropped by the HTTP parser)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...STANDARD_METHODS) }, { weight: 1, arbitrary: fc.stringMatching(/^[A-Za-z-]{1,12}$/) }),
+        path,
+        headers,
+        fc.option(bodyBytes, { nil: undefined }),
+        async (method, rawPath, hdrs, body) => {
+          const target = resolvePath(rawPath);
+          const result = await rawExchange(port, httpRequest(method, target, hdrs, body), { timeoutMs: 8000 });
+          const standard = (STANDARD_METHODS as readonly string[]).includes(method);
+          expectContractAnswer(result, `${method} ${target.slice(0, 200)} ${JSON.stringify(hdrs).slice(0, 300)}`, {
+            success: successAllowed(method, target),
+            mayDrop: !standard,
+          });
+        },
+      ),
+      { numRuns: RUNS },
+    );
+    await alive();
+  });
+
+  it('malformed HTTP framing is refused or dropped, never crashes the process', async () => {
+    const valid = httpRequest('GET', '/.well-known/jwks.json');
+    const fixed: [string, Buffer][] = [
+      ['garbage line', Buffer.from('GARBAGE\r\n\r\n')],
+      ['binary', Buffer.from([0, 1, 2, 255, 254, 13, 10, 13, 10])],
+      ['unknown version', Buffer.from('GET / HTTP/9.9\r\nHost: x\r\n\r\n')],
+      ['no Host', Buffer.from('GET /.well-known/jwks.json HTTP/1.1\r\n\r\n')],
+      ['header without colon', Buffer.from('GET /.well-known/jwks.json HTTP/1.1\r\nHost x\r\n\r\n')],
+      ['NUL in a header', Buffer.from('GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n')],
+      ['200 headers', Buffer.from(`GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n${Array.from({ length: 200 }, (_, i) => `X-${i}: v\r\n`).join('')}\r\n`)],
+      ['100 KB header', Buffer.from(`GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\nX-A: ${'a'.repeat(100_000)}\r\n\r\n`)],
+      ['64 KB path', Buffer.from(`GET /${'a'.repeat(65_000)} HTTP/1.1\r\nHost: x\r\n\r\n`)],
+      ['Content-Length and chunked', Buffer.from('POST /api/v1/auth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n')],
+      ['Content-Length not a number', Buffer.from('POST /api/v1/auth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: abc\r\n\r\n{}')],
+      ['negative Content-Length', Buffer.from('POST /api/v1/auth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n{}')],
+      ['1e30 Content-Length', Buffer.from('POST /api/v1/auth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000000000000000000000000\r\n\r\n')],
+      ['bad chunk size', Buffer.from('POST /api/v1/auth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\nabc\r\n0\r\n\r\n')],
+      ['bare LF line ends', Buffer.from('GET /.well-known/jwks.json HTTP/1.1\nHost: x\n\n')],
+      ['request line with spaces', Buffer.from('GET /a b c HTTP/1.1\r\nHost: x\r\n\r\n')],
+      ['absolute-form target', Buffer.from('GET http://evil.example/.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n')],
+      ['asterisk target', Buffer.from('OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n')],
+      ['header folding', Buffer.from('GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  folded\r\n\r\n')],
+      ['invalid UTF-8 in the path', Buffer.concat([Buffer.from('GET /api/v1/platforms/'), Buffer.from([0xff, 0xc3, 0x28]), Buffer.from('/scopes.yaml HTTP/1.1\r\nHost: x\r\n\r\n')])],
+      ['invalid UTF-8 in a header', Buffer.concat([Buffer.from('GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\nX-Request-Id: '), Buffer.from([0xc0, 0xaf, 0xff]), Buffer.from('\r\n\r\n')])],
+      ['CR inside a header value', Buffer.from('GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n')],
+    ];
+    const generated = fc.sample(
+      fc.oneof(
+        fc.uint8Array({ minLength: 1, maxLength: 400 }).map((a) => Buffer.from(a)),
+        fc
+          .tuple(fc.constantFrom(...STANDARD_METHODS), fc.string({ unit: 'binary-ascii', maxLength: 60 }), fc.string({ unit: 'binary-ascii', maxLength: 200 }))
+          .map(([m, target, rest]) => Buffer.from(`${m} ${target} HTTP/1.1\r\n${rest}\r\n\r\n`, 'latin1')),
+      ),
+      RUNS,
+    );
+    const cases = [...fixed, ...generated.map((b, i): [string, Buffer] => [`generated #${i}`, b])];
+    // Sent concurrently: the parser's idle timeout (about 10 s in uWS) closes what it cannot parse.
+    const results = await Promise.all(cases.map(([, bytes]) => rawExchange(port, [bytes], { timeoutMs: 1500 })));
+    results.forEach((result, i) => expectContractAnswer(result, `${cases[i][0]}: ${cases[i][1].toString('latin1').slice(0, 120)}`, { success: true, mayDrop: true }));
+    await alive();
+    // A well-formed request on a fresh connection is still served normally.
+    const after = await rawExchange(port, valid);
+    expect(after.responses[0]?.status).toBe(200);
+  });
+
+  it('huge bodies: 413 from the declared length at once, or while streaming (then the connection closes)', async () => {
+    const declared = await rawExchange(port, httpRequest('POST', '/api/v1/auth/token', { 'Content-Type': 'application/json', 'Content-Length': String(50 * 1024 * 1024) }));
+    expect(declared.responses[0]?.status).toBe(413);
+    expectContractAnswer(declared, 'declared 50 MiB');
+
+    const sent = await rawExchange(port, httpRequest('POST', '/api/v1/auth/token', { 'Content-Type': 'application/json' }, Buffer.alloc(17 * 1024, 'a')));
+    expect(sent.responses[0]?.status).toBe(413);
+
+    // 2 MiB streamed in 4 KiB chunks with no declared length: refused at 16 KiB, connection closed.
+    // (Small paced chunks: a reset arriving before the 413 is read would discard it client-side.)
+    const chunk = Buffer.alloc(4096, 'b');
+    const parts: (Buffer | { delayMs: number })[] = [
+      Buffer.from('POST /api/v1/auth/agents/me/platforms HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n'),
+    ];
+    for (let i = 0; i < 512; i++) parts.push(Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]), { delayMs: 1 });
+    const streamed = await rawExchange(port, parts, { timeoutMs: 10_000, responses: 2 });
+    expect(streamed.responses[0]?.status).toBe(413);
+    expectContractAnswer(streamed, 'streamed 8 MiB');
+    expect(streamed.closedByServer).toBe(true);
+    await alive();
+  });
+
+  it('truncated bodies and clients that vanish mid-request leave the service unharmed', async () => {
+    const body = JSON.stringify({ api_key_id: agent.api_key_id, secret: 'wrong', platform_id: platform.platform_id });
+    const head = `POST /api/v1/auth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length + 50}\r\n\r\n`;
+    // Declared longer than sent: no answer is possible until the rest comes; the client gives up.
+    const truncated = await rawExchange(port, [head, body], { timeoutMs: 600 });
+    expect(truncated.responses).toEqual([]);
+    // Meanwhile, and afterwards, everybody else is served.
+    const waiting = Array.from({ length: 30 }, () => rawExchange(port, [head, body.slice(0, 20)], { timeoutMs: 1500 }));
+    const others = await Promise.all(Array.from({ length: 10 }, () => fetch(`${service.publicUrl}/.well-known/jwks.json`)));
+    expect(others.map((r) => r.status)).toEqual(Array(10).fill(200));
+    await Promise.all(waiting);
+    // Clients that disconnect at every stage: mid-headers, mid-body, and while argon2 runs for them.
+    const full = `POST /api/v1/auth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    await Promise.all(
+      Array.from({ length: 60 }, (_, i) => {
+        const cut = Math.floor((full.length * (i + 1)) / 60);
+        return rawExchange(port, [full.slice(0, cut)], { timeoutMs: 5 + (i % 7) * 15 });
+      }),
+    );
+    await alive();
+    const ok = await postJson(`${service.publicUrl}/api/v1/auth/token`, { api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id });
+    expect(ok.status).toBe(200);
+  });
+
+  it('a slow sender gets its answer; slowloris connections do not starve other clients', async () => {
+    const body = JSON.stringify({ api_key_id: agent.api_key_id, secret: 'slow-wrong', platform_id: platform.platform_id });
+    const bytes = httpRequest('POST', '/api/v1/auth/token', { 'Content-Type': 'application/json' }, body);
+    const dribble = [];
+    for (let i = 0; i < bytes.length; i += 8) dribble.push(bytes.subarray(i, i + 8), { delayMs: 5 });
+    // 150 connections that send a request's headers one piece at a time and never finish.
+    const loris: net.Socket[] = [];
+    for (let i = 0; i < 150; i++) {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write('POST /api/v1/auth/token HTTP/1.1\r\nHost: x\r\n');
+      loris.push(socket);
+    }
+    const feeder = setInterval(() => loris.forEach((s) => s.writable && s.write(`X-${randomBytes(2).toString('hex')}: 1\r\n`)), 100);
+    try {
+      const slow = rawExchange(port, dribble, { timeoutMs: 15_000 });
+      for (let i = 0; i < 10; i++) {
+        const started = performance.now();
+        const response = await fetch(`${service.publicUrl}/.well-known/jwks.json`);
+        expect(response.status).toBe(200);
+        expect(performance.now() - started).toBeLessThan(1000);
+        await sleep(50);
+      }
+      const answer = await slow;
+      expect(answer.responses[0]?.status).toBe(401);
+      expectContractAnswer(answer, 'slow sender');
+    } finally {
+      clearInterval(feeder);
+      loris.forEach((s) => s.destroy());
+    }
+    await alive();
+  });
+
+  it('prototype-pollution keys change nothing: validation and authorisation behave as before', async () => {
+    const pollute = [
+      `{"__proto__":{"api_key_id":"${agent.api_key_id}","secret":"${agent.secret}","platform_id":"${platform.platform_id}","scopes":["orders:read","admin"],"status":"active","isAdmin":true}}`,
+      `{"constructor":{"prototype":{"api_key_id":"${agent.api_key_id}","secret":"${agent.secret}","platform_id":"${platform.platform_id}","polluted":true}}}`,
+      `{"api_key_id":"${agent.api_key_id}","secret":"nope","platform_id":"${platform.platform_id}","__proto__":{"secret":"${agent.secret}"},"constructor":{"prototype":{"secret":"${agent.secret}"}}}`,
+      `{"api_key_id":"${agent.api_key_id}","secret":"${agent.secret}","platform_id":"${platform.platform_id}","scopes":["__proto__","constructor","prototype"]}`,
+      `{"api_key_id":"${agent.api_key_id}","secret":"${agent.secret}","platform_id":"${platform.platform_id}","__proto__":{"scopes":["orders:write"]},"prototype":{"profile":"oauth-at-jwt"}}`,
+    ];
+    const outcomes = [];
+    for (const endpoint of ['/api/v1/auth/token', '/api/v1/auth/agents/me/platforms']) {
+      for (const body of pollute) {
+        const response = await postJson(`${service.publicUrl}${endpoint}`, body);
+        outcomes.push([endpoint, body.slice(0, 60), response.status]);
+        if (response.status >= 400) expect(contractErrorProblem(response.status, response.headers.get('content-type') ?? undefined, response.text)).toBeNull();
+      }
+    }
+    // The pollution never stood in for a missing own field.
+    const token = (body: unknown) => postJson(`${service.publicUrl}/api/v1/auth/token`, body);
+    expect(outcomes[0][2]).toBe(422);
+    expect(outcomes[1][2]).toBe(422);
+    expect(outcomes[2][2]).toBe(401);
+    expect(outcomes[3][2]).toBe(403);
+    // __proto__ in JSON is an own key, ignored as an extra field: the token carries every granted scope.
+    expect(outcomes[4][2]).toBe(200);
+    // Canaries: no property leaked onto Object.prototype in the service.
+    const empty = await token({});
+    expect(empty.status).toBe(422);
+    expect(empty.body.detail).toBe('api_key_id is required.');
+    const noSecret = await token({ api_key_id: agent.api_key_id, platform_id: platform.platform_id });
+    expect(noSecret.body.detail).toBe('secret is required.');
+    const listing = await postJson(`${service.publicUrl}/api/v1/auth/agents/me/platforms`, {});
+    expect(listing.status).toBe(422);
+    const issued = await token({ api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id });
+    expect(issued.status).toBe(200);
+    expect(Object.keys(issued.body).sort()).toEqual(['access_token', 'expires_in', 'token_type']);
+    const claims = JSON.parse(Buffer.from(issued.body.access_token.split('.')[1], 'base64url').toString());
+    expect(claims.scope).toBe('orders:read orders:write');
+    expect(claims).not.toHaveProperty('polluted');
+    expect(claims).not.toHaveProperty('isAdmin');
+    // And the admin API refuses pollution without the token like anything else.
+    const adminPolluted = await fetch(`${service.adminUrl}/admin/v1/agents`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"__proto__":{"authorization":"yes"},"name":"x"}',
+    });
+    expect(adminPolluted.status).toBe(401);
+  });
+
+  it('survived everything: alive, healthy, no 500, and no record changed', async () => {
+    await alive();
+    expect(await records()).toBe(before);
+    expect(serverErrorsIn(await (await fetch(`${service.adminUrl}/metrics`)).text())).toEqual([]);
+    expect(service.output()).not.toMatch(/"level":(50|60)/); // no error or fatal log line
+  });
+
+  // Last, because when it fails it takes the process down: uWS 20.30 terminates the process when a handler
+  // answers HEAD synchronously (endWithoutBody) without having attached an abort handler, which is what the
+  // 404/405 path of src/http/server.ts (answerError) did when this test was written.
+  it('HEAD anywhere (unknown paths, POST-only routes, both ports) answers without killing the process', async () => {
+    const targets: [number, string][] = [
+      [port, '/.well-known/jwks.json'],
+      [port, '/openapi.json'],
+      [port, `/api/v1/platforms/${platform.platform_id}/scopes.yaml`],
+      [port, '/api/v1/platforms/not-a-uuid/scopes.yaml'],
+      [port, '/api/v1/auth/token'],
+      [port, '/api/v1/auth/agents/me/platforms'],
+      [port, '/nothing-here'],
+      [port, '/'],
+      [adminPort, '/healthz'],
+      [adminPort, '/admin/v1/agents'],
+      [adminPort, '/admin/v1/unknown'],
+      [adminPort, '/nothing-here'],
+    ];
+    for (const [targetPort, target] of targets) {
+      const result = await rawExchange(targetPort, httpRequest('HEAD', target), { head: true, timeoutMs: 3000 });
+      await sleep(100);
+      expect(service.process.exitCode === null && service.process.signalCode === null, `HEAD ${target} on port ${targetPort} killed the service:\n${service.output().slice(-300)}`).toBe(true);
+      expect(result.responses.length, `HEAD ${target}: one answer`).toBe(1);
+      expect(result.responses[0].body.length).toBe(0);
+      if (result.responses[0].status >= 400) expect(result.responses[0].headers['content-type']).toMatch(/^application\/json/);
+    }
+    await alive();
+  });
+});

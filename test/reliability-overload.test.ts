@@ -1,0 +1,115 @@
+// Overload: a flood of cold credentials fills the argon2 queue. The excess is refused at once with 503 +
+// Retry-After, warm credentials keep getting tokens, nothing answers another 5xx, and memory stays bounded.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { AdminClient, postJson } from './support/admin.js';
+import { startService, type ServiceHandle } from './support/service.js';
+import { contractErrorProblem, metricSum, rssMiB, serverErrorsIn, waitFor } from './support/faults.js';
+
+const MAX_QUEUE = 4;
+const WAVES = 5;
+const WAVE_SIZE = 200;
+/** Generous: the service idles around 100-150 MiB; a leak or an unbounded queue shows far above. */
+const RSS_LIMIT_MIB = 512;
+
+describe('overload of the argon2 pool', () => {
+  let service: ServiceHandle;
+  let admin: AdminClient;
+
+  beforeAll(async () => {
+    service = await startService({
+      mode: 'real',
+      env: {
+        ARGON2_THREADS: '1',
+        ARGON2_MAX_QUEUE: String(MAX_QUEUE),
+        TRUST_PROXY: 'true',
+        RATE_LIMIT_AUTH_FAIL_POINTS: '1000000',
+        RATE_LIMIT_TOKEN_POINTS: '1000000',
+      },
+    });
+    admin = new AdminClient(service);
+  });
+
+  afterAll(async () => {
+    await service?.dispose();
+  });
+
+  it('sheds cold floods with prompt 503 + Retry-After while warm requests keep getting 200, in bounded memory', async () => {
+    const { platform, agent } = await admin.seed(['orders:read']);
+    const url = `${service.publicUrl}/api/v1/auth/token`;
+    const warmBody = { api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id };
+    expect((await postJson(url, warmBody, { 'x-forwarded-for': '192.0.2.1' })).status).toBe(200);
+    const rssBaseline = rssMiB(service.process.pid!);
+
+    let flooding = true;
+    const warm: { status: number; ms: number }[] = [];
+    const warmLoop = (async () => {
+      while (flooding) {
+        const started = performance.now();
+        const response = await postJson(url, warmBody, { 'x-forwarded-for': '192.0.2.1' });
+        warm.push({ status: response.status, ms: performance.now() - started });
+      }
+    })();
+
+    const cold: { status: number; ms: number; retryAfter: string | null; problem: string | null }[] = [];
+    let rssPeak = rssBaseline;
+    const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, rssMiB(service.process.pid!))), 100);
+    let n = 0;
+    for (let wave = 0; wave < WAVES; wave++) {
+      await Promise.all(
+        Array.from({ length: WAVE_SIZE }, async () => {
+          const i = ++n;
+          // Half wrong secrets of a real agent, half unknown ids, each from its own address.
+          const body =
+            i % 2 === 0
+              ? { ...warmBody, secret: `wrong-${i}` }
+              : { api_key_id: `agnt_kid_${randomBytes(16).toString('hex')}`, secret: 'guess', platform_id: platform.platform_id };
+          const started = performance.now();
+          const response = await postJson(url, body, { 'x-forwarded-for': `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` });
+          cold.push({
+            status: response.status,
+            ms: performance.now() - started,
+            retryAfter: response.headers.get('retry-after'),
+            problem: contractErrorProblem(response.status, response.headers.get('content-type') ?? undefined, response.text),
+          });
+        }),
+      );
+    }
+    flooding = false;
+    await warmLoop;
+    clearInterval(sampler);
+
+    const shed = cold.filter((r) => r.status === 503);
+    const refusedCredentials = cold.filter((r) => r.status === 401);
+    // Every answer is a contract error: 401 for the few the queue took, 503 for the excess, nothing else.
+    expect(cold.filter((r) => r.status !== 401 && r.status !== 503)).toEqual([]);
+    expect(cold.filter((r) => r.problem !== null)).toEqual([]);
+    expect(shed.length).toBeGreaterThan(WAVES * WAVE_SIZE * 0.5);
+    expect(refusedCredentials.length).toBeGreaterThan(0);
+    for (const r of shed) expect(r.retryAfter).toMatch(/^[1-9]\d*$/);
+    // Refused quickly: the queue-full answer is not a wait for argon2.
+    const sheddingMs = shed.map((r) => r.ms).sort((a, b) => a - b);
+    expect(sheddingMs[Math.floor(sheddingMs.length / 2)]).toBeLessThan(1000);
+
+    // Warm credentials were served all along.
+    expect(warm.length).toBeGreaterThan(10);
+    expect(warm.filter((r) => r.status !== 200)).toEqual([]);
+
+    // Memory stayed bounded, and the queue drained.
+    expect(rssPeak).toBeLessThan(RSS_LIMIT_MIB);
+    expect(rssPeak - rssBaseline).toBeLessThan(256);
+    const text = await (await fetch(`${service.adminUrl}/metrics`)).text();
+    expect(metricSum(text, 'ace_worker_tasks_rejected_total', { pool: 'argon2' })).toBeGreaterThanOrEqual(shed.length);
+    await waitFor('the argon2 queue to drain', async () => {
+      const now = await (await fetch(`${service.adminUrl}/metrics`)).text();
+      return metricSum(now, 'ace_worker_queue_depth', { pool: 'argon2' }) === 0;
+    }, 10_000);
+    expect(serverErrorsIn(text)).toEqual([]);
+
+    // And afterwards cold credentials are served normally again.
+    const fresh = await admin.createAgent('after-flood');
+    await admin.grant(fresh.agent_id, platform.platform_id, ['orders:read']);
+    const after = await postJson(url, { api_key_id: fresh.api_key_id, secret: fresh.secret, platform_id: platform.platform_id });
+    expect(after.status).toBe(200);
+  });
+});
