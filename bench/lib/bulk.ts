@@ -1,0 +1,128 @@
+// Bulk rows for the scale check. 100,000 agents through the admin API would take most of an hour of
+// argon2 hashing, so the extra rows go straight into Postgres with one INSERT ... SELECT over
+// generate_series. The statement is built from the live catalogue of the `agents` table rather than a
+// hard-coded column list: every column is copied from a real (template) agent, except that
+//  - single-column unique/primary-key columns get fresh values (uuid: gen_random_uuid(); text: the
+//    template's text with its last 32 characters replaced by random hex, which keeps an api_key_id-like
+//    "<prefix><32 hex>" shape), or their own default when they have one (identity/serial);
+//  - generated columns are left out; `name` becomes "bulk-<n>"; non-null columns holding a hash (…hash…)
+//    get a dummy argon2id hash of a random secret nobody knows.
+// Each bulk agent also gets a copy of one real grant row (when `grants` exists), as real agents have one.
+// The rows are never used for requests; they only make the tables (and their indexes) big.
+import postgres from 'postgres';
+
+const TABLE = 'agents';
+const GRANTS = 'grants';
+
+interface Column {
+  name: string;
+  type: string;
+  hasDefault: boolean;
+  identity: string;
+  generated: string;
+  unique: boolean;
+}
+
+export class BulkAgents {
+  private readonly sql: postgres.Sql;
+
+  constructor(databaseUrl: string, private readonly dummyHash: string) {
+    this.sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  }
+
+  async count(): Promise<number> {
+    const [row] = await this.sql.unsafe(`SELECT count(*)::int AS n FROM ${TABLE}`);
+    return row.n as number;
+  }
+
+  private async columns(): Promise<Column[]> {
+    const rows = await this.sql`
+      SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.atthasdef AS has_default,
+             a.attidentity AS identity, a.attgenerated AS generated,
+             EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisunique
+                       AND i.indnatts = 1 AND i.indkey[0] = a.attnum) AS is_unique
+      FROM pg_attribute a
+      WHERE a.attrelid = ${TABLE}::regclass AND a.attnum > 0 AND NOT a.attisdropped
+      ORDER BY a.attnum`;
+    return rows.map((r) => ({
+      name: r.name,
+      type: r.type,
+      hasDefault: r.has_default,
+      identity: r.identity,
+      generated: r.generated,
+      unique: r.is_unique,
+    }));
+  }
+
+  /** Adds `n` rows copied from an existing agent (at least one real agent must exist). */
+  async add(n: number): Promise<void> {
+    if (n <= 0) return;
+    const columns = await this.columns();
+    const names: string[] = [];
+    const values: string[] = [];
+    for (const column of columns) {
+      if (column.generated !== '' || column.identity === 'a') continue;
+      const id = ident(column.name);
+      let value: string;
+      if (column.unique) {
+        if (column.type === 'uuid') value = 'gen_random_uuid()';
+        else if (/^(text|character varying|character)/.test(column.type)) {
+          value = `left(t.${id}, greatest(length(t.${id}) - 32, 0)) || md5(random()::text || g::text || clock_timestamp()::text)`;
+        } else if (column.hasDefault || column.identity !== '') continue;
+        else throw new Error(`cannot make unique values for ${TABLE}.${column.name} (${column.type})`);
+      } else if (column.name === 'name') {
+        value = `'bulk-' || g::text`;
+      } else if (/hash/i.test(column.name) && /^(text|character varying)/.test(column.type)) {
+        value = `CASE WHEN t.${id} IS NULL THEN NULL ELSE ${literal(this.dummyHash)} END`;
+      } else {
+        value = `t.${id}`;
+      }
+      names.push(id);
+      values.push(value);
+    }
+    const insertAgents = `INSERT INTO ${TABLE} (${names.join(', ')})
+       SELECT ${values.join(', ')}
+       FROM (SELECT * FROM ${TABLE} LIMIT 1) t CROSS JOIN generate_series(1, ${Math.floor(n)}) g`;
+    // Real agents come with a grant; give each bulk agent a copy of one, so `grants` grows alongside.
+    const grantColumns = await this.grantColumns();
+    if (grantColumns) {
+      const rest = grantColumns.filter((c) => c !== 'agent_id').map(ident);
+      const [pk] = columns.filter((c) => c.unique && c.type === 'uuid').map((c) => ident(c.name));
+      await this.sql.unsafe(
+        `WITH fresh AS (${insertAgents} RETURNING ${pk} AS agent_id)
+         INSERT INTO ${GRANTS} (agent_id, ${rest.join(', ')})
+         SELECT fresh.agent_id, ${rest.map((c) => `t.${c}`).join(', ')}
+         FROM fresh CROSS JOIN (SELECT * FROM ${GRANTS} LIMIT 1) t`,
+      );
+      await this.sql.unsafe(`ANALYZE ${GRANTS}`);
+    } else {
+      await this.sql.unsafe(insertAgents);
+    }
+    await this.sql.unsafe(`ANALYZE ${TABLE}`);
+  }
+
+  /** Columns of `grants` when it exists, has an agent_id column and holds a row to copy; else undefined. */
+  private async grantColumns(): Promise<string[] | undefined> {
+    const [exists] = await this.sql`SELECT to_regclass(${GRANTS}) IS NOT NULL AS ok`;
+    if (!exists.ok) return undefined;
+    const rows = await this.sql`
+      SELECT a.attname AS name FROM pg_attribute a
+      WHERE a.attrelid = ${GRANTS}::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+      ORDER BY a.attnum`;
+    const names = rows.map((r) => r.name as string);
+    const [any] = await this.sql.unsafe(`SELECT count(*)::int AS n FROM (SELECT 1 FROM ${GRANTS} LIMIT 1) x`);
+    return names.includes('agent_id') && any.n > 0 ? names : undefined;
+  }
+
+  /** Names of the tables and columns seen, for the report. */
+  async describe(): Promise<string> {
+    return (await this.columns()).map((c) => `${c.name}:${c.type}${c.unique ? '(unique)' : ''}`).join(', ');
+  }
+
+  end(): Promise<void> {
+    return this.sql.end();
+  }
+}
+
+const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
+const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;

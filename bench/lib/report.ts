@@ -1,0 +1,69 @@
+// Result shapes, the printed table and the targets.
+import os from 'node:os';
+import type { LoadResult } from './load.js';
+
+export interface Measurement extends LoadResult {
+  name: string;
+  note?: string;
+  /** argon2 tasks the service ran during the measured part (from /metrics); warm should be ~0, cold ~1 per request. */
+  argon2Verifications?: number;
+}
+
+export interface Ratio {
+  name: string;
+  value: number | null;
+  target: string;
+  pass: boolean | null;
+}
+
+export function machineInfo() {
+  const cpus = os.cpus();
+  return {
+    cores: Math.max(1, os.availableParallelism?.() ?? cpus.length),
+    cpu_model: cpus[0]?.model ?? 'unknown',
+    cpu_mhz: cpus[0]?.speed ?? null,
+    memory_mib: Math.round(os.totalmem() / 2 ** 20),
+    node: process.version,
+    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
+    date: new Date().toISOString(),
+    /** 1-minute load average when the run started: other work on the machine lowers every figure. */
+    loadavg_at_start: Number(os.loadavg()[0].toFixed(2)),
+  };
+}
+
+const fmt = (n: number | null | undefined, digits = 0) =>
+  n === null || n === undefined || Number.isNaN(n) ? '-' : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+export const mib = (bytes: number) => bytes / 2 ** 20;
+
+export function table(rows: (string | number)[][], header: string[]): string {
+  const all = [header, ...rows.map((r) => r.map(String))];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  return [line(all[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...all.slice(1).map(line)].join('\n');
+}
+
+export function measurementRows(list: Measurement[]): string[][] {
+  return list.map((m) => [
+    m.name,
+    fmt(m.rps),
+    fmt(m.p50, 1),
+    fmt(m.p99, 1),
+    fmt(m.requests),
+    String(m.non2xx),
+    String(m.errors),
+    m.argon2Verifications === undefined ? '-' : fmt(m.argon2Verifications),
+    m.note ?? '',
+  ]);
+}
+
+export const MEASUREMENT_HEADER = ['measurement', 'req/s', 'p50 ms', 'p99 ms', 'requests', 'non-2xx', 'errors', 'argon2 tasks', 'note'];
+
+export function ratio(name: string, value: number | null, target: string, test: (v: number) => boolean): Ratio {
+  return { name, value, target, pass: value === null || !Number.isFinite(value) ? null : test(value) };
+}
+
+export function ratioRows(list: Ratio[]): string[][] {
+  return list.map((r) => [r.name, r.value === null ? '-' : fmt(r.value, r.value < 10 ? 2 : 1), r.target, r.pass === null ? 'n/a' : r.pass ? 'PASS' : 'MISS']);
+}
+
+export { fmt };

@@ -1,0 +1,164 @@
+// Starts the compiled service (dist/src/main.js) for the benchmark: free loopback ports, a fresh Postgres
+// database `ace_bench_<random>` and a unique Redis key prefix (or the embedded default), waits for
+// GET <admin>/readyz = 200, and cleans everything up afterwards. Own code on purpose: bench/ is compiled
+// and must not import test/ (which is not).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import postgres from 'postgres';
+import { Redis } from 'ioredis';
+
+export const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/main.js');
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface BenchService {
+  publicUrl: string;
+  adminUrl: string;
+  adminToken: string;
+  pid: number;
+  /** Postgres URL of the bench database (undefined when embedded). */
+  databaseUrl: string | undefined;
+  redisKeyPrefix: string | undefined;
+  output(): string;
+  /** SIGTERM (SIGKILL after 15 s), then drops the database, the Redis keys and the data directory. */
+  dispose(): Promise<void>;
+}
+
+export async function startBenchService(options: { embedded: boolean; env?: Record<string, string>; redisUrl?: string }): Promise<BenchService> {
+  const redisUrl = options.redisUrl ?? REDIS_URL;
+  const [port, adminPort] = [await freePort(), await freePort()];
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ace-bench-'));
+  const adminToken = randomBytes(24).toString('hex');
+  let databaseName: string | undefined;
+  let databaseUrl: string | undefined;
+  let redisKeyPrefix: string | undefined;
+  if (!options.embedded) {
+    databaseName = `ace_bench_${randomBytes(6).toString('hex')}`;
+    const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+    try {
+      await admin.unsafe(`CREATE DATABASE ${databaseName}`);
+    } finally {
+      await admin.end();
+    }
+    databaseUrl = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${databaseName}`);
+    redisKeyPrefix = `ace-bench-${randomBytes(4).toString('hex')}:`;
+  }
+
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    ADMIN_HOST: '127.0.0.1',
+    ADMIN_PORT: String(adminPort),
+    ADMIN_TOKEN: adminToken,
+    DATA_DIR: dataDir,
+    // info: the start-up lines tell when every cluster worker is up; nothing is logged per request.
+    LOG_LEVEL: 'info',
+    ACCESS_LOG: 'false',
+    KEY_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+    // Limits must not shape the figures: the bench measures capacity, not the limiter.
+    RATE_LIMIT_TOKEN_POINTS: '1000000',
+    RATE_LIMIT_AUTH_FAIL_POINTS: '1000000',
+    ...(options.embedded ? {} : { DATABASE_URL: databaseUrl!, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: redisKeyPrefix! }),
+    // WORKERS, ARGON2_THREADS and SIGN_THREADS stay at their defaults (cluster of `cores` with Redis).
+    ...options.env,
+  };
+
+  const child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output += chunk;
+    if (output.length > 200_000) output = output.slice(-100_000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+
+  let disposed = false;
+  const service: BenchService = {
+    publicUrl: `http://127.0.0.1:${port}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
+    adminToken,
+    pid: child.pid!,
+    databaseUrl,
+    redisKeyPrefix,
+    output: () => output,
+    async dispose() {
+      if (disposed) return;
+      disposed = true;
+      await stopChild(child, exited);
+      if (databaseName) {
+        const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+        await admin.unsafe(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`).catch(() => {});
+        await admin.end();
+      }
+      if (redisKeyPrefix) await deleteRedisPrefix(redisUrl, redisKeyPrefix).catch(() => {});
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  try {
+    await waitUntilReady(service, child, exited);
+  } catch (error) {
+    await service.dispose();
+    throw error;
+  }
+  return service;
+}
+
+async function stopChild(child: ChildProcess, exited: Promise<void>): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function waitUntilReady(service: BenchService, child: ChildProcess, exited: Promise<void>): Promise<void> {
+  let gone = false;
+  void exited.then(() => (gone = true));
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (gone) throw new Error(`service exited before it was ready (code ${child.exitCode}):\n${service.output().slice(-4000)}`);
+    try {
+      const response = await fetch(`${service.adminUrl}/readyz`);
+      await response.arrayBuffer();
+      if (response.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`service not ready within 60 s:\n${service.output().slice(-4000)}`);
+}
+
+async function deleteRedisPrefix(url: string, prefix: string): Promise<void> {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
+  await redis.connect();
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) await redis.del(...keys);
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+}
