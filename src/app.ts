@@ -186,7 +186,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       : async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() });
     const adminServer = new HttpServer(
       [...opsRoutes({ ready, metrics: metricsText }), ...adminRoutes({ adminToken: admin.token, platforms, agents, keys })],
-      { ...serverOptions, name: 'admin', accessLog: false },
+      { ...serverOptions, name: 'admin', accessLog: false, readsAuthorization: true },
     );
 
     const publicPort = await publicServer.listen(config.host, config.port);

@@ -23,6 +23,8 @@ export interface ServerOptions {
   metrics: Metrics;
   logger: Logger;
   accessLog: boolean;
+  /** The admin listener reads Authorization; the public one never needs it. */
+  readsAuthorization?: boolean;
 }
 
 const STATUS_LINES = new Map<number, string>();
@@ -33,6 +35,7 @@ const statusLine = (status: number): string => {
 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const NEVER_ABORTED = new AbortController().signal;
 const decoder = new TextDecoder();
 
 export class HttpServer {
@@ -97,44 +100,50 @@ export class HttpServer {
     (this.app as unknown as { close?: () => void }).close?.();
   }
 
-  private readHeaders(req: uWS.HttpRequest): RequestHeaders {
+  /** Reads only the headers this route can use: each read crosses into C++. */
+  private readHeaders(req: uWS.HttpRequest, route: Route): RequestHeaders {
+    const body = route.body === true;
     return {
-      contentType: req.getHeader('content-type'),
-      contentLength: req.getHeader('content-length'),
-      ifNoneMatch: req.getHeader('if-none-match'),
-      authorization: req.getHeader('authorization'),
+      contentType: body ? req.getHeader('content-type') : '',
+      contentLength: body ? req.getHeader('content-length') : '',
+      ifNoneMatch: route.method === 'GET' ? req.getHeader('if-none-match') : '',
+      authorization: this.options.readsAuthorization ? req.getHeader('authorization') : '',
       requestId: req.getHeader('x-request-id'),
-      forwardedFor: this.options.trustProxy ? req.getHeader('x-forwarded-for') : '',
+      forwardedFor: body && this.options.trustProxy ? req.getHeader('x-forwarded-for') : '',
     };
   }
 
   private handle(res: uWS.HttpResponse, req: uWS.HttpRequest, route: Route, paramNames: string[], method: string): void {
     const started = performance.now();
     // Everything from `req` must be read now: it is invalid after this synchronous part.
-    const headers = this.readHeaders(req);
+    const headers = this.readHeaders(req, route);
     const params: Record<string, string> = {};
     paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i))));
     const path = req.getUrl();
-    const address = headers.forwardedFor.split(',')[0]?.trim() || decoder.decode(res.getRemoteAddressAsText());
+    // The client address only matters where credentials arrive (routes with a body).
+    const address = route.body ? headers.forwardedFor.split(',')[0]?.trim() || decoder.decode(res.getRemoteAddressAsText()) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
-    const controller = new AbortController();
+    // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
+    const controller = route.body ? new AbortController() : undefined;
     const state = { aborted: false, done: false };
     this.inFlight++;
     res.onAborted(() => {
       state.aborted = true;
-      controller.abort();
+      controller?.abort();
       this.finish();
     });
 
     const run = (body: Buffer | null) => {
-      const request: HttpRequest = { method, path, params, headers, body, address, requestId, signal: controller.signal };
-      let reply: Promise<HttpReply>;
+      const request: HttpRequest = { method, path, params, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
+      let result: HttpReply | Promise<HttpReply>;
       try {
-        reply = Promise.resolve(route.handler(request));
+        result = route.handler(request);
       } catch (error) {
-        reply = Promise.reject(error);
+        result = Promise.reject(error);
       }
-      reply
+      // Synchronous handlers (JWKS, health) answer at once, without a promise round.
+      if (!(result instanceof Promise)) return this.send(res, state, result, route.name, method, started, requestId, false);
+      result
         // A client that went away aborted its work: nothing to answer, nothing to log.
         .catch((error: unknown) => (state.aborted ? null : this.errorReply(error, route.name)))
         .then((r) => r && this.send(res, state, r, route.name, method, started, requestId, false));

@@ -30,6 +30,13 @@ export interface SigningKey {
   privateKeyPem: string;
 }
 
+interface Snapshot {
+  active: SigningKey | undefined;
+  jwks: { body: Buffer; etag: string };
+  /** Rebuild at this time (ms): the next key state change. */
+  validUntil: number;
+}
+
 export interface KeyRecordView {
   kid: string;
   state: KeyStatus['state'];
@@ -43,7 +50,7 @@ export interface KeyRecordView {
 export class KeyManager {
   private rows: SigningKeyRow[] = [];
   private readonly privatePems = new Map<string, string>();
-  private jwksCache: { kids: string; body: Buffer; etag: string } | undefined;
+  private snapshot: Snapshot | undefined;
   private timers: NodeJS.Timeout[] = [];
   private lastRefreshOk = 0;
 
@@ -95,6 +102,7 @@ export class KeyManager {
       }
     }
     this.rows = rows;
+    this.snapshot = undefined; // rebuilt on next use
     this.lastRefreshOk = Date.now();
   }
 
@@ -109,27 +117,46 @@ export class KeyManager {
 
   /** The key that signs now; 503 when none is active (which only a misconfigured database can cause). */
   activeKey(): SigningKey {
-    const active = this.statuses().find((s) => s.state === 'active');
-    const pem = active && this.privatePems.get(active.row.kid);
-    if (!active || !pem) throw new ServiceError('service_unavailable', 'No active signing key.', { 'Retry-After': '1' });
-    return { kid: active.row.kid, privateKeyPem: pem };
+    const { active } = this.current();
+    if (!active) throw new ServiceError('service_unavailable', 'No active signing key.', { 'Retry-After': '1' });
+    return active;
   }
 
-  /** The JWKS body (active first, then next and retiring keys) and its strong ETag; rebuilt only on change. */
+  /** The JWKS body (active first, then next and retiring keys) and its strong ETag. */
   jwks(): { body: Buffer; etag: string } {
-    const statuses = this.statuses();
+    return this.current().jwks;
+  }
+
+  /**
+   * What the hot paths need, computed once per change instead of per request: on every refresh, and when
+   * the clock reaches the next state change (a key activating or leaving the key set).
+   */
+  private current(): Snapshot {
+    const now = Date.now();
+    if (!this.snapshot || now >= this.snapshot.validUntil) this.snapshot = this.buildSnapshot(now);
+    return this.snapshot;
+  }
+
+  private buildSnapshot(now: number): Snapshot {
+    const statuses = this.statuses(now);
+    const activeStatus = statuses.find((s) => s.state === 'active');
+    const pem = activeStatus && this.privatePems.get(activeStatus.row.kid);
     const order = { active: 0, next: 1, retiring: 2, retired: 3 } as const;
     const published = statuses
       .filter((s) => s.state !== 'retired')
       .sort((a, b) => order[a.state] - order[b.state] || b.row.activatesAt.getTime() - a.row.activatesAt.getTime());
-    const kids = published.map((s) => s.row.kid).join(',');
-    if (this.jwksCache?.kids !== kids) {
-      const keys = published.map(({ row }) => ({ kty: 'RSA', use: 'sig', alg: 'RS256', kid: row.kid, n: row.publicJwk.n, e: row.publicJwk.e }));
-      const body = Buffer.from(JSON.stringify({ keys }));
-      const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"`;
-      this.jwksCache = { kids, body, etag };
-    }
-    return this.jwksCache;
+    const keys = published.map(({ row }) => ({ kty: 'RSA', use: 'sig', alg: 'RS256', kid: row.kid, n: row.publicJwk.n, e: row.publicJwk.e }));
+    const body = Buffer.from(JSON.stringify({ keys }));
+    const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"`;
+    // The next instant at which some state changes: a key activates or leaves the key set.
+    const upcoming = statuses
+      .flatMap((s) => [s.row.activatesAt.getTime(), s.retiresAt?.getTime() ?? Infinity, s.row.retiredAt?.getTime() ?? Infinity])
+      .filter((t) => t > now);
+    return {
+      active: activeStatus && pem ? { kid: activeStatus.row.kid, privateKeyPem: pem } : undefined,
+      jwks: { body, etag },
+      validUntil: Math.min(...upcoming, Infinity),
+    };
   }
 
   keyInfo(): { activeAgeSeconds: number; rotationIntervalSeconds: number; byState: Record<string, number> } {
