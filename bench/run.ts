@@ -274,6 +274,11 @@ async function main(): Promise<void> {
   measurements.push(bare);
   log(`  bare uWS JWKS: ${fmt(bare.rps)} req/s, p99 ${fmt(bare.p99, 1)} ms`);
 
+  log(`bare uWS signer (crypto.sign on the HTTP thread), ${machine.cores} process(es) ...`);
+  const bareSigner = await bareSignerRun(machine.cores, opts);
+  measurements.push(bareSigner);
+  log(`  bare uWS signer: ${fmt(bareSigner.rps)} req/s, p99 ${fmt(bareSigner.p99, 1)} ms`);
+
   let peer: Measurement | undefined;
   if (opts.peer) {
     log(`peer: node-oidc-provider client_credentials (RS256 JWT), ${sideProcesses} process(es) ...`);
@@ -285,6 +290,7 @@ async function main(): Promise<void> {
   // 4. Ratios and targets.
   const ratios: Ratio[] = [
     ratio('token warm / openssl sign', tokenWarm.rps / openssl.signPerSecond, '>= 0.85', (v) => v >= 0.85),
+    ratio('token warm / bare uWS signer (info)', tokenWarm.rps / bareSigner.rps, '-', () => true),
     ratio('token warm / peer', peer ? tokenWarm.rps / peer.rps : null, '>= 1.5', (v) => v >= 1.5),
     ratio(`token warm p99 ms @${opts.connections}`, tokenWarm.p99, '<= 40', (v) => v <= 40),
     ratio('token warm non-2xx + errors', tokenWarm.non2xx + tokenWarm.errors, '= 0', (v) => v === 0),
@@ -308,6 +314,7 @@ async function main(): Promise<void> {
         ['openssl RSA-2048 sign/s (all cores)', fmt(openssl.signPerSecond)],
         ['argon2id verify/s (all cores)', fmt(argon2.verifyPerSecond, 1)],
         ['bare uWS JWKS req/s', fmt(bare.rps)],
+        ['bare uWS signer (crypto.sign, one process per core) req/s', fmt(bareSigner.rps)],
         ['peer (oidc-provider) token req/s', peer ? fmt(peer.rps) : '-'],
         ['service peak RSS MiB (sampled sum / sum of VmHWM)', `${fmt(mib(peakRss))} / ${fmt(mib(peakHwm))}`],
         ['agents seeded via admin API / seeding agents/s', `${seededAgents} / ${fmt(pools.perSecond, 1)}`],
@@ -411,6 +418,25 @@ async function bareUws(jwksBytes: string, processes: number, opts: BenchOptions)
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** A bare uWS handler signing with crypto.sign: what an RS256 endpoint with no other work reaches here. */
+async function bareSignerRun(processes: number, opts: BenchOptions): Promise<Measurement> {
+  const port = await freePort();
+  const servers = [];
+  try {
+    for (let i = 0; i < processes; i++) servers.push(await spawnReady(new URL('./limits/bare-signer.js', import.meta.url), { PORT: String(port) }));
+    const result = await measure({
+      url: `http://127.0.0.1:${port}`,
+      connections: opts.connections,
+      duration: opts.duration,
+      warmup: opts.warmup,
+      requests: [{ method: 'POST', path: '/token', headers: JSON_HEADERS, body: '{"api_key_id":"x","secret":"y","platform_id":"z"}' }],
+    });
+    return { name: 'bare uWS signer', ...result, note: `${processes} process(es), crypto.sign, no other work` };
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()));
   }
 }
 
