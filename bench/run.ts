@@ -171,6 +171,10 @@ async function main(): Promise<void> {
   const warmAgents = pools.agents.slice(0, opts.warmAgents);
   const coldAgents = pools.agents.slice(opts.warmAgents);
   log(`  seeded ${pools.agents.length} agents in ${seedSeconds.toFixed(1)}s (${fmt(pools.perSecond, 1)} agents/s incl. grant)`);
+  // Seeding wrote thousands of rows: let Postgres settle first, so the first measurement does not pay
+  // for autovacuum and checkpoint work that the later ones do not.
+  if (bulk) await bulk.settle();
+  await new Promise((r) => setTimeout(r, 2000));
 
   const measurements: Measurement[] = [];
   let argonBefore: number | null = null;

@@ -115,6 +115,12 @@ export class BulkAgents {
   }
 
   /** Names of the tables and columns seen, for the report. */
+  /** Lets Postgres catch up after bulk writes (statistics, dirty pages), so no measurement pays for it. */
+  async settle(): Promise<void> {
+    await this.sql.unsafe('VACUUM ANALYZE');
+    await this.sql.unsafe('CHECKPOINT').catch(() => {}); // needs superuser; fine to skip
+  }
+
   async describe(): Promise<string> {
     return (await this.columns()).map((c) => `${c.name}:${c.type}${c.unique ? '(unique)' : ''}`).join(', ');
   }
