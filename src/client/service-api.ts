@@ -3,20 +3,9 @@
 import { AgentClientError } from './errors.js';
 import { parseRetryAfter, retryDelayMs, sleep, type BackoffPolicy } from './backoff.js';
 
-export interface PlatformEntry {
-  platform_id: string;
-  granted_scopes: string[];
-  status: string;
-  name?: string;
-  /** Verified domain of the platform, or null (not verified, or enrichment unavailable). */
-  hostname: string | null;
-  verification_status?: string;
-}
-
-export interface PlatformListing {
-  agent_id: string;
-  platforms: PlatformEntry[];
-}
+// The listing's shape is the contract's TypeBox schema (type-only import: nothing loads at run time).
+import type { PlatformEntry, PlatformListing } from '../schemas/public.js';
+export type { PlatformEntry, PlatformListing };
 
 export interface IssuedToken {
   accessToken: string;

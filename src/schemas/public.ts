@@ -84,6 +84,8 @@ export const PlatformListing = Type.Object(
   { agent_id: Type.String({ format: 'uuid' }), platforms: Type.Array(PlatformEntry) },
   { $id: 'PlatformListing' },
 );
+export type PlatformEntry = Static<typeof PlatformEntry>;
+export type PlatformListing = Static<typeof PlatformListing>;
 
 export const Jwk = Type.Object(
   {

@@ -6,6 +6,7 @@ import { ServiceError } from '../../errors/catalog.js';
 import { checkAgainst } from '../../schemas/validate.js';
 import { HTTP_METHODS, SvcScopesYaml } from '../../schemas/scopes-file.js';
 import type { PlatformCreate, PlatformPatch } from '../../schemas/admin.js';
+import type { PlatformEntry, PlatformListing } from '../../schemas/public.js';
 import { LocalCache } from '../../storage/cache/local-cache.js';
 import type { AgentView, PlatformInput, PlatformRecord, RouteRule, ScopeDefinition, Store } from '../../storage/types.js';
 
@@ -14,15 +15,6 @@ const checkScopeFile = checkAgainst(SvcScopesYaml);
 export interface ScopeFile {
   body: Buffer;
   etag: string;
-}
-
-export interface PlatformEntry {
-  platform_id: string;
-  granted_scopes: string[];
-  status: string;
-  name?: string;
-  hostname: string | null;
-  verification_status?: string;
 }
 
 export class PlatformService {
@@ -99,7 +91,7 @@ export class PlatformService {
   }
 
   /** The agent's platforms. Enrichment (name, hostname, verification_status) is dropped if slow. */
-  async listing(view: AgentView): Promise<{ agent_id: string; platforms: PlatformEntry[] }> {
+  async listing(view: AgentView): Promise<PlatformListing> {
     const ids = Object.keys(view.grants).sort();
     const entries: PlatformEntry[] = ids.map((id) => ({
       platform_id: id,
