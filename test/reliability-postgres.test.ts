@@ -184,6 +184,38 @@ describe('Postgres outage', () => {
     }
     await recovers(cold);
   });
+
+  it('black hole: the listing answers at once without the enrichment it cannot get in time', async () => {
+    const uncached = await admin.createPlatform({
+      name: 'Uncached',
+      domain: 'uncached.example',
+      verification_status: 'verified',
+      scopes: [{ name: 'x' }],
+    });
+    const agent = await admin.createAgent('enrichment');
+    await admin.grant(agent.agent_id, platform.platform_id, ['orders:read']);
+    await admin.grant(agent.agent_id, uncached.platform_id, ['x']);
+    // The grant read (and cached) the platform; a change evicts it everywhere.
+    await admin.patchPlatform(uncached.platform_id, { name: 'Uncached' });
+    await sleep(1000); // past the delayed second Redis delete that follows admin writes
+    // Warm the agent (verified secret, cached view) and the first platform's metadata; `uncached` stays uncached.
+    expect((await token(agent, agent.secret)).status).toBe(200);
+    expect((await fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`)).status).toBe(200);
+
+    proxy.blackhole();
+    try {
+      await sleep(400); // past LOCAL_CACHE_TTL_MS: the view and the first platform come from Redis
+      const { ms, value } = await timed(() => listing(agent));
+      expect(value.status).toBe(200);
+      const byId = Object.fromEntries(value.body.platforms.map((p: { platform_id: string }) => [p.platform_id, p]));
+      // Required fields always; enrichment only where it arrived within ENRICHMENT_TIMEOUT_MS (100 ms).
+      expect(byId[uncached.platform_id]).toEqual({ platform_id: uncached.platform_id, granted_scopes: ['x'], status: 'active', hostname: null });
+      expect(byId[platform.platform_id]).toMatchObject({ name: 'Shop', hostname: 'shop.example', verification_status: 'verified' });
+      expect(ms).toBeLessThan(STORE_TIMEOUT_MS); // not waiting for the store deadline
+    } finally {
+      proxy.forward();
+    }
+  });
 });
 
 async function fetchText(url: string, init?: RequestInit) {

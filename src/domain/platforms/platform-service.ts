@@ -99,28 +99,19 @@ export class PlatformService {
       status: view.grants[id].platformStatus,
       hostname: null,
     }));
-    const metadata = await withBudget(Promise.all(ids.map((id) => this.store.getPlatform(id))), this.enrichmentTimeoutMs);
-    if (metadata) {
-      entries.forEach((entry, i) => {
-        const platform = metadata[i];
-        if (!platform) return;
-        entry.name = platform.name;
-        entry.hostname = platform.verificationStatus === 'verified' ? platform.domain : null;
-        entry.verification_status = platform.verificationStatus;
-      });
-    }
-    return { agent_id: view.agentId, platforms: entries };
-  }
-}
-
-/** Resolves to the value, or undefined if it fails or takes longer than `ms`. */
-async function withBudget<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
-  try {
-    return await Promise.race([promise.catch(() => undefined), timeout]);
-  } finally {
+    // One shared budget: each platform whose metadata arrives in time is enriched, the others are not.
+    let timer: NodeJS.Timeout | undefined;
+    const budget = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), this.enrichmentTimeoutMs)));
+    const metadata = await Promise.all(ids.map((id) => Promise.race([this.store.getPlatform(id).catch(() => undefined), budget])));
     clearTimeout(timer);
+    entries.forEach((entry, i) => {
+      const platform = metadata[i];
+      if (!platform) return;
+      entry.name = platform.name;
+      entry.hostname = platform.verificationStatus === 'verified' ? platform.domain : null;
+      entry.verification_status = platform.verificationStatus;
+    });
+    return { agent_id: view.agentId, platforms: entries };
   }
 }
 
