@@ -431,13 +431,15 @@ describe.each(VARIANTS)('k8s %s', (variant) => {
 // ---------------------------------------------------------------------------------------------------
 
 describe('k8s production overlay versus base', () => {
-  it('scales out on shared stores: more replicas, a higher HPA ceiling, WORKERS=2, stores from the Secret', () => {
+  it('scales out on shared stores: more replicas, a higher HPA ceiling, stores from the Secret', () => {
     const base = { d: deployment('base'), hpa: only('base', 'HorizontalPodAutoscaler'), config: podConfig('base') };
     const prod = { d: deployment('production'), hpa: only('production', 'HorizontalPodAutoscaler'), config: podConfig('production') };
     expect(prod.d.spec.replicas).toBeGreaterThan(base.d.spec.replicas);
     expect(prod.hpa.spec.maxReplicas).toBeGreaterThan(base.hpa.spec.maxReplicas);
     expect(prod.hpa.spec.minReplicas).toBeGreaterThanOrEqual(2);
-    expect(prod.config.workers).toBe(2);
+    // One HTTP process per 2-CPU pod: the measured best (README, Performance).
+    expect(prod.config.workers).toBe(1);
+    expect(prod.config.argon2Threads).toBe(2);
 
     // The base runs on the embedded store, which cannot be shared: one process, one pod.
     expect(base.config.databaseUrl).toBeUndefined();
