@@ -1,5 +1,6 @@
 // The two Piscina pools: argon2 (slow, bounded queue so a flood of cold credentials is shed with 503)
-// and signing (fast). Separate pools so warm-credential requests never wait behind argon2 work.
+// and signing (fed in batches by the SignBatcher). Separate pools so warm-credential requests never wait
+// behind argon2 work.
 import { Piscina } from 'piscina';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,7 +37,7 @@ export class CryptoPools {
         maxThreads: threads,
         maxQueue,
         idleTimeout: 60_000,
-        // Tasks are CPU-bound and synchronous inside the worker: one at a time per thread.
+        // One task at a time per thread: argon2 runs synchronously, and a sign task is a whole batch.
         concurrentTasksPerWorker: 1,
       });
     this.pools = {
