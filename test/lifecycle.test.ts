@@ -32,7 +32,7 @@ describe('lifecycle across instances', () => {
     admin = new AdminClient(instances[0]);
   });
   afterAll(async () => {
-    await Promise.all(instances.map((i) => i.stop('SIGKILL')));
+    await Promise.all(instances.map((i) => i.dispose()));
     await database?.drop();
   });
 
@@ -255,7 +255,7 @@ describe('scheduled rotation', () => {
         expect(gap).toBeGreaterThanOrEqual(2900);
       }
     } finally {
-      await Promise.all(pair.map((i) => i.stop('SIGKILL')));
+      await Promise.all(pair.map((i) => i.dispose()));
       await database.drop();
     }
   });

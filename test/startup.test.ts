@@ -1,14 +1,20 @@
 // Start-up: configuration validation, generated admin token and key-encryption key, the embedded
 // default's persistence, Redis really caching (and never holding secrets), and graceful shutdown.
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { AdminClient, postJson } from './support/admin.js';
 import { freePort, REDIS_URL, runToExit, startService, type ServiceHandle } from './support/service.js';
 
-const tmp = () => mkdtempSync(path.join(os.tmpdir(), 'ace-startup-'));
+const made: string[] = [];
+const tmp = () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ace-startup-'));
+  made.push(dir);
+  return dir;
+};
+afterAll(() => made.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
 describe('configuration', () => {
   it('refuses to start on bad settings, naming every bad variable and never echoing a URL', async () => {

@@ -1,7 +1,7 @@
 // Test harness: starts the compiled service (dist/src/main.js) as a child process on free ports against
 // real Postgres and Redis on 127.0.0.1 (mode "real") or on the embedded default (mode "embedded").
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -78,6 +78,7 @@ export interface ServiceHandle {
 
 export async function startService(options: StartOptions): Promise<ServiceHandle> {
   const [port, adminPort] = [await freePort(), await freePort()];
+  const ownDataDir = options.dataDir === undefined;
   const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'ace-test-'));
   const ownDatabase = options.mode === 'real' && !options.database ? await createDatabase() : undefined;
   const database = options.database ?? ownDatabase;
@@ -127,6 +128,8 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
     async dispose() {
       await handle.stop('SIGKILL');
       await ownDatabase?.drop();
+      // An embedded database weighs ~40 MB: leave nothing behind in the temp folder.
+      if (ownDataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
   await waitUntilReady(handle, exited);
