@@ -77,18 +77,24 @@ describe('cluster mode', () => {
   it('runs WORKERS processes on the shared ports and answers /metrics with counters summed across them', async () => {
     const service = await startService({ mode: 'real', env: { WORKERS: '2', SIGN_THREADS: '1', ARGON2_THREADS: '1' } });
     try {
-      const pids = new Set<number>();
-      // Separate connections spread over the processes (SO_REUSEPORT); count what each answered.
+      // The harness returns once one process is ready; wait for both.
+      const readyPids = () => {
+        const pids = new Set<number>();
+        for (const line of service.output().split('\n')) {
+          const match = /"pid":(\d+).*"msg":"agent credential exchange ready"/.exec(line);
+          if (match) pids.add(Number(match[1]));
+        }
+        return pids;
+      };
+      for (let i = 0; i < 300 && readyPids().size < 2; i++) await sleep(100);
+      const pids = readyPids();
+      expect(pids.size).toBe(2);
+      // Separate connections spread over the processes (SO_REUSEPORT).
       for (let i = 0; i < 40; i++) {
         const response = await fetch(`${service.publicUrl}/.well-known/jwks.json`, { headers: { connection: 'close' } });
         expect(response.status).toBe(200);
         await response.arrayBuffer();
       }
-      for (const line of service.output().split('\n')) {
-        const match = /"pid":(\d+).*"msg":"agent credential exchange ready"/.exec(line);
-        if (match) pids.add(Number(match[1]));
-      }
-      expect(pids.size).toBe(2);
       // Whichever process answers the scrape, it reports the sum over both.
       for (let i = 0; i < 3; i++) {
         const text = await (await fetch(`${service.adminUrl}/metrics`, { headers: { connection: 'close' } })).text();
@@ -96,6 +102,24 @@ describe('cluster mode', () => {
         expect(Number(match?.[1])).toBe(40);
         expect(text).toMatch(/^ace_ready 1$/m); // min over processes, not a sum
       }
+      // A process dies: the primary replaces it, and scrapes keep answering meanwhile (the process that
+      // is starting is not asked).
+      process.kill([...pids][0], 'SIGKILL');
+      const answered: number[] = [];
+      for (let i = 0; i < 10 && answered.length < 5; i++) {
+        try {
+          const scrape = await fetch(`${service.adminUrl}/metrics`, { headers: { connection: 'close' } });
+          answered.push(scrape.status);
+          await scrape.text();
+        } catch {
+          // A connection queued on the killed process's socket is reset by the kernel: retry.
+        }
+        await sleep(200);
+      }
+      expect(answered).toEqual([200, 200, 200, 200, 200]);
+      for (let i = 0; i < 300 && readyPids().size < 3; i++) await sleep(100);
+      expect(readyPids().size).toBe(3); // the replacement started
+      expect(service.output()).toContain('worker died; starting a replacement');
       const exit = await service.stop('SIGTERM');
       expect(exit.code).toBe(0);
     } finally {

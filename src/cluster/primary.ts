@@ -8,25 +8,60 @@ import type { Config } from '../config/config.js';
 import type { Logger } from '../log/logger.js';
 
 export const READY_MESSAGE = 'ace:ready';
+/** worker → primary: "answer this scrape with the cluster-wide metrics". */
 export const METRICS_REQUEST = 'ace:metrics-request';
+/** primary → worker: the aggregated text for a METRICS_REQUEST. */
 export const METRICS_RESPONSE = 'ace:metrics-response';
+/** primary → worker: "send me your own metrics"; worker → primary: LOCAL_METRICS_RESPONSE. */
+const LOCAL_METRICS_REQUEST = 'ace:local-metrics-request';
+const LOCAL_METRICS_RESPONSE = 'ace:local-metrics-response';
+/** A worker that does not answer a collection within this is left out of that scrape. */
+const COLLECT_TIMEOUT_MS = 2000;
+
+type Message = { type?: string; id?: number; metrics?: unknown; error?: string };
 
 export function runPrimary(config: Config, logger: Logger): void {
-  const aggregator = new client.AggregatorRegistry();
   let stopping = false;
   // Only a process that once started is replaced when it dies; one that fails at start-up (bad
   // settings, wrong KEY_ENCRYPTION_KEY) would fail again, so the whole service stops instead.
+  // Only started processes are asked for metrics: one still starting cannot answer yet.
   const started = new Set<number>();
+  let nextCollection = 0;
+  const collections = new Map<number, (worker: Worker, metrics: unknown) => void>();
+
+  /** The sum over every started process (gauges by their declared aggregator). */
+  const aggregate = async (): Promise<string> => {
+    const id = ++nextCollection;
+    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && started.has(w.id) && w.isConnected());
+    const replies: unknown[] = [];
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, COLLECT_TIMEOUT_MS);
+      let pending = workers.length;
+      if (pending === 0) return resolve();
+      collections.set(id, (_worker, metrics) => {
+        replies.push(metrics);
+        if (--pending === 0) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      for (const worker of workers) worker.send({ type: LOCAL_METRICS_REQUEST, id });
+    });
+    collections.delete(id);
+    return client.AggregatorRegistry.aggregate(replies as Parameters<typeof client.AggregatorRegistry.aggregate>[0]).metrics();
+  };
 
   const fork = (): Worker => {
     const worker = cluster.fork();
-    worker.on('message', (message: { type?: string; id?: number }) => {
+    worker.on('message', (message: Message) => {
       if (message?.type === READY_MESSAGE) started.add(worker.id);
-      if (message?.type !== METRICS_REQUEST) return;
-      aggregator.clusterMetrics().then(
-        (body) => worker.send({ type: METRICS_RESPONSE, id: message.id, body, contentType: aggregator.contentType }),
-        (error: Error) => worker.send({ type: METRICS_RESPONSE, id: message.id, error: error.message }),
-      );
+      else if (message?.type === LOCAL_METRICS_RESPONSE && message.id !== undefined) collections.get(message.id)?.(worker, message.metrics);
+      else if (message?.type === METRICS_REQUEST) {
+        aggregate().then(
+          (body) => worker.send({ type: METRICS_RESPONSE, id: message.id, body, contentType: client.register.contentType }),
+          (error: Error) => worker.send({ type: METRICS_RESPONSE, id: message.id, error: error.message }),
+        );
+      }
     });
     return worker;
   };
@@ -70,15 +105,15 @@ export function runPrimary(config: Config, logger: Logger): void {
 
 /** In a worker: serve /metrics with the cluster-wide sum, asked of the primary over IPC. */
 export function clusterMetricsText(registry: client.Registry): () => Promise<{ contentType: string; body: string }> {
-  // Constructing one installs prom-client's IPC listener that answers the primary's collection requests.
-  new client.AggregatorRegistry();
-  client.AggregatorRegistry.setRegistries([registry]);
   let nextId = 0;
   const waiting = new Map<number, (reply: { body?: string; contentType?: string; error?: string }) => void>();
-  process.on('message', (message: { type?: string; id?: number; body?: string; contentType?: string; error?: string }) => {
-    if (message?.type !== METRICS_RESPONSE || message.id === undefined) return;
-    waiting.get(message.id)?.(message);
-    waiting.delete(message.id);
+  process.on('message', (message: Message & { body?: string; contentType?: string }) => {
+    if (message?.type === LOCAL_METRICS_REQUEST) {
+      registry.getMetricsAsJSON().then((metrics) => process.send!({ type: LOCAL_METRICS_RESPONSE, id: message.id, metrics }));
+    } else if (message?.type === METRICS_RESPONSE && message.id !== undefined) {
+      waiting.get(message.id)?.(message);
+      waiting.delete(message.id);
+    }
   });
   return () =>
     new Promise((resolve, reject) => {
@@ -86,7 +121,7 @@ export function clusterMetricsText(registry: client.Registry): () => Promise<{ c
       const timer = setTimeout(() => {
         waiting.delete(id);
         reject(new Error('cluster metrics timed out'));
-      }, 5000);
+      }, COLLECT_TIMEOUT_MS + 3000);
       waiting.set(id, (reply) => {
         clearTimeout(timer);
         if (reply.error || reply.body === undefined) reject(new Error(reply.error ?? 'no metrics'));
