@@ -52,7 +52,8 @@ export const NEED_KEY = '';
 const keys = new Map<string, Awaited<ReturnType<typeof importPKCS8>>>();
 const encoder = new TextEncoder();
 
-export async function signToken(task: SignTask): Promise<string> {
+// One signature; the task itself is signTokens (a batch).
+async function signToken(task: SignTask): Promise<string> {
   let key = keys.get(task.kid);
   if (!key) {
     // Keeping keys here (imported once) spares every task a copy of the PEM across threads.

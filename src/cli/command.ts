@@ -1,6 +1,6 @@
 // The shape every command has: its words, help text, options (node:util parseArgs style) and run().
 import type { HttpClient } from './http.js';
-import type { Output } from './output.js';
+import { table, type Cell, type Output } from './output.js';
 
 export interface OptionSpec {
   type: 'string' | 'boolean';
@@ -62,4 +62,29 @@ export function list(values: Values, name: string): string[] {
 /** Path segment for an identifier typed by the user (so "../x" stays one segment). */
 export function seg(value: string): string {
   return encodeURIComponent(value);
+}
+
+/**
+ * A `<group> list` command: GET an admin collection `{ [key]: Item[] }`, print it as a table, or as the
+ * service's JSON with --json.
+ */
+export function listCommand<Item>(spec: {
+  group: string;
+  summary: string;
+  route: string;
+  key: string;
+  columns: string[];
+  row: (item: Item) => Cell[];
+}): Command {
+  return {
+    path: [spec.group, 'list'],
+    summary: spec.summary,
+    usage: `${spec.group} list`,
+    args: { min: 0, max: 0 },
+    async run(ctx) {
+      const answer = await ctx.admin().json<Record<string, Item[]>>('GET', spec.route);
+      if (ctx.out.json) return ctx.out.printJson(answer);
+      ctx.out.print(table(spec.columns, answer[spec.key].map(spec.row)));
+    },
+  };
 }

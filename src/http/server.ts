@@ -3,7 +3,7 @@
 import { STATUS_CODES } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import uWS from 'uWebSockets.js';
-import { ERRORS, ServiceError, toServiceError } from '../errors/catalog.js';
+import { ServiceError, toServiceError } from '../errors/catalog.js';
 import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { HttpReply, HttpRequest, RequestHeaders, Route } from './types.js';
@@ -246,4 +246,3 @@ function decodeURIComponentSafe(value: string): string {
   }
 }
 
-export { ERRORS };

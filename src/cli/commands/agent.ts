@@ -1,5 +1,5 @@
 // ace agent create | list | show | activate | deactivate | rotate-secret
-import { seg, str, type Command, type Context } from '../command.js';
+import { listCommand, seg, str, type Command, type Context } from '../command.js';
 import { UsageError } from '../errors.js';
 import { fields, table } from '../output.js';
 
@@ -72,22 +72,14 @@ export const agentCommands: Command[] = [
       ]);
     },
   },
-  {
-    path: ['agent', 'list'],
+  listCommand<Agent>({
+    group: 'agent',
     summary: 'List agents',
-    usage: 'agent list',
-    args: { min: 0, max: 0 },
-    async run(ctx) {
-      const answer = await ctx.admin().json<{ agents: Agent[] }>('GET', '/admin/v1/agents');
-      if (ctx.out.json) return ctx.out.printJson(answer);
-      ctx.out.print(
-        table(
-          ['AGENT_ID', 'NAME', 'STATUS', 'API_KEY_ID', 'CREATED_AT'],
-          answer.agents.map((a) => [a.agent_id, a.name, a.status, a.api_key_id, a.created_at]),
-        ),
-      );
-    },
-  },
+    route: '/admin/v1/agents',
+    key: 'agents',
+    columns: ['AGENT_ID', 'NAME', 'STATUS', 'API_KEY_ID', 'CREATED_AT'],
+    row: (a) => [a.agent_id, a.name, a.status, a.api_key_id, a.created_at],
+  }),
   {
     path: ['agent', 'show'],
     summary: 'Show an agent and its grants',

@@ -1,6 +1,6 @@
 // ace keys list | rotate | retire <kid>
-import { seg, type Command, type Context } from '../command.js';
-import { fields, table } from '../output.js';
+import { listCommand, seg, type Command, type Context } from '../command.js';
+import { fields } from '../output.js';
 
 interface Key {
   kid: string;
@@ -28,22 +28,14 @@ function printKey(ctx: Context, key: Key) {
 }
 
 export const keyCommands: Command[] = [
-  {
-    path: ['keys', 'list'],
+  listCommand<Key>({
+    group: 'keys',
     summary: 'List signing keys and their states (next, active, retiring, retired)',
-    usage: 'keys list',
-    args: { min: 0, max: 0 },
-    async run(ctx) {
-      const answer = await ctx.admin().json<{ keys: Key[] }>('GET', '/admin/v1/keys');
-      if (ctx.out.json) return ctx.out.printJson(answer);
-      ctx.out.print(
-        table(
-          ['KID', 'STATE', 'CREATED_AT', 'ACTIVATES_AT', 'DEACTIVATED_AT', 'RETIRES_AT', 'RETIRED_AT'],
-          answer.keys.map((k) => [k.kid, k.state, k.created_at, k.activates_at, k.deactivated_at, k.retires_at, k.retired_at]),
-        ),
-      );
-    },
-  },
+    route: '/admin/v1/keys',
+    key: 'keys',
+    columns: ['KID', 'STATE', 'CREATED_AT', 'ACTIVATES_AT', 'DEACTIVATED_AT', 'RETIRES_AT', 'RETIRED_AT'],
+    row: (k) => [k.kid, k.state, k.created_at, k.activates_at, k.deactivated_at, k.retires_at, k.retired_at],
+  }),
   {
     path: ['keys', 'rotate'],
     summary: 'Publish a new signing key; it becomes active after the propagation window',

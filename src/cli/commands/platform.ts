@@ -1,7 +1,7 @@
 // ace platform create | update | list | show | scopes-file
 import { writeFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { list, seg, str, type Command, type Context, type OptionSpec, type Values } from '../command.js';
+import { listCommand, list, seg, str, type Command, type Context, type OptionSpec, type Values } from '../command.js';
 import { LocalFailure, UsageError } from '../errors.js';
 import { fields, table } from '../output.js';
 import { platformBody } from '../platform-input.js';
@@ -109,22 +109,14 @@ ${FILE_EXAMPLE}`,
       printPlatform(ctx, await ctx.admin().json<Platform>('PATCH', `/admin/v1/platforms/${seg(platformId)}`, body));
     },
   },
-  {
-    path: ['platform', 'list'],
+  listCommand<Platform>({
+    group: 'platform',
     summary: 'List platforms',
-    usage: 'platform list',
-    args: { min: 0, max: 0 },
-    async run(ctx) {
-      const answer = await ctx.admin().json<{ platforms: Platform[] }>('GET', '/admin/v1/platforms');
-      if (ctx.out.json) return ctx.out.printJson(answer);
-      ctx.out.print(
-        table(
-          ['PLATFORM_ID', 'NAME', 'DOMAIN', 'STATUS', 'VERIFICATION', 'SCOPES', 'ROUTES'],
-          answer.platforms.map((p) => [p.platform_id, p.name, p.domain, p.status, p.verification_status, p.scopes?.length ?? 0, p.routes?.length ?? 0]),
-        ),
-      );
-    },
-  },
+    route: '/admin/v1/platforms',
+    key: 'platforms',
+    columns: ['PLATFORM_ID', 'NAME', 'DOMAIN', 'STATUS', 'VERIFICATION', 'SCOPES', 'ROUTES'],
+    row: (p) => [p.platform_id, p.name, p.domain, p.status, p.verification_status, p.scopes?.length ?? 0, p.routes?.length ?? 0],
+  }),
   {
     path: ['platform', 'show'],
     summary: 'Show a platform with its scopes and routes',

@@ -52,7 +52,6 @@ export class KeyManager {
   private readonly privatePems = new Map<string, string>();
   private snapshot: Snapshot | undefined;
   private timers: NodeJS.Timeout[] = [];
-  private lastRefreshOk = 0;
 
   constructor(
     private readonly store: Store,
@@ -103,12 +102,6 @@ export class KeyManager {
     }
     this.rows = rows;
     this.snapshot = undefined; // rebuilt on next use
-    this.lastRefreshOk = Date.now();
-  }
-
-  /** Seconds since the key set was last read successfully (for readiness and metrics). */
-  get staleness(): number {
-    return (Date.now() - this.lastRefreshOk) / 1000;
   }
 
   statuses(now = Date.now()): KeyStatus[] {
