@@ -1,14 +1,29 @@
 import { defineConfig } from 'vitest/config';
 
-// Black-box suites start real service processes: give them time, and run at most two files at once
-// on these 2-core machines.
+// Two projects. "unit": pure logic in process, seconds in all, run first so a logic slip fails fast.
+// "service": black-box suites that start real service processes against real Postgres and Redis; give
+// them time, and run at most two files at once on these 2-core machines.
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 120_000,
-    pool: 'forks',
-    maxWorkers: 2,
     reporters: ['default'],
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts'],
+        },
+      },
+      {
+        test: {
+          name: 'service',
+          include: ['test/**/*.test.ts'],
+          exclude: ['test/unit/**'],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+          pool: 'forks',
+          maxWorkers: 2,
+        },
+      },
+    ],
   },
 });

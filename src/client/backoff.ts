@@ -6,6 +6,8 @@ export function parseRetryAfter(value: string | null, now = Date.now()): number 
   if (value === null || value.trim() === '') return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // Anything else must be an HTTP-date (it names a day or month); Date.parse alone would read "-1" or "1.5".
+  if (!/[A-Za-z]{3}/.test(text)) return undefined;
   const date = Date.parse(text);
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
