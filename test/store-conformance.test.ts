@@ -1,0 +1,103 @@
+// The Store conformance suite against each implementation: Postgres, PGlite (the embedded default), and the
+// cached store with Redis and with its in-process cache only. Two cached stores over one database play two
+// instances, so invalidation bugs show up where they live.
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe } from 'vitest';
+import type { Redis } from 'ioredis';
+import type { Sql } from 'postgres';
+import { connectPostgres, PostgresStore } from '../src/storage/postgres/postgres-store.js';
+import { migrate } from '../src/storage/postgres/migrate.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/storage/embedded/pglite-server.js';
+import { CachedStore } from '../src/storage/cache/cached-store.js';
+import { LocalBus, RedisBus, type InvalidationBus } from '../src/storage/cache/invalidation-bus.js';
+import { connectRedis } from '../src/storage/cache/redis.js';
+import { Metrics } from '../src/metrics/metrics.js';
+import type { Store } from '../src/storage/types.js';
+import { createDatabase, REDIS_URL, type TestDatabase } from './support/service.js';
+import { storeConformance, type StoreUnderTest } from './support/store-conformance.js';
+
+const TIMEOUT_MS = 5000;
+
+async function postgresStore(url: string, poolSize = 4): Promise<{ store: PostgresStore; sql: Sql }> {
+  const sql = connectPostgres({ url, poolSize, timeoutMs: TIMEOUT_MS });
+  await migrate(sql);
+  return { store: new PostgresStore(sql, { timeoutMs: TIMEOUT_MS }), sql };
+}
+
+function cached(inner: Store, bus: InvalidationBus, redis: Redis | undefined, keyPrefix: string): CachedStore {
+  return new CachedStore(inner, { redis, keyPrefix, redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new Metrics() });
+}
+
+describe('Store conformance: Postgres', () => {
+  let db: TestDatabase;
+  let subject: StoreUnderTest;
+  beforeAll(async () => {
+    db = await createDatabase();
+    const { store } = await postgresStore(db.url);
+    subject = { store, peer: store, concurrentSessions: true };
+  });
+  afterAll(async () => {
+    await subject?.store.close();
+    await db?.drop();
+  });
+  storeConformance(() => subject);
+});
+
+describe('Store conformance: PGlite (embedded default)', () => {
+  let dir: string;
+  let embedded: EmbeddedPostgres;
+  let subject: StoreUnderTest;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'ace-store-'));
+    embedded = await startEmbeddedPostgres(dir);
+    const { store } = await postgresStore(embedded.url, 1);
+    // The embedded default runs the cached store with an in-process bus and no Redis.
+    const bus = new LocalBus();
+    const view = cached(store, bus, undefined, 'ace:c:');
+    subject = { store: view, peer: view, concurrentSessions: false };
+  });
+  afterAll(async () => {
+    await subject?.store.close();
+    await embedded?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  storeConformance(() => subject);
+});
+
+describe('Store conformance: cached store over Postgres + Redis, two instances', () => {
+  let db: TestDatabase;
+  const connections: Redis[] = [];
+  const closers: (() => Promise<void>)[] = [];
+  let subject: StoreUnderTest;
+  beforeAll(async () => {
+    db = await createDatabase();
+    const prefix = `ace_conf_${randomBytes(4).toString('hex')}:`;
+    const instance = async () => {
+      const { store } = await postgresStore(db.url);
+      closers.push(() => store.close());
+      const redis = connectRedis(REDIS_URL, 1000);
+      const subscriber = connectRedis(REDIS_URL, 1000);
+      connections.push(redis, subscriber);
+      const bus = new RedisBus(redis, subscriber, `${prefix}invalidate`);
+      return cached(store, bus, redis, `${prefix}c:`);
+    };
+    subject = { store: await instance(), peer: await instance(), concurrentSessions: true };
+    // Both buses must be subscribed before the first write, or its invalidation would reach nobody.
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const [, subscribers] = (await connections[0].pubsub('NUMSUB', `${prefix}invalidate`)) as [string, number];
+      if (Number(subscribers) >= 2) break;
+      if (Date.now() > deadline) throw new Error('invalidation buses did not subscribe');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  });
+  afterAll(async () => {
+    for (const close of closers) await close();
+    for (const c of connections) c.disconnect();
+    await db?.drop();
+  });
+  storeConformance(() => subject);
+});
