@@ -154,7 +154,8 @@ describe('nothing leaks', () => {
     const rotated = await adminCall('POST', '/admin/v1/keys/rotate');
     expect(rotated.status).toBe(200);
     await capture('jwks after rotate', `${service.publicUrl}/.well-known/jwks.json`);
-    await sleep(2500);
+    // The new key activates after the propagation window: wait for the key list to say so.
+    while ((await adminCall('GET', '/admin/v1/keys')).json.keys.find((k: { kid: string }) => k.kid === rotated.json.kid)?.state !== 'active') await sleep(100);
     const signed = await publicPost('/api/v1/auth/token', tokenBody(beta, beta2.json.secret));
     expect(signed.status).toBe(200);
     expect(JSON.parse(Buffer.from(signed.json.access_token.split('.')[0], 'base64url').toString()).kid).toBe(rotated.json.kid);
@@ -179,7 +180,8 @@ describe('nothing leaks', () => {
 
     const jwks = await capture('jwks', `${service.publicUrl}/.well-known/jwks.json`);
     const metrics = await capture('metrics', `${service.adminUrl}/metrics`);
-    await sleep(300); // let the last log lines reach the pipe
+    // Stopping the service reads its output to the end: the last lines (shutdown included) are searched too.
+    expect((await service.stop('SIGTERM')).code).toBe(0);
 
     // --- What must never appear --------------------------------------------------------------------
     const needles = new Map<string, string>();
@@ -267,7 +269,7 @@ describe('nothing leaks', () => {
       const allowed = await fetch(`${generated.adminUrl}/admin/v1/agents`, { headers: { authorization: `Bearer ${token}` } });
       expect(allowed.status).toBe(200);
       const metrics = await (await fetch(`${generated.adminUrl}/metrics`)).text();
-      await sleep(200);
+      await generated.stop('SIGTERM'); // its whole output, read to the end
       for (const text of [generated.output(), metrics, await refused.text()]) {
         expect(text).not.toContain(token);
         expect(text).not.toContain(kek);

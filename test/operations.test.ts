@@ -137,7 +137,7 @@ describe('logs', () => {
       const missing = await fetch(`${service.publicUrl}/nope`);
       const generatedId = missing.headers.get('x-request-id')!;
       expect(generatedId).toMatch(/^[0-9a-f-]{36}$/);
-      await sleep(200);
+      await service.stop('SIGTERM'); // its whole output, read to the end
       const lines = service
         .output()
         .split('\n')

@@ -1,6 +1,7 @@
 // Test harness: starts the compiled service (dist/src/main.js) as a child process on free ports against
 // real Postgres and Redis on 127.0.0.1 (mode "real") or on the embedded default (mode "embedded").
 import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -112,6 +113,9 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
+  // Everything the process wrote has been read once both pipes close. Cluster workers that outlive a
+  // killed primary may hold them open, hence the bound.
+  const drained = Promise.all([once(child.stdout!, 'close'), once(child.stderr!, 'close')]);
   const handle: ServiceHandle = {
     publicUrl: `http://127.0.0.1:${env.PORT}`,
     adminUrl: `http://127.0.0.1:${env.ADMIN_PORT}`,
@@ -121,9 +125,12 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
     dataDir,
     process: child,
     output: () => output,
+    /** Stops the process; resolves once it exited and its output has been read to the end. */
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      return exited;
+      const exit = await exited;
+      await Promise.race([drained, new Promise((r) => setTimeout(r, 5000).unref())]);
+      return exit;
     },
     async dispose() {
       await handle.stop('SIGKILL');
