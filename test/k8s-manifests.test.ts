@@ -213,10 +213,10 @@ describe.each(VARIANTS)('k8s %s', (variant) => {
 
   it('every setting in the ConfigMap is one the service reads, with a valid value', () => {
     const known = configEnvNames();
-    expect(known.size).toBeGreaterThan(30); // the grep still finds config.ts's reads
+    expect(known.size).toBeGreaterThan(30);
     const cm = only(variant, 'ConfigMap', container(variant).envFrom[0].configMapRef.name);
     const unknown = Object.keys(cm.data).filter((name) => !known.has(name));
-    expect(unknown, 'settings src/config/config.ts does not read').toEqual([]);
+    expect(unknown, 'settings src/config/settings.ts does not declare').toEqual([]);
     expect(() => podConfig(variant)).not.toThrow();
     for (const e of container(variant).env ?? []) expect(known.has(e.name), e.name).toBe(true);
   });

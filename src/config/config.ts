@@ -1,7 +1,7 @@
-// Configuration from environment variables, validated once at start.
-// Every bad value is reported (all at once) with the variable's name and what it expects.
-import os from 'node:os';
-import path from 'node:path';
+// Configuration from environment variables, validated once at start. The settings themselves are declared
+// in settings.ts; this file reads them and checks the rules between them. Every bad value is reported (all
+// at once) with the variable's name and what it expects.
+import { cores, SETTINGS, type DefaultContext, type Setting } from './settings.js';
 
 export interface Config {
   host: string;
@@ -66,82 +66,49 @@ type Env = Record<string, string | undefined>;
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
   const read = new EnvReader(env, problems);
-  const cores = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
-
-  const host = read.string('HOST', '0.0.0.0');
-  const port = read.port('PORT', 8080);
-  const adminHost = read.string('ADMIN_HOST', '127.0.0.1');
-  const adminPort = read.port('ADMIN_PORT', 8081);
-  if (port !== 0 && port === adminPort) problems.push('PORT and ADMIN_PORT must differ (the admin API never shares the public port)');
-  const redisUrl = read.optionalUrl('REDIS_URL', ['redis:', 'rediss:']);
-  const publicBaseUrl = read.optionalUrl('PUBLIC_BASE_URL', ['http:', 'https:']) ??
-    `http://${host === '0.0.0.0' || host === '::' ? 'localhost' : host}:${port}`;
-
-  const adminToken = env.ADMIN_TOKEN || undefined;
-  if (adminToken !== undefined && adminToken.length < 16) problems.push('ADMIN_TOKEN must be at least 16 characters');
-
-  const apiKeyPrefix = read.string('API_KEY_PREFIX', 'agnt_kid_');
-  if (!/^[a-z0-9]{4}_kid_$/.test(apiKeyPrefix)) {
-    problems.push(`API_KEY_PREFIX must be exactly 4 lowercase letters or digits followed by "_kid_" (got "${apiKeyPrefix}")`);
+  const context: DefaultContext = { values: {}, cores: cores() };
+  const values = context.values as Record<string, unknown>;
+  for (const setting of SETTINGS) {
+    const value = readSetting(read, setting, context);
+    if (setting.key) values[setting.key] = value;
   }
+  const config = context.values as Config;
 
-  // Measured (README, Performance): one HTTP process keeps up with the signatures of ~4 cores, and a
-  // second one on 2 cores only adds memory and context switches.
-  const workersDefault = redisUrl ? Math.max(1, Math.ceil(cores / 4)) : 1;
-  const workers = read.int('WORKERS', workersDefault, 1, 64);
-  if (workers > 1 && !redisUrl) {
+  // Rules between settings.
+  if (config.port !== 0 && config.port === config.adminPort) problems.push('PORT and ADMIN_PORT must differ (the admin API never shares the public port)');
+  if (!/^[a-z0-9]{4}_kid_$/.test(config.apiKeyPrefix)) {
+    problems.push(`API_KEY_PREFIX must be exactly 4 lowercase letters or digits followed by "_kid_" (got "${config.apiKeyPrefix}")`);
+  }
+  if (config.workers > 1 && !config.redisUrl) {
     problems.push('WORKERS > 1 needs REDIS_URL: separate processes cannot share the in-process cache, rate limiter and invalidation bus');
   }
-
-  const config: Config = {
-    host,
-    port,
-    adminHost,
-    adminPort,
-    adminToken,
-    dataDir: path.resolve(read.string('DATA_DIR', './data')),
-    databaseUrl: read.optionalUrl('DATABASE_URL', ['postgres:', 'postgresql:']),
-    redisUrl,
-    redisKeyPrefix: read.string('REDIS_KEY_PREFIX', 'ace:'),
-    apiKeyPrefix,
-    publicBaseUrl: publicBaseUrl.replace(/\/+$/, ''),
-    issuer: read.string('ISSUER', publicBaseUrl.replace(/\/+$/, '')),
-    tokenTtlSeconds: read.int('TOKEN_TTL_SECONDS', 900, 1, 86_400),
-    logLevel: read.oneOf('LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
-    accessLog: read.bool('ACCESS_LOG', false),
-    workers,
-    argon2Threads: read.int('ARGON2_THREADS', cores, 1, 256),
-    argon2MaxQueue: read.int('ARGON2_MAX_QUEUE', 64, 0, 100_000),
-    // jose signs through WebCrypto on libuv's thread pool; a signing thread only batches and dispatches.
-    signThreads: read.int('SIGN_THREADS', 1, 1, 256),
-    signMaxQueue: read.int('SIGN_MAX_QUEUE', 2048, 0, 1_000_000),
-    argon2TaskTimeoutMs: read.int('ARGON2_TASK_TIMEOUT_MS', 10_000, 100, 600_000),
-    signTaskTimeoutMs: read.int('SIGN_TASK_TIMEOUT_MS', 5_000, 100, 600_000),
-    rateLimitTokenPoints: read.int('RATE_LIMIT_TOKEN_POINTS', 120, 1, 1e9),
-    rateLimitTokenWindowSeconds: read.int('RATE_LIMIT_TOKEN_WINDOW_SECONDS', 60, 1, 86_400),
-    rateLimitAuthFailPoints: read.int('RATE_LIMIT_AUTH_FAIL_POINTS', 20, 1, 1e9),
-    rateLimitAuthFailWindowSeconds: read.int('RATE_LIMIT_AUTH_FAIL_WINDOW_SECONDS', 60, 1, 86_400),
-    trustProxy: read.bool('TRUST_PROXY', false),
-    keyEncryptionKey: read.key32('KEY_ENCRYPTION_KEY'),
-    keyPropagationSeconds: read.int('KEY_PROPAGATION_SECONDS', 5, 0, 3600),
-    keyClockSkewSeconds: read.int('KEY_CLOCK_SKEW_SECONDS', 60, 0, 3600),
-    keyRotationIntervalSeconds: read.int('KEY_ROTATION_INTERVAL_SECONDS', 0, 0, 10 * 365 * 86_400),
-    keyRefreshSeconds: read.int('KEY_REFRESH_SECONDS', 1, 1, 60),
-    cacheTtlSeconds: read.int('CACHE_TTL_SECONDS', 300, 1, 86_400),
-    localCacheTtlMs: read.int('LOCAL_CACHE_TTL_MS', 5000, 0, 3_600_000),
-    localCacheMaxEntries: read.int('LOCAL_CACHE_MAX_ENTRIES', 50_000, 0, 10_000_000),
-    verifiedCacheTtlSeconds: read.int('VERIFIED_CACHE_TTL_SECONDS', 900, 0, 86_400),
-    verifiedCacheMaxEntries: read.int('VERIFIED_CACHE_MAX_ENTRIES', 100_000, 0, 10_000_000),
-    storeTimeoutMs: read.int('STORE_TIMEOUT_MS', 2000, 50, 60_000),
-    enrichmentTimeoutMs: read.int('ENRICHMENT_TIMEOUT_MS', 100, 1, 10_000),
-    shutdownTimeoutMs: read.int('SHUTDOWN_TIMEOUT_MS', 10_000, 100, 300_000),
-    databasePoolSize: read.int('DATABASE_POOL_SIZE', 10, 1, 500),
-  };
   if (config.keyPropagationSeconds < config.keyRefreshSeconds * 2) {
     problems.push('KEY_PROPAGATION_SECONDS must be at least twice KEY_REFRESH_SECONDS, so every instance publishes a new key before any signs with it');
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+function readSetting(read: EnvReader, setting: Setting, context: DefaultContext): unknown {
+  const fallback = <T>(d: T | ((c: DefaultContext) => T)): T => (typeof d === 'function' ? (d as (c: DefaultContext) => T)(context) : d);
+  switch (setting.type) {
+    case 'string': {
+      const value = read.string(setting.env, fallback(setting.default));
+      return setting.normalise ? setting.normalise(value) : value;
+    }
+    case 'int':
+      return read.int(setting.env, fallback(setting.default), setting.min, setting.max);
+    case 'bool':
+      return read.bool(setting.env, setting.default);
+    case 'oneOf':
+      return read.oneOf(setting.env, setting.default, setting.allowed);
+    case 'url':
+      return read.optionalUrl(setting.env, setting.protocols);
+    case 'key32':
+      return read.key32(setting.env);
+    case 'secret':
+      return read.secret(setting.env, setting.minLength);
+  }
 }
 
 class EnvReader {
@@ -206,6 +173,13 @@ class EnvReader {
       // Never echo the value: it may carry a password.
       this.problems.push(`${name} is not a valid URL`);
     }
+    return value;
+  }
+
+  /** Unset when empty; never echoed. */
+  secret(name: string, minLength: number): string | undefined {
+    const value = this.env[name] || undefined;
+    if (value !== undefined && value.length < minLength) this.problems.push(`${name} must be at least ${minLength} characters`);
     return value;
   }
 

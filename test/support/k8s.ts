@@ -15,6 +15,7 @@
 //   - Not implemented: commonLabels, namePrefix/Suffix, replicas, components, secretGenerator, vars,
 //     replacements, helmCharts, cluster-scoped kinds in namespace handling, output ordering (objects come
 //     in resource order; kustomize sorts by kind).
+import { SETTINGS } from '../../src/config/settings.js';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -524,13 +525,9 @@ export function promqlProblems(expr: string): string[] {
 
 // ---------------------------------------------------------------- the service's settings and Dockerfile
 
-/** Every environment variable name src/config/config.ts reads. */
+/** Every environment variable the service reads: the settings table declares them all. */
 export function configEnvNames(): Set<string> {
-  const source = readFileSync(path.join(ROOT, 'src/config/config.ts'), 'utf8');
-  const names = new Set<string>();
-  for (const m of source.matchAll(/read\.\w+\(\s*'([A-Z][A-Z0-9_]*)'/g)) names.add(m[1]!);
-  for (const m of source.matchAll(/\benv\.([A-Z][A-Z0-9_]*)\b/g)) names.add(m[1]!);
-  return names;
+  return new Set(SETTINGS.map((s) => s.env));
 }
 
 export interface DockerInstruction {

@@ -1,0 +1,120 @@
+// Every setting, declared once: its environment variable, type, default, bounds and meaning. The loader
+// (config.ts), the README's configuration table (scripts/settings-table.mjs, checked by a unit test) and
+// the Kubernetes ConfigMap check all derive from this table, so they cannot drift apart.
+import os from 'node:os';
+import path from 'node:path';
+import type { Config } from './config.js';
+
+/** What a default may depend on: the values read before it, and the machine. */
+export interface DefaultContext {
+  values: Partial<Config>;
+  cores: number;
+}
+
+interface Common {
+  /** The environment variable. */
+  env: string;
+  /** The Config field it fills; none for variables read by Node itself (validated only). */
+  key?: keyof Config;
+  /** The default as the README shows it. */
+  defaultText: string;
+  meaning: string;
+}
+
+export type Setting = Common &
+  (
+    | { type: 'string'; default: string | ((c: DefaultContext) => string); normalise?: (value: string) => string }
+    | { type: 'int'; default: number | ((c: DefaultContext) => number); min: number; max: number }
+    | { type: 'bool'; default: boolean }
+    | { type: 'oneOf'; default: string; allowed: string[] }
+    /** Never echoed in errors: URLs may carry passwords. */
+    | { type: 'url'; protocols: string[] }
+    /** 32 bytes as 64 hex characters or base64; never echoed. */
+    | { type: 'key32' }
+    /** A secret string, unset when empty; never echoed. */
+    | { type: 'secret'; minLength: number }
+  );
+
+export const cores = (): number => Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
+
+/** http://[::1]:8080 for IPv6 literals; the wildcard addresses become localhost. */
+export function defaultBaseUrl(host: string, port: number): string {
+  const name = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
+  return `http://${name}:${port}`;
+}
+
+// Order matters where a default reads an earlier value (PUBLIC_BASE_URL after HOST/PORT, ISSUER after
+// PUBLIC_BASE_URL, WORKERS after REDIS_URL).
+export const SETTINGS: readonly Setting[] = [
+  { env: 'HOST', key: 'host', type: 'string', default: '0.0.0.0', defaultText: '`0.0.0.0`', meaning: 'public listener address' },
+  { env: 'PORT', key: 'port', type: 'int', default: 8080, min: 0, max: 65_535, defaultText: '`8080`', meaning: 'public listener port' },
+  { env: 'ADMIN_HOST', key: 'adminHost', type: 'string', default: '127.0.0.1', defaultText: '`127.0.0.1`', meaning: 'internal listener address: admin API, metrics, health' },
+  { env: 'ADMIN_PORT', key: 'adminPort', type: 'int', default: 8081, min: 0, max: 65_535, defaultText: '`8081`', meaning: 'internal listener port (never the public one)' },
+  { env: 'ADMIN_TOKEN', key: 'adminToken', type: 'secret', minLength: 16, defaultText: 'generated into `DATA_DIR/admin-token` (0600)', meaning: 'bearer token of the admin API (16+ characters)' },
+  { env: 'DATA_DIR', key: 'dataDir', type: 'string', default: './data', normalise: (dir) => path.resolve(dir), defaultText: '`./data`', meaning: 'embedded database and generated files' },
+  { env: 'DATABASE_URL', key: 'databaseUrl', type: 'url', protocols: ['postgres:', 'postgresql:'], defaultText: 'unset: embedded PGlite', meaning: 'Postgres URL' },
+  { env: 'DATABASE_POOL_SIZE', key: 'databasePoolSize', type: 'int', default: 10, min: 1, max: 500, defaultText: '`10`', meaning: 'connections per process' },
+  { env: 'REDIS_URL', key: 'redisUrl', type: 'url', protocols: ['redis:', 'rediss:'], defaultText: 'unset: in-process', meaning: 'Redis URL (cache, shared rate limits, invalidation bus)' },
+  { env: 'REDIS_KEY_PREFIX', key: 'redisKeyPrefix', type: 'string', default: 'ace:', defaultText: '`ace:`', meaning: 'prefix of every Redis key and the pub/sub channel' },
+  { env: 'API_KEY_PREFIX', key: 'apiKeyPrefix', type: 'string', default: 'agnt_kid_', defaultText: '`agnt_kid_`', meaning: '4 lowercase letters/digits + `_kid_`' },
+  {
+    env: 'PUBLIC_BASE_URL', key: 'publicBaseUrl', type: 'string',
+    default: ({ values }) => defaultBaseUrl(values.host!, values.port!),
+    normalise: (url) => url.replace(/\/+$/, ''),
+    defaultText: '`http://localhost:$PORT` (or `http://$HOST:$PORT`, IPv6 in brackets, when `HOST` is a specific address)',
+    meaning: 'public address (OpenAPI `servers`, default issuer)',
+  },
+  { env: 'ISSUER', key: 'issuer', type: 'string', default: ({ values }) => values.publicBaseUrl!, defaultText: '`PUBLIC_BASE_URL`', meaning: 'JWT `iss`' },
+  { env: 'TOKEN_TTL_SECONDS', key: 'tokenTtlSeconds', type: 'int', default: 900, min: 1, max: 86_400, defaultText: '`900`', meaning: 'token lifetime (`expires_in`)' },
+  {
+    env: 'WORKERS', key: 'workers', type: 'int', min: 1, max: 64,
+    // Measured (README, Performance): one HTTP process keeps up with the signatures of ~4 cores, and a
+    // second one on 2 cores only adds memory and context switches.
+    default: ({ values, cores }) => (values.redisUrl ? Math.max(1, Math.ceil(cores / 4)) : 1),
+    defaultText: 'ceil(cores / 4) with Redis, else `1` (more than 1 needs Redis)',
+    meaning: 'HTTP processes (node:cluster, SO_REUSEPORT); see Performance',
+  },
+  {
+    env: 'UV_THREADPOOL_SIZE', type: 'int', min: 1, max: 1024, default: ({ cores }) => Math.max(2, cores),
+    defaultText: 'cores (at least 2)', meaning: "libuv's pool, where jose's WebCrypto runs the RSA signatures (read by Node itself)",
+  },
+  { env: 'ARGON2_THREADS', key: 'argon2Threads', type: 'int', default: ({ cores }) => cores, min: 1, max: 256, defaultText: 'cores', meaning: 'argon2 verification threads' },
+  { env: 'ARGON2_MAX_QUEUE', key: 'argon2MaxQueue', type: 'int', default: 64, min: 0, max: 100_000, defaultText: '`64`', meaning: 'argon2 waiting line; a full queue answers 503 at once' },
+  // jose signs through WebCrypto on libuv's thread pool; a signing thread only batches and dispatches.
+  { env: 'SIGN_THREADS', key: 'signThreads', type: 'int', default: 1, min: 1, max: 256, defaultText: '`1`', meaning: 'signing threads (batch and dispatch to libuv)' },
+  { env: 'SIGN_MAX_QUEUE', key: 'signMaxQueue', type: 'int', default: 2048, min: 0, max: 1_000_000, defaultText: '`2048`', meaning: 'signing waiting line' },
+  { env: 'ARGON2_TASK_TIMEOUT_MS', key: 'argon2TaskTimeoutMs', type: 'int', default: 10_000, min: 100, max: 600_000, defaultText: '`10000`', meaning: 'an argon2 task running longer is a hung worker: replaced, request gets 503' },
+  { env: 'SIGN_TASK_TIMEOUT_MS', key: 'signTaskTimeoutMs', type: 'int', default: 5_000, min: 100, max: 600_000, defaultText: '`5000`', meaning: 'the same bound for signing tasks' },
+  { env: 'RATE_LIMIT_TOKEN_POINTS', key: 'rateLimitTokenPoints', type: 'int', default: 120, min: 1, max: 1e9, defaultText: '`120`', meaning: 'token requests per `api_key_id` and window (authenticated only)' },
+  { env: 'RATE_LIMIT_TOKEN_WINDOW_SECONDS', key: 'rateLimitTokenWindowSeconds', type: 'int', default: 60, min: 1, max: 86_400, defaultText: '`60`', meaning: 'window of the token limit' },
+  { env: 'RATE_LIMIT_AUTH_FAIL_POINTS', key: 'rateLimitAuthFailPoints', type: 'int', default: 20, min: 1, max: 1e9, defaultText: '`20`', meaning: 'failed authentications per client address and window' },
+  { env: 'RATE_LIMIT_AUTH_FAIL_WINDOW_SECONDS', key: 'rateLimitAuthFailWindowSeconds', type: 'int', default: 60, min: 1, max: 86_400, defaultText: '`60`', meaning: 'window of the failure limit' },
+  { env: 'TRUST_PROXY', key: 'trustProxy', type: 'bool', default: false, defaultText: '`false`', meaning: "take the client address from `X-Forwarded-For`'s first hop" },
+  { env: 'KEY_ENCRYPTION_KEY', key: 'keyEncryptionKey', type: 'key32', defaultText: 'generated into `DATA_DIR/key-encryption-key` (0600)', meaning: '32 bytes (64 hex or base64) encrypting private signing keys' },
+  { env: 'KEY_PROPAGATION_SECONDS', key: 'keyPropagationSeconds', type: 'int', default: 5, min: 0, max: 3600, defaultText: '`5`', meaning: 'a new key is published this long before it signs (≥ 2 × refresh)' },
+  { env: 'KEY_REFRESH_SECONDS', key: 'keyRefreshSeconds', type: 'int', default: 1, min: 1, max: 60, defaultText: '`1`', meaning: 'how often each instance re-reads the key set' },
+  { env: 'KEY_CLOCK_SKEW_SECONDS', key: 'keyClockSkewSeconds', type: 'int', default: 60, min: 0, max: 3600, defaultText: '`60`', meaning: 'a replaced key stays published for token TTL + this' },
+  { env: 'KEY_ROTATION_INTERVAL_SECONDS', key: 'keyRotationIntervalSeconds', type: 'int', default: 0, min: 0, max: 10 * 365 * 86_400, defaultText: '`0` (off)', meaning: 'automatic rotation period' },
+  { env: 'CACHE_TTL_SECONDS', key: 'cacheTtlSeconds', type: 'int', default: 300, min: 1, max: 86_400, defaultText: '`300`', meaning: 'Redis cache entries' },
+  { env: 'LOCAL_CACHE_TTL_MS', key: 'localCacheTtlMs', type: 'int', default: 5000, min: 0, max: 3_600_000, defaultText: '`5000`', meaning: 'in-process cache (safety net behind pub/sub)' },
+  { env: 'LOCAL_CACHE_MAX_ENTRIES', key: 'localCacheMaxEntries', type: 'int', default: 50_000, min: 0, max: 10_000_000, defaultText: '`50000`', meaning: 'in-process cache bound' },
+  { env: 'VERIFIED_CACHE_TTL_SECONDS', key: 'verifiedCacheTtlSeconds', type: 'int', default: 900, min: 0, max: 86_400, defaultText: '`900`', meaning: 'memory of verified secrets (HMACs)' },
+  { env: 'VERIFIED_CACHE_MAX_ENTRIES', key: 'verifiedCacheMaxEntries', type: 'int', default: 100_000, min: 0, max: 10_000_000, defaultText: '`100000`', meaning: 'bound of that memory' },
+  { env: 'STORE_TIMEOUT_MS', key: 'storeTimeoutMs', type: 'int', default: 2000, min: 50, max: 60_000, defaultText: '`2000`', meaning: 'bound on every Postgres call; past it: 503 with `Retry-After`' },
+  { env: 'ENRICHMENT_TIMEOUT_MS', key: 'enrichmentTimeoutMs', type: 'int', default: 100, min: 1, max: 10_000, defaultText: '`100`', meaning: 'budget for name/hostname in the platform listing' },
+  { env: 'SHUTDOWN_TIMEOUT_MS', key: 'shutdownTimeoutMs', type: 'int', default: 10_000, min: 100, max: 300_000, defaultText: '`10000`', meaning: 'graceful drain bound' },
+  { env: 'LOG_LEVEL', key: 'logLevel', type: 'oneOf', default: 'info', allowed: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], defaultText: '`info`', meaning: 'pino level' },
+  { env: 'ACCESS_LOG', key: 'accessLog', type: 'bool', default: false, defaultText: '`false`', meaning: 'one JSON line per request (request id, route, status, ms)' },
+];
+
+/** The README's configuration table, rendered from SETTINGS (scripts/settings-table.mjs writes it). */
+export function settingsTable(): string {
+  const rows = SETTINGS.map((s) => `| \`${s.env}\` | ${s.defaultText} | ${s.meaning}${bounds(s)} |`);
+  return ['| variable | default | meaning |', '|---|---|---|', ...rows].join('\n');
+}
+
+function bounds(s: Setting): string {
+  if (s.type === 'int') return `; ${s.min}–${s.max}`;
+  if (s.type === 'oneOf') return `: ${s.allowed.map((a) => `\`${a}\``).join(', ')}`;
+  return '';
+}
