@@ -1,24 +1,13 @@
-// Cluster mode (WORKERS > 1): the primary forks one HTTP process per worker (each with its own uWS
-// listeners on the shared ports, via SO_REUSEPORT, and its own crypto pools), replaces a process that
-// dies, answers /metrics requests with the sum over every process, and fans SIGTERM out for a
-// graceful stop.
+// Cluster mode (WORKERS > 1), the primary's side: it forks one HTTP process per worker (each with its own
+// uWS listeners on the shared ports, via SO_REUSEPORT, and its own crypto pools), replaces a process that
+// dies, answers /metrics requests with the sum over every process, and fans SIGTERM out for a graceful
+// stop. The worker's side is in worker.ts; the messages between them in messages.ts.
 import cluster, { type Worker } from 'node:cluster';
 import client from 'prom-client';
 import type { Config } from '../config/config.js';
 import type { Logger } from '../log/logger.js';
+import { COLLECT_TIMEOUT_MS, LOCAL_METRICS_REQUEST, LOCAL_METRICS_RESPONSE, METRICS_REQUEST, METRICS_RESPONSE, READY_MESSAGE, type Message } from './messages.js';
 
-export const READY_MESSAGE = 'ace:ready';
-/** worker → primary: "answer this scrape with the cluster-wide metrics". */
-export const METRICS_REQUEST = 'ace:metrics-request';
-/** primary → worker: the aggregated text for a METRICS_REQUEST. */
-export const METRICS_RESPONSE = 'ace:metrics-response';
-/** primary → worker: "send me your own metrics"; worker → primary: LOCAL_METRICS_RESPONSE. */
-const LOCAL_METRICS_REQUEST = 'ace:local-metrics-request';
-const LOCAL_METRICS_RESPONSE = 'ace:local-metrics-response';
-/** A worker that does not answer a collection within this is left out of that scrape. */
-const COLLECT_TIMEOUT_MS = 2000;
-
-type Message = { type?: string; id?: number; metrics?: unknown; error?: string };
 
 export function runPrimary(config: Config, logger: Logger): void {
   let stopping = false;
@@ -101,32 +90,4 @@ export function runPrimary(config: Config, logger: Logger): void {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-}
-
-/** In a worker: serve /metrics with the cluster-wide sum, asked of the primary over IPC. */
-export function clusterMetricsText(registry: client.Registry): () => Promise<{ contentType: string; body: string }> {
-  let nextId = 0;
-  const waiting = new Map<number, (reply: { body?: string; contentType?: string; error?: string }) => void>();
-  process.on('message', (message: Message & { body?: string; contentType?: string }) => {
-    if (message?.type === LOCAL_METRICS_REQUEST) {
-      registry.getMetricsAsJSON().then((metrics) => process.send!({ type: LOCAL_METRICS_RESPONSE, id: message.id, metrics }));
-    } else if (message?.type === METRICS_RESPONSE && message.id !== undefined) {
-      waiting.get(message.id)?.(message);
-      waiting.delete(message.id);
-    }
-  });
-  return () =>
-    new Promise((resolve, reject) => {
-      const id = ++nextId;
-      const timer = setTimeout(() => {
-        waiting.delete(id);
-        reject(new Error('cluster metrics timed out'));
-      }, COLLECT_TIMEOUT_MS + 3000);
-      waiting.set(id, (reply) => {
-        clearTimeout(timer);
-        if (reply.error || reply.body === undefined) reject(new Error(reply.error ?? 'no metrics'));
-        else resolve({ contentType: reply.contentType ?? registry.contentType, body: reply.body });
-      });
-      process.send!({ type: METRICS_REQUEST, id });
-    });
 }

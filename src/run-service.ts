@@ -1,11 +1,13 @@
-// The service process: validate configuration, refuse a non-native uWS, start one process (or a cluster of
+// What the entry point (main.ts) runs once the thread pool is sized: validate configuration, refuse a non-native uWS, start one process (or a cluster of
 // WORKERS processes), and stop gracefully on SIGTERM.
 import cluster from 'node:cluster';
 import { loadConfig, ConfigError, type Config } from './config/config.js';
 import { createLogger, type Logger } from './log/logger.js';
 import { assertNativeUws } from './http/server.js';
 import { startApp } from './app.js';
-import { clusterMetricsText, READY_MESSAGE, runPrimary } from './cluster/primary.js';
+import { READY_MESSAGE } from './cluster/messages.js';
+import { runPrimary } from './cluster/primary.js';
+import { clusterMetricsText } from './cluster/worker.js';
 
 function readConfig(): Config {
   try {
