@@ -59,11 +59,6 @@ export class TokenStore {
     return pending;
   }
 
-  /** Drops every cached token (e.g. after the credentials changed). */
-  clear(): void {
-    this.entries.clear();
-  }
-
   private entry(platformId: string): Entry {
     let entry = this.entries.get(platformId);
     if (!entry) {

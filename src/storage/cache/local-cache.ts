@@ -19,10 +19,6 @@ export class LocalCache<V> {
     return this.generationCounter;
   }
 
-  get size(): number {
-    return this.entries.size;
-  }
-
   get(key: string): V | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
