@@ -365,5 +365,20 @@ describe('Express route guard', () => {
     // Router mounted at a fixed path: the rule is looked up by mount path + route template.
     expect(await status('/v2/orders/7', 'exporter')).toBe(403); // no rule for /v2/orders/{id}
     expect((await rawRequest(port, 'GET', '/orders/7', undefined, 'guard')).status).toBe(401);
+
+    // A router mounted at /orders: the template is the mount path as matched plus the route's path.
+    const mounted = express();
+    const orders = express.Router();
+    orders.get('/export', guard, (req, res) => (record('guard-mounted', 'export', req.headers['x-probe']), res.send('export')));
+    orders.get('/:id', guard, (req, res) => (record('guard-mounted', 'read', req.headers['x-probe']), res.send('read')));
+    mounted.use('/orders', orders);
+    const mountedPort = await listen(http.createServer(mounted));
+    const before = ran.length;
+    for (const [method, target] of CORPUS) await rawRequest(mountedPort, method, target, tokens.reader.token, 'guard-mounted');
+    expect(ran.slice(before).filter((r) => r.handler !== 'read')).toEqual([]);
+    expect((await rawRequest(mountedPort, 'GET', '/orders/export', tokens.exporter.token, 'guard-mounted')).status).toBe(200);
+    expect((await rawRequest(mountedPort, 'GET', '/orders/7', tokens.reader.token, 'guard-mounted')).status).toBe(200);
+    // Express matched the mount case-insensitively; "/ORDERS" is not a template of the scope file: closed.
+    expect((await rawRequest(mountedPort, 'GET', '/ORDERS/7', tokens.reader.token, 'guard-mounted')).status).toBe(403);
   });
 });
