@@ -380,5 +380,21 @@ describe('Express route guard', () => {
     expect((await rawRequest(mountedPort, 'GET', '/orders/7', tokens.reader.token, 'guard-mounted')).status).toBe(200);
     // Express matched the mount case-insensitively; "/ORDERS" is not a template of the scope file: closed.
     expect((await rawRequest(mountedPort, 'GET', '/ORDERS/7', tokens.reader.token, 'guard-mounted')).status).toBe(403);
+
+    // With `prefix`, the mount's template is given, so its spelling in the request no longer matters; a
+    // parameter mount without it never lets the matched text be read as template syntax.
+    const withPrefix = express();
+    const byPrefix = express.Router();
+    const prefixed = (middleware.expressRouteGuard as (v: Verifier, o: { prefix: string }) => express.RequestHandler)(verifier, { prefix: '/orders' });
+    byPrefix.get('/:id', prefixed, (req, res) => (record('guard-prefix', 'read', req.headers['x-probe']), res.send('read')));
+    withPrefix.use('/orders', byPrefix);
+    const section = express.Router();
+    section.get('/:id', guard, (req, res) => (record('guard-section', 'unlisted', req.headers['x-probe']), res.send('section')));
+    withPrefix.use('/:section', section);
+    const prefixPort = await listen(http.createServer(withPrefix));
+    expect((await rawRequest(prefixPort, 'GET', '/ORDERS/7', tokens.reader.token, 'guard-prefix')).status).toBe(200);
+    expect((await rawRequest(prefixPort, 'GET', '/x:id/7', tokens.exporter.token, 'guard-section')).status).toBe(403);
+    expect((await rawRequest(prefixPort, 'GET', '/x%3Aid/7', tokens.exporter.token, 'guard-section')).status).toBe(403);
+    expect(ran.filter((r) => r.app === 'guard-section')).toEqual([]);
   });
 });

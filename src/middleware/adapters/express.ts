@@ -69,9 +69,10 @@ export function expressRouteGuard(verifier: Verifier, options: ExpressRouteGuard
     // Not inside a route (mounted with app.use), or a RegExp route: nothing to look up, so no rule.
     const templates = typeof path === 'string' ? [path] : Array.isArray(path) && path.every((p) => typeof p === 'string') ? (path as string[]) : undefined;
     const prefix = options.prefix !== undefined ? options.prefix.replace(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g, ':$1') : (req.baseUrl ?? '');
-    // A mount path as matched may hold characters a template cannot (it is part of the URL): templateShape
-    // then refuses it, and the route maps to no rule.
-    const full = templates?.map((t) => `${prefix}${t === '/' && prefix ? '' : t}`);
+    // The mount path as matched is part of the URL, not a template: anything but plain characters in it
+    // (":", "%", "*" ...) could read as template syntax, so such a route maps to no rule.
+    const plainMount = options.prefix !== undefined || /^[A-Za-z0-9\-._~/]*$/.test(prefix);
+    const full = plainMount ? templates?.map((t) => `${prefix}${t === '/' && prefix ? '' : t}`) : undefined;
     run(verifier, req, res, next, { kind: 'template', template: full, syntax: 'express' });
   };
 }
