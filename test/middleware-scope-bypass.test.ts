@@ -157,6 +157,17 @@ beforeAll(async () => {
   await fastify.listen({ port: 0, host: '127.0.0.1' });
   apps.fastify = (fastify.server.address() as AddressInfo).port;
   closers.push(() => fastify.close());
+
+  // Fastify with every lenient router option: the template it matched still decides.
+  const lenientFastify = Fastify({
+    routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, useSemicolonDelimiter: true },
+  });
+  await lenientFastify.register(fastifyAgentAuth(verifier));
+  lenientFastify.get('/orders/export', async (request, reply) => (record('fastify-lenient', 'export', request.headers['x-probe']), reply.header('x-handler', 'export'), 'export'));
+  lenientFastify.get('/orders/:id', async (request, reply) => (record('fastify-lenient', 'read', request.headers['x-probe']), reply.header('x-handler', 'read'), 'read'));
+  await lenientFastify.listen({ port: 0, host: '127.0.0.1' });
+  apps['fastify-lenient'] = (lenientFastify.server.address() as AddressInfo).port;
+  closers.push(() => lenientFastify.close());
 }, 120_000);
 
 afterAll(async () => {
@@ -224,7 +235,7 @@ const CORPUS: [string, string][] = [
   ['head', '/orders/%65xport'],
 ];
 
-const APPS = ['node', 'express', 'fastify'] as const;
+const APPS = ['node', 'express', 'fastify', 'fastify-lenient'] as const;
 
 describe('scope bypass corpus', () => {
   it(`has at least 30 spellings (${CORPUS.length})`, () => {
