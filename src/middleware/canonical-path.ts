@@ -7,8 +7,9 @@
 // Policy (docs/client-and-middleware.md, "Canonical paths"):
 // - origin form only ("/..."); no fragment; path characters limited to RFC 3986 pchar and "/";
 // - %XX of an unreserved character (A-Z a-z 0-9 - . _ ~) is decoded; any other %XX is kept, hex upper case;
-// - refused (400): a malformed %, an encoded "/", "\", control character (NUL included) or "%" that starts
-//   another escape (double encoding), an empty segment ("//"), a "." or ".." segment, raw or encoded;
+// - refused (400): a malformed %, an encoded "/", "\" or control character (NUL included), an encoded "%"
+//   followed by two hex digits (double encoding), an empty segment ("//"), a "." or ".." segment, raw or
+//   encoded;
 // - one trailing slash is dropped ("/orders/42/" is "/orders/42"); case is kept (matching is case-sensitive).
 
 export type CanonicalTarget =
@@ -39,12 +40,12 @@ function canonicalSegment(segment: string): { value: string } | { reason: string
     const decoded = String.fromCharCode(code);
     if (code === 0x2f || code === 0x5c) return { reason: 'The request path has an encoded slash or backslash.' };
     if (code < 0x20 || code === 0x7f) return { reason: 'The request path has an encoded control character.' };
-    // "%2565" reads as "%65" after one decoding and "e" after two: no single reading.
-    if (code === 0x25 && HEX2.test(segment.slice(i + 3, i + 5))) return { reason: 'The request path is percent-encoded twice.' };
     out += UNRESERVED.test(decoded) ? decoded : `%${hex.toUpperCase()}`;
     i += 2;
   }
   if (out === '.' || out === '..') return { reason: 'The request path has a dot-segment.' };
+  // "%2565" (or "%25%36%35") reads as "%65" after one decoding and "e" after two: no single reading.
+  if (/%25[0-9A-Fa-f]{2}/.test(out)) return { reason: 'The request path is percent-encoded twice.' };
   return { value: out };
 }
 
