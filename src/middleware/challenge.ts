@@ -46,6 +46,11 @@ export function invalidRequest(realm: string, description: string): Refusal {
   return refusal(400, 'invalid_request', description, challenge(realm, { error: 'invalid_request', error_description: description }));
 }
 
+/** A request path with no single reading (canonical-path.ts): refused before any handler runs. */
+export function badPath(description: string): Refusal {
+  return refusal(400, 'invalid_request', description);
+}
+
 export function invalidToken(realm: string, description: string): Refusal {
   return refusal(401, 'invalid_token', description, challenge(realm, { error: 'invalid_token', error_description: description }));
 }

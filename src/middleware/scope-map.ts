@@ -1,10 +1,15 @@
 // The platform's scope file (SvcScopesYaml): read once at start-up, validated with Ajv against the
 // project's TypeBox schema, compiled into a route table that answers "which scopes does METHOD PATH need?".
+// Three ways to ask, from the most to the least informed (see docs/client-and-middleware.md):
+// - by the route template the framework itself matched (Fastify, an Express route guard): no re-matching;
+// - by every rule the path could reach under any reading a router might apply (Express before routing);
+// - by the canonical path (node:http), refusing paths with no single reading.
 import { readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import * as ajvFormats from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
 import { SvcScopesYaml } from '../schemas/scopes-file.js';
+import { canonicalizeTarget, looseSegment } from './canonical-path.js';
 
 // ajv-formats is CommonJS with `exports.default`; under NodeNext the plugin function sits on `.default`.
 const addFormats = ajvFormats.default as unknown as (ajv: Ajv, formats: string[]) => Ajv;
@@ -59,8 +64,22 @@ export interface RouteMatch {
   scopes: string[];
 }
 
+/** How a request maps to the scope file. Anything but `rule` is refused by the verifier (`none` may pass
+ * with `unmatchedRoutes: 'authenticate'`). */
+export type RouteResolution =
+  | { kind: 'rule'; rule: RouteMatch; /** canonical target, when resolved from a path */ canonical?: string }
+  | { kind: 'none'; canonical?: string }
+  | { kind: 'ambiguous'; reason: string }
+  | { kind: 'bad-path'; reason: string };
+
+/** Route template syntaxes understood by `resolveTemplate`. */
+export type TemplateSyntax = 'scope-file' | 'fastify' | 'express';
+
 interface CompiledRoute extends RouteMatch {
+  /** Exact (case-sensitive) per-segment patterns. */
   segments: RegExp[];
+  /** Case-insensitive (Unicode folding) patterns, for doubt detection and candidate search. */
+  folded: RegExp[];
   /** Per segment: 2 literal, 1 literal with a parameter, 0 parameter only. Higher wins, left to right. */
   rank: number[];
 }
@@ -71,58 +90,173 @@ function splitPath(path: string): string[] {
   return trimmed === '/' ? [] : trimmed.slice(1).split('/');
 }
 
-function compileSegment(segment: string): { pattern: RegExp; rank: number } {
-  const parts = segment.split(/(\{[A-Za-z_][A-Za-z0-9_]*\})/).filter((p) => p !== '');
+const PARAM = /(\{[A-Za-z_][A-Za-z0-9_]*\})/;
+
+function compileSegment(segment: string): { exact: RegExp; folded: RegExp; rank: number } {
+  const parts = segment.split(PARAM).filter((p) => p !== '');
   const hasParam = parts.some((p) => p.startsWith('{'));
   const source = parts.map((p) => (p.startsWith('{') ? '[^/]+' : p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('');
-  return { pattern: new RegExp(`^${source}$`), rank: !hasParam ? 2 : parts.length > 1 ? 1 : 0 };
+  return { exact: new RegExp(`^${source}$`), folded: new RegExp(`^${source}$`, 'iu'), rank: !hasParam ? 2 : parts.length > 1 ? 1 : 0 };
+}
+
+/** "/orders/{id}" and "/orders/:orderId" both have the shape "/orders/{}": parameter names do not matter. */
+function shapeOf(segments: string[]): string {
+  return `/${segments.map((s) => s.replace(new RegExp(PARAM.source, 'g'), '{}')).join('/')}`;
+}
+
+/**
+ * A framework's route template in scope-file shape, or undefined when it has parts the scope file cannot
+ * express (wildcards, optional groups, regular expressions other than a Fastify parameter's constraint).
+ */
+export function templateShape(template: string, syntax: TemplateSyntax): string | undefined {
+  if (!template.startsWith('/')) return undefined;
+  let converted = template;
+  if (syntax === 'fastify') {
+    // "::" is a literal colon; ":id(^\\d+)" is a parameter with a constraint.
+    if (/[{}]/.test(converted)) return undefined;
+    converted = converted.replace(/::/g, '\u0000').replace(/:[A-Za-z_$][A-Za-z0-9_$]*(\((?:[^()\\]|\\.)*\))?/g, '{p}');
+    if (/[*()]/.test(converted)) return undefined;
+    converted = converted.replace(/\u0000/g, ':');
+  } else if (syntax === 'express') {
+    // path-to-regexp 8: ":name" or ':"name"' parameters; "{...}" optional groups and "*name" wildcards
+    // have no scope-file equivalent.
+    if (/[{}*()[\]?+!\\]/.test(converted)) return undefined;
+    converted = converted.replace(/:(?:[A-Za-z_$][A-Za-z0-9_$]*|"[^"]*")/g, '{p}');
+    if (converted.includes(':')) return undefined;
+  }
+  if (/[\s%]/.test(converted)) return undefined;
+  return shapeOf(splitPath(converted));
 }
 
 export class RouteTable {
   private readonly byMethod = new Map<string, CompiledRoute[]>();
+  private readonly byShape = new Map<string, RouteMatch>();
 
   constructor(routes: SvcScopesYaml['routes']) {
-    // Two rules for the same method and template: require the union of their scopes (the stricter reading).
+    // Two rules for the same method and shape: require the union of their scopes (the stricter reading).
     const merged = new Map<string, RouteMatch>();
     for (const route of routes) {
-      const key = `${route.method} ${splitPath(route.path).join('/')}`;
+      const key = `${route.method} ${shapeOf(splitPath(route.path))}`;
       const seen = merged.get(key);
       if (seen) seen.scopes = [...new Set([...seen.scopes, ...route.scopes])];
       else merged.set(key, { method: route.method, path: route.path, scopes: [...new Set(route.scopes)] });
     }
-    for (const route of merged.values()) {
+    for (const [key, route] of merged) {
+      this.byShape.set(key, route);
       const compiled = splitPath(route.path).map(compileSegment);
       const list = this.byMethod.get(route.method) ?? [];
-      list.push({ ...route, segments: compiled.map((c) => c.pattern), rank: compiled.map((c) => c.rank) });
+      list.push({ ...route, segments: compiled.map((c) => c.exact), folded: compiled.map((c) => c.folded), rank: compiled.map((c) => c.rank) });
       this.byMethod.set(route.method, list);
     }
   }
 
-  /**
-   * The rule for `method` and the request target `url` (query and fragment ignored), or undefined.
-   * Literal segments beat parameters (/orders/new before /orders/{id}). HEAD falls back to GET's rule,
-   * as HTTP servers answer HEAD with the GET handler.
-   */
+  /** The rule for `method` and request target `url` under the canonical path policy, or undefined. */
   match(method: string, url: string): RouteMatch | undefined {
-    const upper = method.toUpperCase();
-    const found = this.find(upper, url);
-    return found ?? (upper === 'HEAD' ? this.find('GET', url) : undefined);
+    const resolved = this.resolvePath(method, url);
+    return resolved.kind === 'rule' ? resolved.rule : undefined;
   }
 
-  private find(method: string, url: string): RouteMatch | undefined {
-    const candidates = this.byMethod.get(method);
-    if (!candidates) return undefined;
-    const path = url.split(/[?#]/, 1)[0] || '/';
-    if (!path.startsWith('/')) return undefined;
-    const segments = splitPath(path);
-    let best: CompiledRoute | undefined;
-    for (const route of candidates) {
-      if (route.segments.length !== segments.length) continue;
-      if (!route.segments.every((pattern, i) => pattern.test(segments[i]))) continue;
-      if (!best || outranks(route.rank, best.rank)) best = route;
-    }
-    return best && { method: best.method, path: best.path, scopes: best.scopes };
+  /**
+   * By path (node:http): canonicalise, then match exactly; literal segments beat parameters
+   * (/orders/new before /orders/{id}). Refused as ambiguous when a looser reading of the same path
+   * (case-folded, fully decoded, ";params" cut, trailing whitespace or dots dropped) names another rule.
+   */
+  resolvePath(method: string, target: string): RouteResolution {
+    const canonical = canonicalizeTarget(target);
+    if (!canonical.ok) return { kind: 'bad-path', reason: canonical.reason };
+    const loose = canonical.segments.map(looseSegment);
+    let doubt = false;
+    const rule = this.perMethod(method, (m) => {
+      const exact = this.best(m, canonical.segments, 'segments');
+      const folded = this.bestAll(m, loose, 'folded');
+      if (folded.length > 1 || (folded[0] ?? undefined) !== exact) doubt = true;
+      return exact;
+    });
+    if (doubt) return { kind: 'ambiguous', reason: 'The request path can be read as another route.' };
+    const canonicalTarget = `${canonical.path}${canonical.query}`;
+    return rule ? { kind: 'rule', rule, canonical: canonicalTarget } : { kind: 'none', canonical: canonicalTarget };
   }
+
+  /**
+   * By the template the framework matched (its own routing result). `templates` is several when one handler
+   * serves several paths (Express arrays): each must have a rule, and the scopes of all are required.
+   */
+  resolveTemplate(method: string, templates: string | readonly string[] | undefined, syntax: TemplateSyntax): RouteResolution {
+    const list = typeof templates === 'string' ? [templates] : templates;
+    if (!list || list.length === 0) return { kind: 'none' };
+    const rules: RouteMatch[] = [];
+    for (const template of list) {
+      if (typeof template !== 'string') return { kind: 'none' };
+      const shape = templateShape(template, syntax);
+      if (shape === undefined) return { kind: 'none' };
+      const rule = this.perMethod(method, (m) => this.byShape.get(`${m} ${shape}`));
+      if (!rule) return { kind: 'none' };
+      rules.push(rule);
+    }
+    return { kind: 'rule', rule: union(rules) };
+  }
+
+  /**
+   * By every rule the path could reach (Express, before its router ran): the raw and the percent-decoded
+   * path, literals compared case-insensitively, one trailing slash optional. All their scopes are required,
+   * since the router may run any of them (registration order, `next()`, case-sensitive or not).
+   */
+  resolveCandidates(method: string, target: string): RouteResolution {
+    // Express would route "http://host/orders/export" by its path: refuse the absolute form outright.
+    if (!target.startsWith('/')) return { kind: 'bad-path', reason: 'The request target must be an absolute path.' };
+    const rawPath = target.split(/[?#]/, 1)[0] || '/';
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(rawPath);
+    } catch {
+      return { kind: 'bad-path', reason: 'The request path has a malformed percent-escape.' };
+    }
+    const readings = [splitPath(rawPath), splitPath(decoded)];
+    const rule = this.perMethod(method, (m) => {
+      const found = new Set<CompiledRoute>();
+      for (const segments of readings) for (const route of this.bestAll(m, segments, 'folded', true)) found.add(route);
+      return found.size ? union([...found]) : undefined;
+    });
+    return rule ? { kind: 'rule', rule } : { kind: 'none' };
+  }
+
+  /** HEAD is answered by GET handlers in every framework: it needs the scopes of both rules. */
+  private perMethod(method: string, find: (method: string) => RouteMatch | undefined): RouteMatch | undefined {
+    const upper = method.toUpperCase();
+    if (upper !== 'HEAD') {
+      const found = find(upper);
+      return found && union([found]);
+    }
+    const found = [find('HEAD'), find('GET')].filter((r): r is RouteMatch => r !== undefined);
+    return found.length ? union(found, 'HEAD') : undefined;
+  }
+
+  private best(method: string, segments: string[], kind: 'segments' | 'folded'): CompiledRoute | undefined {
+    return this.bestAll(method, segments, kind)[0];
+  }
+
+  /** The matching routes of the highest rank (or all matching routes with `all`). */
+  private bestAll(method: string, segments: string[], kind: 'segments' | 'folded', all = false): CompiledRoute[] {
+    let best: CompiledRoute[] = [];
+    for (const route of this.byMethod.get(method) ?? []) {
+      const patterns = route[kind];
+      if (patterns.length !== segments.length) continue;
+      if (!patterns.every((pattern, i) => pattern.test(segments[i]))) continue;
+      if (all || best.length === 0 || sameRank(route.rank, best[0].rank)) best.push(route);
+      else if (outranks(route.rank, best[0].rank)) best = [route];
+    }
+    return best;
+  }
+}
+
+/** One rule requiring the scopes of all (the first names the route). */
+function union(rules: RouteMatch[], method = rules[0].method): RouteMatch {
+  if (rules.length === 1 && method === rules[0].method) return { method, path: rules[0].path, scopes: rules[0].scopes };
+  return { method, path: rules[0].path, scopes: [...new Set(rules.flatMap((r) => r.scopes))] };
+}
+
+function sameRank(a: number[], b: number[]): boolean {
+  return a.every((v, i) => v === b[i]);
 }
 
 function outranks(a: number[], b: number[]): boolean {

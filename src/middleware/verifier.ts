@@ -1,10 +1,12 @@
 // The framework-free core: given a request's method, path and Authorization header, decide.
 // Token checks are local (RS256 signature against the cached JWKS, iss, aud = this platform, exp/nbf);
-// the route's required scopes come from the scope file read at start-up.
+// the route's required scopes come from the scope file read at start-up. Which rule applies is asked the
+// way the adapter can answer best: the framework's own routing result, every candidate, or the canonical
+// path (scope-map.ts); whatever maps to no rule, or to no single rule, is refused.
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
-import { insufficientScope, invalidRequest, invalidToken, missingToken, unavailable, type Refusal } from './challenge.js';
-import { loadScopeFile, RouteTable, type RouteMatch, type ScopeFileSource } from './scope-map.js';
+import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, unavailable, type Refusal } from './challenge.js';
+import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeFileSource, type TemplateSyntax } from './scope-map.js';
 
 export interface VerifierBaseOptions {
   /** Base URL of the credential exchange service, e.g. https://ace.example.com. */
@@ -57,14 +59,29 @@ export interface AgentClaims {
   payload: JWTPayload;
 }
 
+/**
+ * How the verifier finds the scope-file rule of a request:
+ * - `template`: the route template the framework matched (Fastify's routeOptions.url, Express's req.route.path);
+ *   looked up by method and shape, never re-matched. No template (a 404) or one the scope file lacks: no rule.
+ * - `candidates`: the request target, before any router ran; every rule it could reach is required.
+ * - `path`: the request target, canonicalised (canonical-path.ts) and matched exactly.
+ */
+export type RouteTarget =
+  | { kind: 'template'; template: string | readonly string[] | undefined; syntax: TemplateSyntax }
+  | { kind: 'candidates'; path: string }
+  | { kind: 'path'; path: string };
+
 export interface AuthorizeInput {
   method: string;
-  /** Request target as received (path, optionally with a query string). */
-  path: string;
+  /** Request target as received (path, optionally with a query string); shorthand for target {kind: 'path'}. */
+  path?: string;
+  target?: RouteTarget;
   authorization: string | string[] | undefined;
 }
 
-export type AuthorizeResult = { ok: true; claims: AgentClaims } | Refusal;
+export type AuthorizeResult =
+  | { ok: true; claims: AgentClaims; /** The canonical request target, when the rule was found by `path`. */ canonicalTarget?: string }
+  | Refusal;
 
 export interface Verifier {
   readonly platformId: string;
@@ -103,7 +120,18 @@ export function createVerifier(options: VerifierOptions): Verifier {
     timeoutMs: options.jwksTimeoutMs ?? 5000,
   });
 
-  async function authorize({ method, path, authorization }: AuthorizeInput): Promise<AuthorizeResult> {
+  function resolve(method: string, target: RouteTarget): RouteResolution {
+    switch (target.kind) {
+      case 'template':
+        return routes.resolveTemplate(method, target.template, target.syntax);
+      case 'candidates':
+        return routes.resolveCandidates(method, target.path);
+      default:
+        return routes.resolvePath(method, target.path);
+    }
+  }
+
+  async function authorize({ method, path, target, authorization }: AuthorizeInput): Promise<AuthorizeResult> {
     if (authorization === undefined || authorization === '') return missingToken(realm);
     if (Array.isArray(authorization)) return invalidRequest(realm, 'More than one Authorization header.');
     const [scheme, ...rest] = authorization.trim().split(/\s+/);
@@ -128,7 +156,11 @@ export function createVerifier(options: VerifierOptions): Verifier {
     if (typeof payload.aud !== 'string') return invalidToken(realm, 'The access token has an unexpected audience.');
 
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
-    const route = routes.match(method, path);
+    // Authenticated first, so a caller without a valid token learns nothing about routing.
+    const resolution = resolve(method, target ?? { kind: 'path', path: path ?? '' });
+    if (resolution.kind === 'bad-path') return badPath(resolution.reason);
+    if (resolution.kind === 'ambiguous') return insufficientScope(realm, resolution.reason, undefined);
+    const route = resolution.kind === 'rule' ? resolution.rule : undefined;
     const claims: AgentClaims = {
       agentId: payload.sub as string,
       clientId: typeof payload.client_id === 'string' ? payload.client_id : undefined,
@@ -139,13 +171,14 @@ export function createVerifier(options: VerifierOptions): Verifier {
       route,
       payload,
     };
+    const canonicalTarget = resolution.kind === 'rule' || resolution.kind === 'none' ? resolution.canonical : undefined;
     if (!route) {
-      if (unmatched === 'authenticate') return { ok: true, claims };
+      if (unmatched === 'authenticate') return canonicalTarget === undefined ? { ok: true, claims } : { ok: true, claims, canonicalTarget };
       return insufficientScope(realm, 'No scope rule allows this route.', undefined);
     }
     const missing = route.scopes.filter((s) => !scopes.includes(s));
     if (missing.length > 0) return insufficientScope(realm, `This route needs the scope ${route.scopes.join(' ')}.`, route.scopes);
-    return { ok: true, claims };
+    return canonicalTarget === undefined ? { ok: true, claims } : { ok: true, claims, canonicalTarget };
   }
 
   return {

@@ -1,12 +1,24 @@
-// Express adapter: `app.use(expressAgentAuth(verifier))`. Sets `req.agent` for authorized requests.
-// Structural types only, so the package does not need express (or its types) at run time.
-import type { AgentClaims, Verifier } from '../verifier.js';
+// Express adapters. Sets `req.agent` for authorized requests. Structural types only, so the package does
+// not need express (or its types) at run time. Two wirings (docs/client-and-middleware.md):
+//
+// - `app.use(expressAgentAuth(verifier))`, before the routes. It runs before Express has routed, and
+//   Express may run any route whose pattern matches (case-insensitively by default, with an optional
+//   trailing slash, in registration order, several when a handler calls next()). So it requires the
+//   scopes of EVERY rule the path could reach, under any of those readings (RouteTable.resolveCandidates).
+// - `expressRouteGuard(verifier)` as the first handler of a route (`app.get('/orders/:id', guard, h)`).
+//   It runs after Express routed and looks the rule up by the route's own template (`req.route.path`):
+//   exactly the scopes of the handler that runs.
+import type { AgentClaims, AuthorizeResult, RouteTarget, Verifier } from '../verifier.js';
 
 export interface ExpressLikeRequest {
   method: string;
   /** Express keeps the full path here even inside a mounted router. */
   originalUrl?: string;
   url: string;
+  /** The path a router was mounted at, as matched (Express sets it inside routers). */
+  baseUrl?: string;
+  /** The matched route (set by Express while a route's handlers run). */
+  route?: { path?: unknown };
   headers: { authorization?: string | string[] | undefined };
   agent?: AgentClaims;
 }
@@ -19,20 +31,48 @@ export interface ExpressLikeResponse {
 
 export type ExpressLikeNext = (error?: unknown) => void;
 
+export interface ExpressRouteGuardOptions {
+  /**
+   * Template of the mount path in scope-file syntax, e.g. "/shops/{shop}", for routers mounted at a path
+   * with parameters. Without it the guard prefixes `req.baseUrl`, which is right for fixed mount paths.
+   */
+  prefix?: string;
+}
+
+function run(
+  verifier: Verifier,
+  req: ExpressLikeRequest,
+  res: ExpressLikeResponse,
+  next: ExpressLikeNext,
+  target: RouteTarget,
+): void {
+  verifier.authorize({ method: req.method, target, authorization: req.headers.authorization }).then((result: AuthorizeResult) => {
+    if (!result.ok) {
+      res.status(result.status).set({ ...result.headers, 'content-type': 'application/json', 'cache-control': 'no-store' }).send(result.body);
+      return;
+    }
+    req.agent = result.claims;
+    next();
+  }, next);
+}
+
+/** App-level middleware: `app.use(expressAgentAuth(verifier))` before the routes. */
 export function expressAgentAuth(verifier: Verifier) {
+  return (req: ExpressLikeRequest, res: ExpressLikeResponse, next: ExpressLikeNext): void =>
+    run(verifier, req, res, next, { kind: 'candidates', path: req.originalUrl ?? req.url });
+}
+
+/** Route-level guard: `app.get('/orders/:id', expressRouteGuard(verifier), handler)`. */
+export function expressRouteGuard(verifier: Verifier, options: ExpressRouteGuardOptions = {}) {
   return (req: ExpressLikeRequest, res: ExpressLikeResponse, next: ExpressLikeNext): void => {
-    verifier
-      .authorize({ method: req.method, path: req.originalUrl ?? req.url, authorization: req.headers.authorization })
-      .then((result) => {
-        if (!result.ok) {
-          res
-            .status(result.status)
-            .set({ ...result.headers, 'content-type': 'application/json', 'cache-control': 'no-store' })
-            .send(result.body);
-          return;
-        }
-        req.agent = result.claims;
-        next();
-      }, next);
+    const path = req.route?.path;
+    // Not inside a route (mounted with app.use), or a RegExp route: nothing to look up, so no rule.
+    const templates = typeof path === 'string' ? [path] : Array.isArray(path) && path.every((p) => typeof p === 'string') ? (path as string[]) : undefined;
+    const prefix = options.prefix !== undefined ? options.prefix.replace(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g, ':$1') : (req.baseUrl ?? '');
+    // The mount path as matched is part of the URL, not a template: anything but plain characters in it
+    // (":", "%", "*" ...) could read as template syntax, so such a route maps to no rule.
+    const plainMount = options.prefix !== undefined || /^[A-Za-z0-9\-._~/]*$/.test(prefix);
+    const full = plainMount ? templates?.map((t) => `${prefix}${t === '/' && prefix ? '' : t}`) : undefined;
+    run(verifier, req, res, next, { kind: 'template', template: full, syntax: 'express' });
   };
 }

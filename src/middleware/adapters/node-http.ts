@@ -1,10 +1,12 @@
 // node:http adapter: wraps a request listener; the listener runs only for authorized requests and finds
-// the verified claims on `req.agent`.
+// the verified claims on `req.agent`. A plain listener routes however it likes, so the scope check works
+// on the canonical path (canonical-path.ts) and the listener gets that same canonical target in `req.url`
+// (the target as received stays in `req.originalUrl`): what it routes on is exactly what was checked.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AgentClaims, Verifier } from '../verifier.js';
 import type { Refusal } from '../challenge.js';
 
-export type AgentIncomingMessage = IncomingMessage & { agent?: AgentClaims };
+export type AgentIncomingMessage = IncomingMessage & { agent?: AgentClaims; originalUrl?: string };
 export type AuthorizedListener = (req: AgentIncomingMessage & { agent: AgentClaims }, res: ServerResponse) => unknown;
 
 /** Writes a refusal (status, WWW-Authenticate, JSON body) on a node:http response. */
@@ -20,12 +22,17 @@ export function writeRefusal(res: ServerResponse, refusal: Refusal): void {
 
 export function protectNodeHandler(verifier: Verifier, listener: AuthorizedListener) {
   return (req: IncomingMessage, res: ServerResponse): void => {
+    const received = req.url ?? '/';
     verifier
-      .authorize({ method: req.method ?? 'GET', path: req.url ?? '/', authorization: req.headers.authorization })
+      .authorize({ method: req.method ?? 'GET', target: { kind: 'path', path: received }, authorization: req.headers.authorization })
       .then((result) => {
         if (!result.ok) return writeRefusal(res, result);
         const request = req as AgentIncomingMessage & { agent: AgentClaims };
         request.agent = result.claims;
+        if (result.canonicalTarget !== undefined && result.canonicalTarget !== received) {
+          request.originalUrl = received;
+          request.url = result.canonicalTarget;
+        }
         return listener(request, res);
       })
       .catch(() => {
