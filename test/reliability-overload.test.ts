@@ -87,9 +87,11 @@ describe('overload of the argon2 pool', () => {
     expect(shed.length).toBeGreaterThan(WAVES * WAVE_SIZE * 0.5);
     expect(refusedCredentials.length).toBeGreaterThan(0);
     for (const r of shed) expect(r.retryAfter).toMatch(/^[1-9]\d*$/);
-    // Refused quickly: the queue-full answer is not a wait for argon2.
-    const sheddingMs = shed.map((r) => r.ms).sort((a, b) => a - b);
-    expect(sheddingMs[Math.floor(sheddingMs.length / 2)]).toBeLessThan(1000);
+    // Refused without waiting for argon2: the queue-full answers come faster than the refusals that did
+    // wait (compared with each other, not with a clock: the machine's load moves both alike). That no
+    // argon2 task ran for them is checked on the pool's own counter below.
+    const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+    expect(median(shed.map((r) => r.ms))).toBeLessThan(median(refusedCredentials.map((r) => r.ms)));
 
     // Warm credentials were served all along.
     expect(warm.length).toBeGreaterThan(10);
