@@ -26,6 +26,8 @@ export interface Config {
   workers: number;
   argon2Threads: number;
   argon2MaxQueue: number;
+  /** Credential checks one client address may have queued or running at once (per process). */
+  argon2MaxPerAddress: number;
   signThreads: number;
   signMaxQueue: number;
   /** A task running longer is treated as a hung worker: the thread is replaced, the request gets 503. */
@@ -112,6 +114,7 @@ export function loadConfig(env: Env = process.env): Config {
     workers,
     argon2Threads: read.int('ARGON2_THREADS', cores, 1, 256),
     argon2MaxQueue: read.int('ARGON2_MAX_QUEUE', 64, 0, 100_000),
+    argon2MaxPerAddress: 0, // below: its default depends on ARGON2_MAX_QUEUE
     // jose signs through WebCrypto on libuv's thread pool; a signing thread only batches and dispatches.
     signThreads: read.int('SIGN_THREADS', 1, 1, 256),
     signMaxQueue: read.int('SIGN_MAX_QUEUE', 2048, 0, 1_000_000),
@@ -137,6 +140,11 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: read.int('SHUTDOWN_TIMEOUT_MS', 10_000, 100, 300_000),
     databasePoolSize: read.int('DATABASE_POOL_SIZE', 10, 1, 500),
   };
+  // A small share of the queue by default, so one address can never fill it alone.
+  config.argon2MaxPerAddress = read.int('ARGON2_MAX_PER_ADDRESS', Math.max(1, Math.floor(config.argon2MaxQueue / 16)), 1, 100_000);
+  if (config.argon2MaxPerAddress > Math.max(1, config.argon2MaxQueue)) {
+    problems.push(`ARGON2_MAX_PER_ADDRESS must not exceed ARGON2_MAX_QUEUE (${config.argon2MaxQueue}): one address must not be able to fill the queue`);
+  }
   if (config.keyPropagationSeconds < config.keyRefreshSeconds * 2) {
     problems.push('KEY_PROPAGATION_SECONDS must be at least twice KEY_REFRESH_SECONDS, so every instance publishes a new key before any signs with it');
   }
