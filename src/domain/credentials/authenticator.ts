@@ -1,5 +1,6 @@
-// Agent authentication: api_key_id + secret → the agent's view. Unknown id and wrong secret fail the
-// same way at the same cost (an unknown id is verified against a decoy hash), and failures are
+// Agent authentication: api_key_id + secret → the agent's view. Unknown id, wrong secret and wrong secret
+// during a rotation's grace fail the same way at the same cost (two argon2 verifications each, decoy
+// hashes standing in for what the agent lacks), and failures are
 // limited per client address before any argon2 work is spent on that address: a point of its budget is
 // reserved before argon2 runs, and it may hold only a few slots of the argon2 queue.
 import { randomBytes } from 'node:crypto';
@@ -20,7 +21,8 @@ export interface Caller {
 }
 
 export class Authenticator {
-  private decoyHash = '';
+  /** Stand-ins for the hashes an agent lacks: every check verifies exactly two hashes. */
+  private decoys: [string, string] = ['', ''];
 
   constructor(
     private readonly store: Store,
@@ -38,9 +40,10 @@ export class Authenticator {
     });
   }
 
-  /** Hashes a random secret with the pool's own parameters, so a decoy verification costs what a real one does. */
+  /** Hashes random secrets with the pool's own parameters, so a decoy verification costs what a real one does. */
   async init(): Promise<void> {
-    this.decoyHash = await this.pools.hashSecret(randomBytes(32).toString('base64url'));
+    const decoy = () => this.pools.hashSecret(randomBytes(32).toString('base64url'));
+    this.decoys = [await decoy(), await decoy()];
   }
 
   /** Returns the authenticated agent's view, or throws 401 `invalid_credentials` (or 429, 503). */
@@ -78,9 +81,13 @@ export class Authenticator {
     try {
       const generation = this.verified.generation;
       const hashes = await this.store.getSecretHashes(caller.apiKeyId);
-      const candidates = hashes ? [hashes.current, ...(hashes.previous ? [hashes.previous] : [])] : [this.decoyHash];
+      // Always two verifications in one task: unknown id (two decoys), one secret (current and a decoy),
+      // in a rotation's grace (current and previous). No refusal path is cheaper than another.
+      const candidates = hashes ? [hashes.current, hashes.previous ?? this.decoys[1]] : this.decoys;
       this.metrics.credentialChecked();
-      const matched = await this.pools.verifySecret({ hashes: candidates, secret: caller.secret }, caller.signal);
+      const index = await this.pools.verifySecret({ hashes: candidates, secret: caller.secret }, caller.signal);
+      // Only a real hash can match (a decoy's secret was random and thrown away), but never trust it.
+      const matched = hashes && (index === 0 || (index === 1 && hashes.previous)) ? index : -1;
       return { hashes, matched, generation };
     } finally {
       leave();
