@@ -18,7 +18,6 @@ export interface VerifyTask {
 // the argon2 pool's size is then exactly the argon2 parallelism, and a flood of cold credentials can
 // never queue in front of signatures.
 export function verifySecret(task: VerifyTask): number {
-  if (FAULTS) injectFault(task.secret);
   let matched = -1;
   for (let i = 0; i < task.hashes.length; i++) {
     let ok = false;
@@ -30,14 +29,6 @@ export function verifySecret(task: VerifyTask): number {
     if (ok && matched < 0) matched = i;
   }
   return matched;
-}
-
-// Fault injection for the reliability tests only: enabled by ACE_FAULT_INJECTION=on, never by default.
-// The secret "fault:crash" kills this worker thread, "fault:hang" wedges it.
-const FAULTS = process.env.ACE_FAULT_INJECTION === 'on';
-function injectFault(secret: string): void {
-  if (secret === 'fault:crash') process.exit(1); // in a worker thread this ends the thread only
-  if (secret === 'fault:hang') Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0); // forever
 }
 
 export function hashSecret(secret: string): string {

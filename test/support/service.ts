@@ -10,7 +10,9 @@ import postgres from 'postgres';
 
 export const PG_ADMIN_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const MAIN = path.resolve(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), '../../dist/src/main.js');
+const DIST = path.resolve(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), '../../dist');
+const MAIN = path.join(DIST, 'src/main.js');
+const FAULT_HOOKS = path.join(DIST, 'test/support/fault-hooks.js');
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -58,6 +60,12 @@ export interface StartOptions {
   dataDir?: string;
   /** Share a Redis key prefix between instances (mode "real"); a fresh one is made when omitted. */
   redisKeyPrefix?: string;
+  /**
+   * Test only: run the crypto workers with fault injection (test/support/fault-worker.ts, loaded through a
+   * module hook; the shipped worker has none). The secret "fault:crash" ends an argon2 thread, "fault:hang"
+   * wedges it.
+   */
+  faultWorker?: boolean;
 }
 
 export interface ServiceHandle {
@@ -105,7 +113,8 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
       : {}),
     ...options.env,
   };
-  const child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const args = options.faultWorker ? ['--import', FAULT_HOOKS, MAIN] : [MAIN];
+  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
