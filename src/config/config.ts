@@ -25,6 +25,8 @@ export interface Config {
   /** HTTP processes (node:cluster). */
   workers: number;
   argon2Threads: number;
+  /** libuv's thread pool (set by main.ts before anything starts it); validated here, used by libuv. */
+  uvThreadpoolSize: number;
   argon2MaxQueue: number;
   /** Credential checks one client address may have queued or running at once (per process). */
   argon2MaxPerAddress: number;
@@ -113,6 +115,8 @@ export function loadConfig(env: Env = process.env): Config {
     accessLog: read.bool('ACCESS_LOG', false),
     workers,
     argon2Threads: read.int('ARGON2_THREADS', cores, 1, 256),
+    // libuv caps its pool at 1024 threads; main.ts sets the default (cores, at least 2) before this runs.
+    uvThreadpoolSize: read.int('UV_THREADPOOL_SIZE', Math.max(2, cores), 1, 1024),
     argon2MaxQueue: read.int('ARGON2_MAX_QUEUE', 64, 0, 100_000),
     argon2MaxPerAddress: 0, // below: its default depends on ARGON2_MAX_QUEUE
     // jose signs through WebCrypto on libuv's thread pool; a signing thread only batches and dispatches.
