@@ -1,7 +1,7 @@
 // Test harness: starts the compiled service (dist/src/main.js) as a child process on free ports against
 // real Postgres and Redis on 127.0.0.1 (mode "real") or on the embedded default (mode "embedded").
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,6 +66,11 @@ export interface StartOptions {
    * wedges it.
    */
   faultWorker?: boolean;
+  /**
+   * Run the service under this command prefix (e.g. strace and its options). Signals from `stop` go to
+   * the service process itself, the wrapper's child, not to the wrapper.
+   */
+  wrapWith?: string[];
 }
 
 export interface ServiceHandle {
@@ -114,7 +119,12 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
     ...options.env,
   };
   const args = options.faultWorker ? ['--import', FAULT_HOOKS, MAIN] : [MAIN];
-  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const wrap = options.wrapWith ?? [];
+  const child = wrap.length > 0
+    ? spawn(wrap[0], [...wrap.slice(1), process.execPath, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // With a wrapper, the service is the wrapper's child: that is the process to signal.
+  const servicePid = (): number | undefined => (wrap.length > 0 ? childrenOf(child.pid!)[0] : child.pid);
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
@@ -131,7 +141,11 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
     process: child,
     output: () => output,
     async stop(signal = 'SIGTERM') {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      if (child.exitCode === null && child.signalCode === null) {
+        const pid = servicePid();
+        if (pid !== undefined && pid !== child.pid) process.kill(pid, signal);
+        else child.kill(signal);
+      }
       return exited;
     },
     async dispose() {
@@ -173,4 +187,18 @@ export async function runToExit(env: Record<string, string>, timeoutMs = 30_000)
   const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
   clearTimeout(timer);
   return { code, output };
+}
+
+/** Direct children of a process (from /proc). */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  try {
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const text = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
+      if (text) out.push(...text.split(/\s+/).map(Number));
+    }
+  } catch {
+    // gone
+  }
+  return out;
 }
