@@ -84,8 +84,8 @@ export class Authenticator {
       // Always two verifications in one task: unknown id (two decoys), one secret (current and a decoy),
       // in a rotation's grace (current and previous). No refusal path is cheaper than another.
       const candidates = hashes ? [hashes.current, hashes.previous ?? this.decoys[1]] : this.decoys;
-      this.metrics.credentialChecked();
       const index = await this.pools.verifySecret({ hashes: candidates, secret: caller.secret }, caller.signal);
+      this.metrics.credentialChecked(); // counted once it ran (a task refused by a full queue did not)
       // Only a real hash can match (a decoy's secret was random and thrown away), but never trust it.
       const matched = hashes && (index === 0 || (index === 1 && hashes.previous)) ? index : -1;
       return { hashes, matched, generation };
