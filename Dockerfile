@@ -33,7 +33,7 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 # .dockerignore lets in only what the compiler needs (tsconfig, src, workers, bench, scripts).
 COPY . .
 RUN npm run build \
- && rm -rf dist/bench \
+ && rm -rf dist/bench dist/test \
  && find dist -type f \( -name '*.d.ts' -o -name '*.d.ts.map' \) -delete
 
 # ---- runtime: compiled JavaScript, production dependencies, no package managers ----

@@ -9,6 +9,7 @@ import type { Logger } from './log/logger.js';
 import { Metrics } from './metrics/metrics.js';
 import { CryptoPools } from './crypto/pools.js';
 import { Limiters } from './ratelimit/limiters.js';
+import { Argon2Share } from './ratelimit/argon2-share.js';
 import { connectPostgres, PostgresStore } from './storage/postgres/postgres-store.js';
 import { migrate } from './storage/postgres/migrate.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './storage/embedded/pglite-server.js';
@@ -144,7 +145,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     metrics.registerKeyInfo(() => keys.keyInfo());
 
     const verified = new VerifiedCredentials(config.verifiedCacheMaxEntries, config.verifiedCacheTtlSeconds * 1000);
-    const authenticator = new Authenticator(store, pools, limiters, verified, metrics, bus);
+    const share = new Argon2Share(config.argon2MaxPerAddress, () => metrics.rateLimited('argon2_share_per_address'));
+    const authenticator = new Authenticator(store, pools, limiters, verified, metrics, share, bus);
     await authenticator.init();
     const tokens = new TokenService(authenticator, limiters, keys, pools, { issuer: config.issuer, tokenTtlSeconds: config.tokenTtlSeconds });
     const platforms = new PlatformService(store, config.enrichmentTimeoutMs);

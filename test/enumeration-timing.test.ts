@@ -1,5 +1,6 @@
-// Enumeration and timing: an unknown api_key_id and a wrong secret are indistinguishable, in bytes and in
-// time (an unknown id is verified against a decoy argon2id hash). The admin token is compared in constant
+// Enumeration and timing: an unknown api_key_id and a wrong secret (also for an agent in a rotation's
+// grace) are indistinguishable, in bytes and in time (every refusal verifies two argon2id hashes, decoys
+// standing in for what the agent lacks). The admin token is compared in constant
 // time, and the admin API refuses every route and method without it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
@@ -56,6 +57,8 @@ describe('enumeration and timing', () => {
   let admin: AdminClient;
   let platform: PlatformRecord;
   let agent: AgentCredentials;
+  /** An agent whose secret was rotated with a grace period: two hashes are live for it. */
+  let graced: AgentCredentials;
   let port: number;
   let address = 0;
 
@@ -66,6 +69,9 @@ describe('enumeration and timing', () => {
     });
     admin = new AdminClient(service);
     ({ platform, agent } = await admin.seed(['orders:read']));
+    graced = await admin.createAgent('in-grace');
+    await admin.grant(graced.agent_id, platform.platform_id, ['orders:read']);
+    graced = { ...graced, ...(await admin.rotateSecret(graced.agent_id, 3600)) };
     port = Number(new URL(service.publicUrl).port);
   });
 
@@ -106,7 +112,7 @@ describe('enumeration and timing', () => {
     }
   });
 
-  it('unknown api_key_id and wrong secret take the same time (interleaved samples, medians and Mann-Whitney U)', async () => {
+  it('unknown api_key_id, wrong secret, and wrong secret during a rotation grace take the same time (interleaved samples, medians and Mann-Whitney U)', async () => {
     const url = `${service.publicUrl}/api/v1/auth/token`;
     const timeOne = async (body: unknown) => {
       const started = performance.now();
@@ -119,34 +125,39 @@ describe('enumeration and timing', () => {
       expect(response.status).toBe(401);
       return performance.now() - started;
     };
-    const unknown = () => timeOne({ api_key_id: unknownId(), secret: 'guess-secret-value', platform_id: platform.platform_id });
-    const wrong = () => timeOne({ api_key_id: agent.api_key_id, secret: 'guess-secret-value', platform_id: platform.platform_id });
-    for (let i = 0; i < 5; i++) await Promise.all([unknown(), wrong()]); // warm-up, discarded
-    const unknownMs: number[] = [];
-    const wrongMs: number[] = [];
+    const kinds = {
+      unknown: () => timeOne({ api_key_id: unknownId(), secret: 'guess-secret-value', platform_id: platform.platform_id }),
+      wrong: () => timeOne({ api_key_id: agent.api_key_id, secret: 'guess-secret-value', platform_id: platform.platform_id }),
+      // Two hashes are live for this agent (new and previous secret): its refusal must not cost more.
+      grace: () => timeOne({ api_key_id: graced.api_key_id, secret: 'guess-secret-value', platform_id: platform.platform_id }),
+    };
+    type Kind = keyof typeof kinds;
+    for (let i = 0; i < 5; i++) await Promise.all(Object.values(kinds).map((run) => run())); // warm-up, discarded
+    const samples: Record<Kind, number[]> = { unknown: [], wrong: [], grace: [] };
     for (let i = 0; i < SAMPLES; i++) {
-      // Random order inside each pair, so drift in machine load falls on both sides alike.
-      if (Math.random() < 0.5) {
-        unknownMs.push(await unknown());
-        wrongMs.push(await wrong());
-      } else {
-        wrongMs.push(await wrong());
-        unknownMs.push(await unknown());
-      }
+      // Random order inside each triple, so drift in machine load falls on every side alike.
+      const order = (Object.keys(kinds) as Kind[]).sort(() => Math.random() - 0.5);
+      for (const kind of order) samples[kind].push(await kinds[kind]());
     }
-    const [mu, mw] = [median(unknownMs), median(wrongMs)];
-    const summary = `median unknown ${mu.toFixed(1)} ms, wrong ${mw.toFixed(1)} ms, p=${mannWhitneyP(unknownMs, wrongMs).toFixed(4)}`;
-    // argon2id dominates both (tens of ms): without the decoy verification an unknown id would answer
-    // in about a millisecond and both checks below would fail by a wide margin.
-    // Tolerances are wide on purpose (other suites load the same 2 cores); the failure they guard
-    // against is a ratio of 10x or more.
-    expect(Math.min(mu, mw), summary).toBeGreaterThan(5);
-    expect(Math.max(mu, mw) / Math.min(mu, mw), summary).toBeLessThan(1.5);
-    // Paired: the two requests of a pair ran back to back, under the same load.
-    const pairedRatio = Math.exp(median(unknownMs.map((u, i) => Math.log(u / wrongMs[i]))));
-    expect(pairedRatio, `${summary}, paired ratio ${pairedRatio.toFixed(3)}`).toBeGreaterThan(1 / 1.4);
-    expect(pairedRatio, `${summary}, paired ratio ${pairedRatio.toFixed(3)}`).toBeLessThan(1.4);
-    expect(mannWhitneyP(unknownMs, wrongMs), summary).toBeGreaterThan(1e-4);
+    const compare = (a: Kind, b: Kind) => {
+      const [ma, mb] = [median(samples[a]), median(samples[b])];
+      const p = mannWhitneyP(samples[a], samples[b]);
+      const summary = `median ${a} ${ma.toFixed(1)} ms, ${b} ${mb.toFixed(1)} ms, p=${p.toFixed(4)}`;
+      // argon2id dominates every refusal (tens of ms): without the decoy verifications an unknown id would
+      // answer in about a millisecond, and an agent in grace would cost one verification more.
+      // Tolerances are wide on purpose (other suites load the same 2 cores); the failures they guard
+      // against are a ratio of 10x (no decoy) or about 2x (one verification more).
+      expect(Math.min(ma, mb), summary).toBeGreaterThan(5);
+      expect(Math.max(ma, mb) / Math.min(ma, mb), summary).toBeLessThan(1.5);
+      // Paired: the requests of a triple ran back to back, under the same load.
+      const pairedRatio = Math.exp(median(samples[a].map((u, i) => Math.log(u / samples[b][i]))));
+      expect(pairedRatio, `${summary}, paired ratio ${pairedRatio.toFixed(3)}`).toBeGreaterThan(1 / 1.4);
+      expect(pairedRatio, `${summary}, paired ratio ${pairedRatio.toFixed(3)}`).toBeLessThan(1.4);
+      expect(p, summary).toBeGreaterThan(1e-4);
+    };
+    compare('unknown', 'wrong');
+    compare('unknown', 'grace');
+    compare('wrong', 'grace');
   });
 
   it('the admin token is compared in constant time (SHA-256 of both sides, then timingSafeEqual)', () => {

@@ -302,6 +302,10 @@ describe.each(VARIANTS)('k8s %s', (variant) => {
     expect(config.workers).toBeLessThanOrEqual(quantity(limits.cpu));
     expect(config.workers * config.argon2Threads).toBeLessThanOrEqual(quantity(limits.cpu));
     expect(podEnv(variant)).toHaveProperty('ARGON2_THREADS');
+    // libuv's pool too: its default counts the node's cores (availableParallelism ignores the CPU quota).
+    expect(podEnv(variant)).toHaveProperty('UV_THREADPOOL_SIZE');
+    expect(config.uvThreadpoolSize).toBeGreaterThan(0);
+    expect(config.uvThreadpoolSize).toBeLessThanOrEqual(quantity(limits.cpu));
     expect(podEnv(variant)).toHaveProperty('SIGN_THREADS');
     expect(podEnv(variant)).toHaveProperty('WORKERS');
   });

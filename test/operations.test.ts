@@ -176,4 +176,37 @@ describe('logs', () => {
     }
     expect(text).toContain('[redacted]');
   });
+
+  it('redacts sensitive keys at any depth: request bodies, nested objects, arrays, child bindings, any spelling', () => {
+    const chunks: string[] = [];
+    const sink = new Writable({
+      write(chunk, _encoding, done) {
+        chunks.push(String(chunk));
+        done();
+      },
+    });
+    const logger = createLogger('info', sink);
+    const circular: Record<string, unknown> = { name: 'loop', password: 'LOOP-PASSWORD' };
+    circular.self = circular;
+    logger.info({ req: { body: { api_key_id: 'agnt_kid_visible', secret: 'BODY-SECRET' } } }, 'token request');
+    logger.info({ a: { b: { c: { secret: 'ABC-SECRET', d: { e: { f: { g: { authorization: 'Bearer DEEP-TOKEN' } } } } } } } });
+    logger.info({ list: [{ secret: 'ARRAY-SECRET' }, [{ password: 'NESTED-ARRAY-PASSWORD' }], 'plain'] });
+    logger.info({ headers: { Authorization: 'Bearer MIXED-CASE', 'X-Admin-Token': 'x', Cookie: 'session=COOKIE-VALUE' } });
+    logger.info({ config: { adminToken: 'CAMEL-ADMIN-TOKEN', databaseUrl: 'postgres://u:DB-PASSWORD@h/db', keyEncryptionKey: 'KEK-VALUE' } });
+    logger.info({ response: { access_token: 'eyJ.ACCESS.TOKEN' }, circular });
+    logger.child({ ctx: { deep: { secret: 'BINDING-SECRET' } } }).info({ ok: true }, 'child');
+    const text = chunks.join('');
+    for (const leaked of [
+      'BODY-SECRET', 'ABC-SECRET', 'DEEP-TOKEN', 'ARRAY-SECRET', 'NESTED-ARRAY-PASSWORD', 'MIXED-CASE', 'COOKIE-VALUE',
+      'CAMEL-ADMIN-TOKEN', 'DB-PASSWORD', 'KEK-VALUE', 'ACCESS.TOKEN', 'LOOP-PASSWORD', 'BINDING-SECRET',
+    ]) {
+      expect(text, leaked).not.toContain(leaked);
+    }
+    // Everything else is kept, so the logs stay useful.
+    const records = text.trim().split('\n').map((line) => JSON.parse(line));
+    expect(records[0]).toMatchObject({ msg: 'token request', req: { body: { api_key_id: 'agnt_kid_visible', secret: '[redacted]' } } });
+    expect(records[2].list).toEqual([{ secret: '[redacted]' }, [{ password: '[redacted]' }], 'plain']);
+    expect(records[5].circular.name).toBe('loop');
+    expect(records[6]).toMatchObject({ msg: 'child', ok: true, ctx: { deep: { secret: '[redacted]' } } });
+  });
 });

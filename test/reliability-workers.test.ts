@@ -1,6 +1,7 @@
 // A crypto worker thread that crashes or hangs is replaced: the request it carried gets a 503 with
-// Retry-After, the pool keeps serving. Faults come from the worker's env-gated hook
-// (ACE_FAULT_INJECTION=on: the secret "fault:crash" ends the argon2 thread, "fault:hang" wedges it).
+// Retry-After, the pool keeps serving. Faults come from a test-only worker (support/fault-worker.ts, loaded
+// by the harness with `faultWorker: true`): the secret "fault:crash" ends the argon2 thread, "fault:hang"
+// wedges it. The shipped worker has no such hook, whatever the environment.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
@@ -18,8 +19,8 @@ describe('crypto worker faults', () => {
   beforeAll(async () => {
     service = await startService({
       mode: 'real',
+      faultWorker: true,
       env: {
-        ACE_FAULT_INJECTION: 'on',
         ARGON2_THREADS: '1', // the only thread dies: the pool must replace it to serve again
         ARGON2_TASK_TIMEOUT_MS: String(TASK_TIMEOUT_MS),
         TRUST_PROXY: 'true',
@@ -114,5 +115,26 @@ describe('crypto worker faults', () => {
     expect(serverErrorsIn(await metrics())).toEqual([]);
     expect(service.process.exitCode).toBeNull();
     expect((await fetch(`${service.adminUrl}/healthz`)).status).toBe(200);
+  });
+});
+
+describe('the shipped worker', () => {
+  it('has no fault hook: "fault:crash" and "fault:hang" are ordinary wrong secrets, even with ACE_FAULT_INJECTION=on', async () => {
+    const service = await startService({ mode: 'real', env: { ACE_FAULT_INJECTION: 'on', TRUST_PROXY: 'true' } });
+    try {
+      const admin = new AdminClient(service);
+      const { platform, agent } = await admin.seed(['orders:read']);
+      for (const secret of ['fault:crash', 'fault:hang', 'fault:crash']) {
+        const response = await postJson(
+          `${service.publicUrl}/api/v1/auth/token`,
+          { api_key_id: agent.api_key_id, secret, platform_id: platform.platform_id },
+          { 'x-forwarded-for': '198.51.100.9' },
+        );
+        expect(response.status, response.text).toBe(401);
+      }
+      expect(metricSum(await (await fetch(`${service.adminUrl}/metrics`)).text(), 'ace_worker_tasks_rejected_total', { pool: 'argon2' })).toBe(0);
+    } finally {
+      await service.dispose();
+    }
   });
 });

@@ -5,33 +5,30 @@ import { importPKCS8, CompactSign } from 'jose';
 import { ARGON2_OPTIONS } from './argon2-params.js';
 
 export interface VerifyTask {
-  /** Candidate hashes (current and, during a grace period, previous); the first match wins. */
+  /**
+   * Candidate hashes (current, then previous or a decoy). The caller always passes the same number, and
+   * every one is verified, so that every refusal costs the same whatever the agent's state.
+   */
   hashes: string[];
   secret: string;
 }
 
-/** Index of the matching hash, or -1. Always runs at least one verification (the caller passes a decoy). */
+/** Index of the first matching hash, or -1. Verifies every hash, without stopping at a match (timing). */
 // argon2 runs synchronously on this pool thread (not on libuv's thread pool, where WebCrypto signs):
 // the argon2 pool's size is then exactly the argon2 parallelism, and a flood of cold credentials can
 // never queue in front of signatures.
 export function verifySecret(task: VerifyTask): number {
-  if (FAULTS) injectFault(task.secret);
+  let matched = -1;
   for (let i = 0; i < task.hashes.length; i++) {
+    let ok = false;
     try {
-      if (verifySync(task.hashes[i], task.secret)) return i;
+      ok = verifySync(task.hashes[i], task.secret);
     } catch {
       // A malformed stored hash counts as a mismatch, never as a crash of the worker.
     }
+    if (ok && matched < 0) matched = i;
   }
-  return -1;
-}
-
-// Fault injection for the reliability tests only: enabled by ACE_FAULT_INJECTION=on, never by default.
-// The secret "fault:crash" kills this worker thread, "fault:hang" wedges it.
-const FAULTS = process.env.ACE_FAULT_INJECTION === 'on';
-function injectFault(secret: string): void {
-  if (secret === 'fault:crash') process.exit(1); // in a worker thread this ends the thread only
-  if (secret === 'fault:hang') Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0); // forever
+  return matched;
 }
 
 export function hashSecret(secret: string): string {

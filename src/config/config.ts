@@ -25,7 +25,11 @@ export interface Config {
   /** HTTP processes (node:cluster). */
   workers: number;
   argon2Threads: number;
+  /** libuv's thread pool (set by main.ts before anything starts it); validated here, used by libuv. */
+  uvThreadpoolSize: number;
   argon2MaxQueue: number;
+  /** Credential checks one client address may have queued or running at once (per process). */
+  argon2MaxPerAddress: number;
   signThreads: number;
   signMaxQueue: number;
   /** A task running longer is treated as a hung worker: the thread is replaced, the request gets 503. */
@@ -81,6 +85,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.workers > 1 && !config.redisUrl) {
     problems.push('WORKERS > 1 needs REDIS_URL: separate processes cannot share the in-process cache, rate limiter and invalidation bus');
+  }
+  if (config.argon2MaxPerAddress > Math.max(1, config.argon2MaxQueue)) {
+    problems.push(`ARGON2_MAX_PER_ADDRESS must not exceed ARGON2_MAX_QUEUE (${config.argon2MaxQueue}): one address must not be able to fill the queue`);
   }
   if (config.keyPropagationSeconds < config.keyRefreshSeconds * 2) {
     problems.push('KEY_PROPAGATION_SECONDS must be at least twice KEY_REFRESH_SECONDS, so every instance publishes a new key before any signs with it');

@@ -75,11 +75,19 @@ export const SETTINGS: readonly Setting[] = [
     meaning: 'HTTP processes (node:cluster, SO_REUSEPORT); see Performance',
   },
   {
-    env: 'UV_THREADPOOL_SIZE', type: 'int', min: 1, max: 1024, default: ({ cores }) => Math.max(2, cores),
-    defaultText: 'cores (at least 2)', meaning: "libuv's pool, where jose's WebCrypto runs the RSA signatures (read by Node itself)",
+    // libuv caps its pool at 1024 threads; main.ts sets the default before anything starts the pool.
+    env: 'UV_THREADPOOL_SIZE', key: 'uvThreadpoolSize', type: 'int', min: 1, max: 1024, default: ({ cores }) => Math.max(2, cores),
+    defaultText: 'cores (at least 2)', meaning: "libuv's pool, where jose's WebCrypto runs the RSA signatures (read by Node itself; pin it to the CPU limit in containers)",
   },
   { env: 'ARGON2_THREADS', key: 'argon2Threads', type: 'int', default: ({ cores }) => cores, min: 1, max: 256, defaultText: 'cores', meaning: 'argon2 verification threads' },
   { env: 'ARGON2_MAX_QUEUE', key: 'argon2MaxQueue', type: 'int', default: 64, min: 0, max: 100_000, defaultText: '`64`', meaning: 'argon2 waiting line; a full queue answers 503 at once' },
+  {
+    // A small share of the queue by default, so one address can never fill it alone.
+    env: 'ARGON2_MAX_PER_ADDRESS', key: 'argon2MaxPerAddress', type: 'int', min: 1, max: 100_000,
+    default: ({ values }) => Math.max(1, Math.floor(values.argon2MaxQueue! / 16)),
+    defaultText: '`ARGON2_MAX_QUEUE` / 16 (at least 1)',
+    meaning: 'credential checks one client address may have queued or running at once (per process); beyond it 429; at most `ARGON2_MAX_QUEUE`',
+  },
   // jose signs through WebCrypto on libuv's thread pool; a signing thread only batches and dispatches.
   { env: 'SIGN_THREADS', key: 'signThreads', type: 'int', default: 1, min: 1, max: 256, defaultText: '`1`', meaning: 'signing threads (batch and dispatch to libuv)' },
   { env: 'SIGN_MAX_QUEUE', key: 'signMaxQueue', type: 'int', default: 2048, min: 0, max: 1_000_000, defaultText: '`2048`', meaning: 'signing waiting line' },

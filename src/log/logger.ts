@@ -1,39 +1,29 @@
 // Structured JSON logs (pino). Redaction is a second line of defence: code never passes secrets to the
-// logger in the first place.
+// logger in the first place. It censors sensitive keys at any depth (redact.ts).
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
-
-export const REDACT_PATHS = [
-  'secret',
-  '*.secret',
-  'admin_token',
-  '*.admin_token',
-  'authorization',
-  '*.authorization',
-  'headers.authorization',
-  'req.headers.authorization',
-  'privateKey',
-  '*.privateKey',
-  'private_key',
-  '*.private_key',
-  'privateKeyPem',
-  '*.privateKeyPem',
-  'password',
-  '*.password',
-  'databaseUrl',
-  'redisUrl',
-];
+import { redactDeep } from './redact.js';
 
 export function loggerOptions(level: string): LoggerOptions {
   return {
     level,
     base: { pid: process.pid },
-    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    // At any depth (see redact.ts); a child logger's bindings: createLogger below.
+    formatters: {
+      log: (object) => redactDeep(object),
+    },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
 }
 
 export function createLogger(level: string, destination?: DestinationStream): Logger {
-  return destination ? pino(loggerOptions(level), destination) : pino(loggerOptions(level));
+  const logger = destination ? pino(loggerOptions(level), destination) : pino(loggerOptions(level));
+  // pino applies no formatter to a child's bindings: redact them on the way in. Children inherit this
+  // method from the root (they are created with Object.create), so grandchildren are covered too.
+  const child = logger.child;
+  logger.child = function (this: Logger, bindings, options) {
+    return child.call(this, redactDeep(bindings), options);
+  } as Logger['child'];
+  return logger;
 }
 
 export type { Logger };

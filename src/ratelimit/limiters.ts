@@ -14,7 +14,7 @@ export interface LimiterOptions {
   authFailWindowSeconds: number;
 }
 
-export type LimiterName = 'token_per_key' | 'auth_fail_per_address';
+export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address';
 
 // The library joins keyPrefix and key with ':' itself.
 function makeLimiter(redis: Redis | undefined, keyPrefix: string, points: number, duration: number): RateLimiterAbstract {
@@ -49,18 +49,23 @@ export class Limiters {
     await this.consume(this.token, 'token_per_key', apiKeyId);
   }
 
-  /** Throws 429 if the address has used up its failed-authentication budget (checked before argon2 runs). */
-  async assertAddressAllowed(address: string): Promise<void> {
-    const res = await this.authFail.get(address).catch(() => null);
-    if (res && res.remainingPoints <= 0 && res.msBeforeNext > 0) {
-      this.onRefusal('auth_fail_per_address');
-      throw rateLimitedError(res);
+  /**
+   * Reserves one point of the address's failed-authentication budget before any argon2 work, so that one
+   * address never causes more verifications than its budget, however many requests it has in flight.
+   * Throws 429 when the budget is spent. Returns the refund, for an attempt that succeeded or that
+   * failed for our own reasons (store or pool unavailable).
+   */
+  async reserveAuthAttempt(address: string): Promise<() => void> {
+    try {
+      await this.authFail.consume(address);
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) {
+        this.onRefusal('auth_fail_per_address');
+        throw rateLimitedError(rejection);
+      }
+      return () => {}; // the store itself failed and no insurance answered: do not refuse for our fault
     }
-  }
-
-  /** Counts a failed authentication for the address; throws 429 once the budget is exceeded. */
-  async recordAuthFailure(address: string): Promise<void> {
-    await this.consume(this.authFail, 'auth_fail_per_address', address);
+    return () => void this.authFail.reward(address, 1).catch(() => {});
   }
 
   private async consume(limiter: RateLimiterAbstract, name: LimiterName, key: string): Promise<void> {

@@ -1,5 +1,6 @@
 // Records and the storage interface. Postgres implements it; the cached store wraps any implementation
 // with an in-process cache, Redis, and invalidation. Domain code depends only on this file.
+import { StoreUnavailableError } from '../errors/catalog.js';
 
 export type AgentStatus = 'active' | 'inactive';
 export type PlatformStatus = 'active' | 'suspended' | 'disabled';
@@ -114,10 +115,19 @@ export interface Store {
    * Runs `fn` while holding a cluster-wide lock named `lock` (a Postgres advisory lock).
    * With `wait: false`, returns undefined at once if another instance holds it.
    */
-  withLock<T>(lock: string, wait: boolean, fn: (keys: SigningKeyWriter) => Promise<T>): Promise<T | undefined>;
+  withLock<T>(lock: string, wait: boolean, fn: (keys: SigningKeyWriter) => Promise<T>, options?: LockOptions): Promise<T | undefined>;
 
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface LockOptions {
+  /**
+   * Bound the whole transaction by the store deadline (admin key rotate/retire): past it, the
+   * transaction is cancelled and rolled back and the call fails with StoreUnavailableError. Without
+   * it (start-up, scheduled rotation) the lock is held for as long as `fn` needs.
+   */
+  bounded?: boolean;
 }
 
 /** Signing-key writes, only available inside `withLock` so that instances never race. */
@@ -125,4 +135,21 @@ export interface SigningKeyWriter {
   listSigningKeys(): Promise<SigningKeyRow[]>;
   insertSigningKey(row: SigningKeyRow): Promise<void>;
   updateSigningKey(kid: string, changes: { activatesAt?: Date; retiredAt?: Date }): Promise<void>;
+}
+
+/**
+ * A write whose outcome is unknown: its COMMIT was sent but no answer came before the store deadline
+ * (a stalled or broken connection). Answered as 503 like any store outage, but whoever caches must drop
+ * everything it holds, since the write may have been applied. `settled` resolves once the driver learns
+ * the outcome (or gives up on the connection): a second invalidation then closes the window.
+ */
+export class WriteDeadlineError extends StoreUnavailableError {
+  constructor(
+    store: string,
+    readonly settled: Promise<void>,
+    cause?: unknown,
+  ) {
+    super(store, cause);
+    this.name = 'WriteDeadlineError';
+  }
 }

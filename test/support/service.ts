@@ -2,7 +2,7 @@
 // real Postgres and Redis on 127.0.0.1 (mode "real") or on the embedded default (mode "embedded").
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,7 +11,9 @@ import postgres from 'postgres';
 
 export const PG_ADMIN_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const MAIN = path.resolve(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), '../../dist/src/main.js');
+const DIST = path.resolve(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), '../../dist');
+const MAIN = path.join(DIST, 'src/main.js');
+const FAULT_HOOKS = path.join(DIST, 'test/support/fault-hooks.js');
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -59,6 +61,17 @@ export interface StartOptions {
   dataDir?: string;
   /** Share a Redis key prefix between instances (mode "real"); a fresh one is made when omitted. */
   redisKeyPrefix?: string;
+  /**
+   * Test only: run the crypto workers with fault injection (test/support/fault-worker.ts, loaded through a
+   * module hook; the shipped worker has none). The secret "fault:crash" ends an argon2 thread, "fault:hang"
+   * wedges it.
+   */
+  faultWorker?: boolean;
+  /**
+   * Run the service under this command prefix (e.g. strace and its options). Signals from `stop` go to
+   * the service process itself, the wrapper's child, not to the wrapper.
+   */
+  wrapWith?: string[];
 }
 
 export interface ServiceHandle {
@@ -106,7 +119,13 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
       : {}),
     ...options.env,
   };
-  const child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const args = options.faultWorker ? ['--import', FAULT_HOOKS, MAIN] : [MAIN];
+  const wrap = options.wrapWith ?? [];
+  const child = wrap.length > 0
+    ? spawn(wrap[0], [...wrap.slice(1), process.execPath, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // With a wrapper, the service is the wrapper's child: that is the process to signal.
+  const servicePid = (): number | undefined => (wrap.length > 0 ? childrenOf(child.pid!)[0] : child.pid);
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
@@ -127,7 +146,11 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
     output: () => output,
     /** Stops the process; resolves once it exited and its output has been read to the end. */
     async stop(signal = 'SIGTERM') {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      if (child.exitCode === null && child.signalCode === null) {
+        const pid = servicePid();
+        if (pid !== undefined && pid !== child.pid) process.kill(pid, signal);
+        else child.kill(signal);
+      }
       const exit = await exited;
       await Promise.race([drained, new Promise((r) => setTimeout(r, 5000).unref())]);
       return exit;
@@ -171,4 +194,18 @@ export async function runToExit(env: Record<string, string>, timeoutMs = 30_000)
   const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
   clearTimeout(timer);
   return { code, output };
+}
+
+/** Direct children of a process (from /proc). */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  try {
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const text = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
+      if (text) out.push(...text.split(/\s+/).map(Number));
+    }
+  } catch {
+    // gone
+  }
+  return out;
 }

@@ -1,12 +1,15 @@
-// Agent authentication: api_key_id + secret → the agent's view. Unknown id and wrong secret fail the
-// same way at the same cost (an unknown id is verified against a decoy hash), and failures are
-// limited per client address before any argon2 work is spent on that address.
+// Agent authentication: api_key_id + secret → the agent's view. Unknown id, wrong secret and wrong secret
+// during a rotation's grace fail the same way at the same cost (two argon2 verifications each, decoy
+// hashes standing in for what the agent lacks), and failures are
+// limited per client address before any argon2 work is spent on that address: a point of its budget is
+// reserved before argon2 runs, and it may hold only a few slots of the argon2 queue.
 import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../../errors/catalog.js';
 import type { CryptoPools } from '../../crypto/pools.js';
 import type { Limiters } from '../../ratelimit/limiters.js';
 import type { Metrics } from '../../metrics/metrics.js';
-import type { AgentView, Store } from '../../storage/types.js';
+import type { AgentView, SecretHashes, Store } from '../../storage/types.js';
+import type { Argon2Share } from '../../ratelimit/argon2-share.js';
 import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
 import { VerifiedCredentials } from './verified-cache.js';
 
@@ -18,7 +21,8 @@ export interface Caller {
 }
 
 export class Authenticator {
-  private decoyHash = '';
+  /** Stand-ins for the hashes an agent lacks: every check verifies exactly two hashes. */
+  private decoys: [string, string] = ['', ''];
 
   constructor(
     private readonly store: Store,
@@ -26,6 +30,7 @@ export class Authenticator {
     private readonly limiters: Limiters,
     private readonly verified: VerifiedCredentials,
     private readonly metrics: Metrics,
+    private readonly share: Argon2Share,
     bus: InvalidationBus,
   ) {
     bus.subscribe((message) => {
@@ -35,9 +40,10 @@ export class Authenticator {
     });
   }
 
-  /** Hashes a random secret with the pool's own parameters, so a decoy verification costs what a real one does. */
+  /** Hashes random secrets with the pool's own parameters, so a decoy verification costs what a real one does. */
   async init(): Promise<void> {
-    this.decoyHash = await this.pools.hashSecret(randomBytes(32).toString('base64url'));
+    const decoy = () => this.pools.hashSecret(randomBytes(32).toString('base64url'));
+    this.decoys = [await decoy(), await decoy()];
   }
 
   /** Returns the authenticated agent's view, or throws 401 `invalid_credentials` (or 429, 503). */
@@ -49,20 +55,50 @@ export class Authenticator {
       if (view && view.agentId === rememberedAgent) return view;
     }
 
-    // Cold path: argon2id. Refuse at once an address that already spent its failure budget.
-    await this.limiters.assertAddressAllowed(caller.address);
-    const generation = this.verified.generation;
-    const hashes = await this.store.getSecretHashes(caller.apiKeyId);
-    const candidates = hashes ? [hashes.current, ...(hashes.previous ? [hashes.previous] : [])] : [this.decoyHash];
-    const matched = await this.pools.verifySecret({ hashes: candidates, secret: caller.secret }, caller.signal);
-    if (!hashes || matched < 0) {
-      await this.limiters.recordAuthFailure(caller.address);
-      throw new ServiceError('invalid_credentials');
+    // Cold path: argon2id. One point of the address's failure budget is reserved before any argon2 work:
+    // a wrong secret keeps it; success, and refusals that are ours (store, pool, queue share), give it back.
+    const refund = await this.limiters.reserveAuthAttempt(caller.address);
+    let checked: Checked;
+    try {
+      checked = await this.checkSecret(caller);
+    } catch (error) {
+      refund();
+      throw error;
     }
+    const { hashes, matched, generation } = checked;
+    if (!hashes || matched < 0) throw new ServiceError('invalid_credentials');
+    refund();
     const view = await this.store.getAgentView(caller.apiKeyId);
     if (!view) throw new ServiceError('invalid_credentials'); // deleted between the two reads
     const validUntil = matched === 1 ? hashes.previousExpiresAt?.getTime() : undefined;
     this.verified.remember(caller.apiKeyId, caller.secret, view.agentId, generation, validUntil);
     return view;
   }
+
+  /** One credential check in the argon2 pool, holding one of the address's few slots of the queue. */
+  private async checkSecret(caller: Caller): Promise<Checked> {
+    const leave = this.share.enter(caller.address);
+    try {
+      const generation = this.verified.generation;
+      const hashes = await this.store.getSecretHashes(caller.apiKeyId);
+      // Always two verifications in one task: unknown id (two decoys), one secret (current and a decoy),
+      // in a rotation's grace (current and previous). No refusal path is cheaper than another.
+      const candidates = hashes ? [hashes.current, hashes.previous ?? this.decoys[1]] : this.decoys;
+      const index = await this.pools.verifySecret({ hashes: candidates, secret: caller.secret }, caller.signal);
+      this.metrics.credentialChecked(); // counted once it ran (a task refused by a full queue did not)
+      // Only a real hash can match (a decoy's secret was random and thrown away), but never trust it.
+      const matched = hashes && (index === 0 || (index === 1 && hashes.previous)) ? index : -1;
+      return { hashes, matched, generation };
+    } finally {
+      leave();
+    }
+  }
+}
+
+interface Checked {
+  hashes: SecretHashes | null;
+  /** Index of the matching candidate, or -1. */
+  matched: number;
+  /** The verified-secret memory's generation before the hashes were read. */
+  generation: number;
 }

@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { ServiceError } from '../../errors/catalog.js';
 import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
-import type { SigningKeyRow, Store } from '../../storage/types.js';
+import { WriteDeadlineError, type SigningKeyRow, type Store } from '../../storage/types.js';
 import { computeKeyStates, type KeyStatus } from './key-states.js';
 import { decryptPrivateKey, encryptPrivateKey } from './key-encryption.js';
 
@@ -170,25 +170,43 @@ export class KeyManager {
 
   /** Publishes a new key now; it becomes active after the propagation window. */
   async rotate(): Promise<KeyRecordView> {
-    const row = await this.store.withLock(LOCK, true, async (writer) => {
-      const created = await this.newKey(this.options.propagationSeconds * 1000);
-      await writer.insertSigningKey(created);
-      return created;
-    });
+    // Generated before the lock: the admin call's transaction is bounded by the store deadline, and RSA
+    // generation must not eat into it.
+    const created = await this.newKey(this.options.propagationSeconds * 1000);
+    const row = await this.adminWrite(() =>
+      this.store.withLock(
+        LOCK,
+        true,
+        async (writer) => {
+          // Timed from publication, so the whole propagation window follows it.
+          const published = { ...created, createdAt: new Date(), activatesAt: new Date(Date.now() + this.options.propagationSeconds * 1000) };
+          await writer.insertSigningKey(published);
+          return published;
+        },
+        { bounded: true },
+      ),
+    );
     await this.afterWrite();
     return toView(this.statuses().find((s) => s.row.kid === row!.kid)!);
   }
 
   /** Removes a non-active key from the key set. */
   async retire(kid: string): Promise<KeyRecordView> {
-    const outcome = await this.store.withLock(LOCK, true, async (writer) => {
-      const rows = await writer.listSigningKeys();
-      const status = computeKeyStates(rows, Date.now(), this.keepPublishedMs).find((s) => s.row.kid === kid);
-      if (!status) return 'not_found' as const;
-      if (status.state === 'active') return 'active' as const;
-      if (status.state !== 'retired') await writer.updateSigningKey(kid, { retiredAt: new Date() });
-      return 'ok' as const;
-    });
+    const outcome = await this.adminWrite(() =>
+      this.store.withLock(
+        LOCK,
+        true,
+        async (writer) => {
+          const rows = await writer.listSigningKeys();
+          const status = computeKeyStates(rows, Date.now(), this.keepPublishedMs).find((s) => s.row.kid === kid);
+          if (!status) return 'not_found' as const;
+          if (status.state === 'active') return 'active' as const;
+          if (status.state !== 'retired') await writer.updateSigningKey(kid, { retiredAt: new Date() });
+          return 'ok' as const;
+        },
+        { bounded: true },
+      ),
+    );
     if (outcome === 'not_found') throw new ServiceError('not_found', 'No signing key with this kid.');
     if (outcome === 'active') {
       throw new ServiceError('conflict', 'The active signing key cannot be retired; rotate first, then retire it once it is retiring.');
@@ -208,6 +226,23 @@ export class KeyManager {
     });
     if (rotated) await this.afterWrite();
     return rotated === true;
+  }
+
+  /**
+   * An admin key write under the store deadline. Its failure is a 503 (StoreUnavailableError); when the
+   * outcome is unknown, every instance re-reads the keys anyway (and the periodic refresh follows).
+   */
+  private async adminWrite<T>(write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (error) {
+      if (error instanceof WriteDeadlineError) {
+        const reread = () => void this.bus.publish({ kind: 'keys' }).catch(this.onError);
+        reread();
+        void error.settled.then(reread);
+      }
+      throw error;
+    }
   }
 
   private async afterWrite(): Promise<void> {

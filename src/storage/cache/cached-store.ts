@@ -3,7 +3,7 @@
 // invalidation that every instance (this one included) applies to its in-process cache.
 import type { Redis } from 'ioredis';
 import type { Metrics } from '../../metrics/metrics.js';
-import type { AgentView, PlatformRecord, Store } from '../types.js';
+import { WriteDeadlineError, type AgentView, type LockOptions, type PlatformRecord, type Store } from '../types.js';
 import type { Invalidation, InvalidationBus } from './invalidation-bus.js';
 import { LocalCache } from './local-cache.js';
 
@@ -19,6 +19,8 @@ export interface CacheOptions {
 
 /** A second Redis delete shortly after a write closes the race with a reader that loaded the old row. */
 const SECOND_DELETE_MS = 750;
+/** Redis keys deleted per SCAN/UNLINK round when everything is dropped. */
+const SCAN_COUNT = 1000;
 
 export class CachedStore implements Store {
   private readonly views: LocalCache<AgentView | null>;
@@ -114,19 +116,60 @@ export class CachedStore implements Store {
     setTimeout(() => void remove(), SECOND_DELETE_MS).unref();
   }
 
+  /**
+   * Drops everything cached, here, in Redis and (through the bus) in every instance, the verified-secret
+   * memory included. For a write whose outcome is unknown: it may have been applied, and which keys it
+   * touched cannot be trusted either.
+   */
+  private async invalidateEverything(): Promise<void> {
+    const { redis } = this.options;
+    if (redis) {
+      const remove = async () => {
+        let cursor = '0';
+        do {
+          const [next, keys] = await redis.scan(cursor, 'MATCH', `${this.options.keyPrefix}*`, 'COUNT', SCAN_COUNT);
+          cursor = next;
+          if (keys.length > 0) await redis.unlink(...keys);
+        } while (cursor !== '0');
+      };
+      await remove().catch(() => {});
+    }
+    await this.options.bus.publish({ kind: 'all' });
+  }
+
+  /**
+   * Runs an admin write. When its outcome is unknown (WriteDeadlineError), everything is invalidated at
+   * once, again once the driver learns the outcome, and again a moment later (a reader may have loaded
+   * the old row in between): the token path never disagrees with Postgres for long after a stall ends.
+   */
+  private async writing<T>(write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (error) {
+      if (error instanceof WriteDeadlineError) {
+        const again = () => void this.invalidateEverything();
+        await this.invalidateEverything();
+        void error.settled.then(again);
+        setTimeout(again, SECOND_DELETE_MS).unref();
+        void error.settled.then(() => setTimeout(again, SECOND_DELETE_MS).unref());
+      }
+      throw error;
+    }
+  }
+
   private async invalidateAgents(apiKeyIds: string[]): Promise<void> {
     await this.deleteRedis(apiKeyIds.map((id) => this.viewKey(id)));
     await this.options.bus.publish(apiKeyIds.length === 1 ? { kind: 'agent', apiKeyId: apiKeyIds[0] } : { kind: 'agents', apiKeyIds });
   }
 
   async createPlatform(input: Parameters<Store['createPlatform']>[0]) {
-    const platform = await this.inner.createPlatform(input);
+    const platform = await this.writing(() => this.inner.createPlatform(input));
     await this.options.bus.publish({ kind: 'platform', platformId: platform.id });
     return platform;
   }
 
   async updatePlatform(platformId: string, patch: Parameters<Store['updatePlatform']>[1]) {
-    const platform = await this.inner.updatePlatform(platformId, patch);
+    const platform = await this.writing(() => this.inner.updatePlatform(platformId, patch));
     if (platform) {
       const apiKeyIds = await this.inner.apiKeyIdsOnPlatform(platformId);
       await this.deleteRedis([this.platformKey(platformId), ...apiKeyIds.map((id) => this.viewKey(id))]);
@@ -144,7 +187,7 @@ export class CachedStore implements Store {
   }
 
   async createAgent(input: Parameters<Store['createAgent']>[0]) {
-    const agent = await this.inner.createAgent(input);
+    const agent = await this.writing(() => this.inner.createAgent(input));
     await this.invalidateAgents([agent.apiKeyId]); // drops a negative L1 entry, if any
     return agent;
   }
@@ -158,26 +201,26 @@ export class CachedStore implements Store {
   }
 
   async updateAgent(agentId: string, patch: Parameters<Store['updateAgent']>[1]) {
-    const agent = await this.inner.updateAgent(agentId, patch);
+    const agent = await this.writing(() => this.inner.updateAgent(agentId, patch));
     if (agent) await this.invalidateAgents([agent.apiKeyId]);
     return agent;
   }
 
   async rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null) {
-    const agent = await this.inner.rotateSecret(agentId, secretHash, previousValidUntil);
+    const agent = await this.writing(() => this.inner.rotateSecret(agentId, secretHash, previousValidUntil));
     if (agent) await this.invalidateAgents([agent.apiKeyId]);
     return agent;
   }
 
   async putGrant(agentId: string, platformId: string, scopes: string[]) {
-    const grant = await this.inner.putGrant(agentId, platformId, scopes);
+    const grant = await this.writing(() => this.inner.putGrant(agentId, platformId, scopes));
     const agent = await this.inner.getAgent(agentId);
     if (agent) await this.invalidateAgents([agent.apiKeyId]);
     return grant;
   }
 
   async deleteGrant(agentId: string, platformId: string) {
-    const deleted = await this.inner.deleteGrant(agentId, platformId);
+    const deleted = await this.writing(() => this.inner.deleteGrant(agentId, platformId));
     const agent = await this.inner.getAgent(agentId);
     if (agent) await this.invalidateAgents([agent.apiKeyId]);
     return deleted;
@@ -191,8 +234,8 @@ export class CachedStore implements Store {
     return this.inner.listSigningKeys();
   }
 
-  async withLock<T>(lock: string, wait: boolean, fn: Parameters<Store['withLock']>[2]) {
-    return this.inner.withLock<T>(lock, wait, fn as never);
+  async withLock<T>(lock: string, wait: boolean, fn: Parameters<Store['withLock']>[2], options?: LockOptions) {
+    return this.inner.withLock<T>(lock, wait, fn as never, options);
   }
 
   ping() {

@@ -1,9 +1,11 @@
 // The embedded default: real Postgres (PGlite, WASM) in DATA_DIR, exposed on a loopback socket so the
-// very same `postgres` driver and SQL run against it as against a Postgres server.
+// very same `postgres` driver and SQL run against it as against a Postgres server. Durable: every commit
+// is fsynced to the disk before it is acknowledged (durable-nodefs.ts).
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { DurableNodeFS, durableStartParams } from './durable-nodefs.js';
 
 export interface EmbeddedPostgres {
   url: string;
@@ -13,7 +15,7 @@ export interface EmbeddedPostgres {
 export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPostgres> {
   const dir = path.join(dataDir, 'pglite');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const db = await PGlite.create({ dataDir: dir });
+  const db = await PGlite.create({ fs: new DurableNodeFS(dir), startParams: durableStartParams() });
   // PGlite runs one query at a time; the socket server queues the rest.
   const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: 4 });
   await server.start();

@@ -1,19 +1,24 @@
 // The Postgres implementation of Store. Every call is bounded by STORE_TIMEOUT_MS and connection
 // failures become StoreUnavailableError (a 503 with Retry-After), never a hang or a stack trace.
-import postgres, { type Sql, type TransactionSql } from 'postgres';
+// Writes run in transactions that cannot outlive that deadline (see `write`), so a 503 on a write
+// means "not applied", except for the one case the driver cannot know: a COMMIT sent and never
+// answered, reported as WriteDeadlineError.
+import postgres, { type PendingQuery, type Sql, type TransactionSql } from 'postgres';
 import { StoreUnavailableError } from '../../errors/catalog.js';
 import { withTimeout } from '../timeout.js';
-import type {
-  AgentRecord,
-  AgentStatus,
-  AgentView,
-  GrantRecord,
-  PlatformInput,
-  PlatformRecord,
-  SecretHashes,
-  SigningKeyRow,
-  SigningKeyWriter,
-  Store,
+import {
+  type AgentRecord,
+  type AgentStatus,
+  type AgentView,
+  type GrantRecord,
+  type PlatformInput,
+  type PlatformRecord,
+  type SecretHashes,
+  type SigningKeyRow,
+  type SigningKeyWriter,
+  type LockOptions,
+  type Store,
+  WriteDeadlineError,
 } from '../types.js';
 
 export interface PostgresOptions {
@@ -41,6 +46,15 @@ const isConnectionError = (error: unknown): boolean => {
   if (typeof code !== 'string') return false;
   return /^(08|57|53)/.test(code) || /^(ECONN|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|CONNECT|CONNECTION)/.test(code);
 };
+
+/** The transaction was rolled back by the server's own deadline (statement, lock or idle timeout). */
+const isDeadlineError = (error: unknown): boolean => {
+  const code = (error as { code?: string } | null)?.code;
+  return code === '57014' || code === '55P03' || code === '25P03';
+};
+
+/** Thrown inside a transaction that reached its deadline, so that the driver rolls back instead of committing. */
+class Abandoned extends Error {}
 
 const iso = (value: Date | string): string => (value instanceof Date ? value.toISOString() : new Date(value).toISOString());
 
@@ -104,6 +118,82 @@ export class PostgresStore implements Store {
     }
   }
 
+  /**
+   * Runs `fn` in a transaction bounded by the store deadline, on the server and here:
+   * - the server cancels any statement or lock wait past the deadline (SET LOCAL statement_timeout and
+   *   lock_timeout) and ends a session left idle inside the transaction (a client that vanished);
+   * - here, at the deadline the running query is cancelled (the driver sends a CancelRequest) and the
+   *   transaction can no longer reach COMMIT: whatever happens later, it rolls back.
+   * So a failure is "not applied", except when COMMIT was already sent and did not answer within a short
+   * grace: then the outcome is unknown and the error is WriteDeadlineError.
+   */
+  private write<T>(fn: (tx: TransactionSql) => Promise<T>): Promise<T> {
+    const { timeoutMs } = this.options;
+    const graceMs = Math.min(1000, Math.ceil(timeoutMs / 2));
+    let expired = false;
+    let committing = false;
+    let current: PendingQuery<any> | undefined;
+    const work = this.sql.begin(async (tx) => {
+      if (expired) throw new Abandoned();
+      await tx`
+        SELECT set_config('statement_timeout', ${String(timeoutMs)}, true),
+               set_config('lock_timeout', ${String(timeoutMs)}, true),
+               set_config('idle_in_transaction_session_timeout', ${String(timeoutMs + graceMs)}, true)`;
+      // Every query of `fn` goes through this proxy, so the one running at the deadline can be cancelled.
+      const tracked = new Proxy(tx, {
+        apply: (target, self, args) => (current = Reflect.apply(target, self, args) as PendingQuery<any>),
+      });
+      const result = await fn(tracked);
+      if (expired) throw new Abandoned(); // too late: the caller was told "not applied"
+      committing = true;
+      return result as T;
+    }) as Promise<T>;
+    // Whatever the caller was told, a late outcome must never surface as an unhandled rejection.
+    const settled = work.then(() => undefined, () => undefined);
+
+    return new Promise<T>((resolve, reject) => {
+      const fail = (error: unknown) => {
+        if (committing && isConnectionError(error)) reject(new WriteDeadlineError('postgres', settled, error));
+        else if (error instanceof Abandoned || isDeadlineError(error) || isConnectionError(error)) {
+          reject(new StoreUnavailableError('postgres', error));
+        } else reject(error);
+      };
+      const timer = setTimeout(() => {
+        expired = true;
+        if (!committing) {
+          current?.cancel();
+          reject(new StoreUnavailableError('postgres', new Error(`write not done within ${timeoutMs} ms; rolled back`)));
+          return;
+        }
+        // COMMIT is on its way: give it a moment, then admit that the outcome is unknown.
+        const grace = setTimeout(
+          () => reject(new WriteDeadlineError('postgres', settled, new Error(`COMMIT not answered within ${timeoutMs + graceMs} ms`))),
+          graceMs,
+        );
+        void settled.then(() => clearTimeout(grace));
+      }, timeoutMs);
+      work.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error) => {
+          clearTimeout(timer);
+          fail(error);
+        },
+      );
+    }).then(
+      (value) => {
+        this.options.onHealth?.(true);
+        return value;
+      },
+      (error) => {
+        if (error instanceof StoreUnavailableError) this.options.onHealth?.(false);
+        throw error;
+      },
+    );
+  }
+
   getAgentView(apiKeyId: string): Promise<AgentView | null> {
     return this.run(async () => {
       const rows = await this.sql`
@@ -146,19 +236,18 @@ export class PostgresStore implements Store {
   }
 
   createPlatform(input: PlatformInput): Promise<PlatformRecord> {
-    return this.run(async () => {
-      const [row] = await this.sql`
+    return this.write(async (sql) => {
+      const [row] = await sql`
         INSERT INTO platforms (id, name, domain, status, verification_status, scopes, routes)
         VALUES (${crypto.randomUUID()}, ${input.name}, ${input.domain}, ${input.status}, ${input.verificationStatus},
-                ${this.sql.json(input.scopes as never)}, ${this.sql.json(input.routes as never)})
+                ${sql.json(input.scopes as never)}, ${sql.json(input.routes as never)})
         RETURNING *`;
       return toPlatform(row);
     });
   }
 
   updatePlatform(platformId: string, patch: Partial<PlatformInput>): Promise<PlatformRecord | null> {
-    return this.run(() =>
-      this.sql.begin(async (tx) => {
+    return this.write(async (tx) => {
         const [current] = await tx`SELECT * FROM platforms WHERE id = ${platformId} FOR UPDATE`;
         if (!current) return null;
         const next = { ...toPlatform(current), ...patch };
@@ -180,8 +269,7 @@ export class PostgresStore implements Store {
             WHERE platform_id = ${platformId} AND NOT (scopes <@ ${kept}::text[])`;
         }
         return toPlatform(row);
-      }),
-    );
+    });
   }
 
   listPlatforms(): Promise<PlatformRecord[]> {
@@ -198,8 +286,8 @@ export class PostgresStore implements Store {
   }
 
   createAgent(input: { name: string; apiKeyId: string; secretHash: string }): Promise<AgentRecord> {
-    return this.run(async () => {
-      const [row] = await this.sql`
+    return this.write(async (sql) => {
+      const [row] = await sql`
         INSERT INTO agents (id, name, status, api_key_id, secret_hash)
         VALUES (${crypto.randomUUID()}, ${input.name}, 'active', ${input.apiKeyId}, ${input.secretHash})
         RETURNING *`;
@@ -219,8 +307,8 @@ export class PostgresStore implements Store {
   }
 
   updateAgent(agentId: string, patch: { name?: string; status?: AgentStatus }): Promise<AgentRecord | null> {
-    return this.run(async () => {
-      const [row] = await this.sql`
+    return this.write(async (sql) => {
+      const [row] = await sql`
         UPDATE agents SET
           name = COALESCE(${patch.name ?? null}, name),
           status = COALESCE(${patch.status ?? null}, status),
@@ -232,8 +320,8 @@ export class PostgresStore implements Store {
   }
 
   rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null): Promise<AgentRecord | null> {
-    return this.run(async () => {
-      const [row] = await this.sql`
+    return this.write(async (sql) => {
+      const [row] = await sql`
         UPDATE agents SET
           previous_secret_hash = CASE WHEN ${previousValidUntil}::timestamptz IS NULL THEN NULL ELSE secret_hash END,
           previous_secret_expires_at = ${previousValidUntil}::timestamptz,
@@ -246,8 +334,8 @@ export class PostgresStore implements Store {
   }
 
   putGrant(agentId: string, platformId: string, scopes: string[]): Promise<GrantRecord> {
-    return this.run(async () => {
-      const [row] = await this.sql`
+    return this.write(async (sql) => {
+      const [row] = await sql`
         INSERT INTO grants (agent_id, platform_id, scopes)
         VALUES (${agentId}, ${platformId}, ${scopes}::text[])
         ON CONFLICT (agent_id, platform_id) DO UPDATE SET scopes = EXCLUDED.scopes, updated_at = now()
@@ -257,8 +345,8 @@ export class PostgresStore implements Store {
   }
 
   deleteGrant(agentId: string, platformId: string): Promise<boolean> {
-    return this.run(async () => {
-      const result = await this.sql`DELETE FROM grants WHERE agent_id = ${agentId} AND platform_id = ${platformId}`;
+    return this.write(async (sql) => {
+      const result = await sql`DELETE FROM grants WHERE agent_id = ${agentId} AND platform_id = ${platformId}`;
       return result.count > 0;
     });
   }
@@ -271,17 +359,21 @@ export class PostgresStore implements Store {
     return this.run(async () => (await this.sql`SELECT * FROM signing_keys ORDER BY activates_at, kid`).map(toKey));
   }
 
-  withLock<T>(lock: string, wait: boolean, fn: (keys: SigningKeyWriter) => Promise<T>): Promise<T | undefined> {
+  withLock<T>(lock: string, wait: boolean, fn: (keys: SigningKeyWriter) => Promise<T>, options: LockOptions = {}): Promise<T | undefined> {
     // Transaction-scoped advisory lock: released by commit or rollback, even if this process dies.
-    // No store deadline here: key generation inside may take a moment and the lock must not be abandoned.
-    return this.sql.begin(async (tx) => {
-      if (wait) await tx`SELECT pg_advisory_xact_lock(hashtext(${lock}))`;
-      else {
-        const [{ locked }] = await tx`SELECT pg_try_advisory_xact_lock(hashtext(${lock})) AS locked`;
-        if (!locked) return undefined;
-      }
-      return fn(keyWriter(tx));
-    }) as Promise<T | undefined>;
+    // Unbounded unless asked: key generation inside may take a moment at start-up or on a schedule.
+    const inTransaction = (tx: TransactionSql) => this.lockAndRun(tx, lock, wait, fn);
+    if (options.bounded) return this.write(inTransaction);
+    return this.sql.begin(inTransaction) as Promise<T | undefined>;
+  }
+
+  private async lockAndRun<T>(tx: TransactionSql, lock: string, wait: boolean, fn: (keys: SigningKeyWriter) => Promise<T>): Promise<T | undefined> {
+    if (wait) await tx`SELECT pg_advisory_xact_lock(hashtext(${lock}))`;
+    else {
+      const [{ locked }] = await tx`SELECT pg_try_advisory_xact_lock(hashtext(${lock})) AS locked`;
+      if (!locked) return undefined;
+    }
+    return fn(keyWriter(tx));
   }
 
   ping(): Promise<void> {
