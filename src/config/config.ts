@@ -52,6 +52,11 @@ export interface Config {
   enrichmentTimeoutMs: number;
   shutdownTimeoutMs: number;
   databasePoolSize: number;
+  /** Revocation entries also void tokens issued this long after the change (instances with stale caches). */
+  revocationIssuedSlackSeconds: number;
+  /** How often each process checks its subscribed feeds' heads in the database (lost push messages). */
+  revocationPollMs: number;
+  revocationHeartbeatSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -136,6 +141,9 @@ export function loadConfig(env: Env = process.env): Config {
     enrichmentTimeoutMs: read.int('ENRICHMENT_TIMEOUT_MS', 100, 1, 10_000),
     shutdownTimeoutMs: read.int('SHUTDOWN_TIMEOUT_MS', 10_000, 100, 300_000),
     databasePoolSize: read.int('DATABASE_POOL_SIZE', 10, 1, 500),
+    revocationIssuedSlackSeconds: read.int('REVOCATION_ISSUED_SLACK_SECONDS', 2, 0, 60),
+    revocationPollMs: read.int('REVOCATION_POLL_MS', 1000, 100, 60_000),
+    revocationHeartbeatSeconds: read.int('REVOCATION_HEARTBEAT_SECONDS', 15, 1, 300),
   };
   if (config.keyPropagationSeconds < config.keyRefreshSeconds * 2) {
     problems.push('KEY_PROPAGATION_SECONDS must be at least twice KEY_REFRESH_SECONDS, so every instance publishes a new key before any signs with it');

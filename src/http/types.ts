@@ -12,6 +12,8 @@ export interface RequestHeaders {
 export interface HttpRequest {
   method: string;
   path: string;
+  /** Query string without the `?` ('' when none). */
+  query?: string;
   params: Record<string, string>;
   headers: RequestHeaders;
   /** Raw body (routes that declare `body: true`), at most the configured limit. */
