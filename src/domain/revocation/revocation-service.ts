@@ -60,6 +60,7 @@ export interface SignedDocument {
 
 export class RevocationService implements Revocations {
   private readonly documents: LocalCache<SignedDocument>;
+  private readonly known = new LocalCache<true>(10_000, 5000);
   private readonly signingKeys = new Map<string, ReturnType<typeof importPKCS8>>();
   /** Per platform: the head this process last pushed to its subscribers. */
   private readonly pushed = new Map<string, number>();
@@ -143,8 +144,12 @@ export class RevocationService implements Revocations {
     return this.sign(platformId, since, head, entries);
   }
 
-  platformExists(platformId: string): Promise<boolean> {
-    return this.store.platformExists(platformId);
+  /** Positive answers are remembered briefly: a reconnect storm of subscribers costs one query per platform. */
+  async platformExists(platformId: string): Promise<boolean> {
+    if (this.known.get(platformId)) return true;
+    const exists = await this.store.platformExists(platformId);
+    if (exists) this.known.set(platformId, true);
+    return exists;
   }
 
   private async sign(platformId: string, since: number, head: number, entries: RevocationEntry[]): Promise<SignedDocument> {
