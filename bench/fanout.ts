@@ -25,6 +25,8 @@ export interface FanoutPoint {
   p50_ms: number;
   p99_ms: number;
   max_ms: number;
+  /** The service's own ace_revocation_publish_to_send_seconds (admin write to uWS publish), mean. */
+  service_send_mean_ms: number;
   rss_before_mib: number;
   rss_after_mib: number;
   bytes_per_subscriber: number;
@@ -48,20 +50,23 @@ function openFiles(): number {
 
 export async function revocationFanout(options: { embedded: boolean; sizes: number[]; revocations?: number; log: (m: string) => void }): Promise<FanoutPoint[]> {
   const { log } = options;
-  const service = await startBenchService({ embedded: options.embedded, env: { WORKERS: '1', REVOCATION_HEARTBEAT_SECONDS: '300' } });
   const points: FanoutPoint[] = [];
-  try {
-    const admin = new Admin(service);
-    const { platform_id } = await admin.createPlatform();
-    const feed = `${service.publicUrl.replace(/^http/, 'ws')}/api/v1/platforms/${platform_id}/revocations/ws`;
-    const limit = openFiles();
-    for (const n of options.sizes) {
-      if (n + 200 > limit) {
-        log(`fan-out ${n}: skipped, ulimit -n is ${limit}`);
-        points.push({ subscribers: n, connect_seconds: 0, revocations: 0, receipts: 0, p50_ms: 0, p99_ms: 0, max_ms: 0, rss_before_mib: 0, rss_after_mib: 0, bytes_per_subscriber: 0, note: `skipped: ulimit -n ${limit}` });
-        continue;
-      }
-      await sleep(1000);
+  const limit = openFiles();
+  for (const n of options.sizes) {
+    if (n + 200 > limit) {
+      log(`fan-out ${n}: skipped, ulimit -n is ${limit}`);
+      points.push({ subscribers: n, connect_seconds: 0, revocations: 0, receipts: 0, p50_ms: 0, p99_ms: 0, max_ms: 0, service_send_mean_ms: 0, rss_before_mib: 0, rss_after_mib: 0, bytes_per_subscriber: 0, note: `skipped: ulimit -n ${limit}` });
+      continue;
+    }
+    // A fresh single-process service per size, so the memory baseline is not left over from the last size.
+    const service = await startBenchService({ embedded: options.embedded, env: { WORKERS: '1', REVOCATION_HEARTBEAT_SECONDS: '300' } });
+    try {
+      const admin = new Admin(service);
+      const { platform_id } = await admin.createPlatform();
+      const feed = `${service.publicUrl.replace(/^http/, 'ws')}/api/v1/platforms/${platform_id}/revocations/ws`;
+      // One subscriber first: code paths warm, so the baseline holds what any running service holds.
+      await admin.call('PATCH', `/admin/v1/platforms/${platform_id}`, { status: 'suspended' });
+      await sleep(1500);
       const before = rssBytes(service.pid);
       const sockets: InstanceType<typeof WebSocket>[] = [];
       // The time of each subscriber's latest document, and how many it has had.
@@ -103,6 +108,8 @@ export async function revocationFanout(options: { embedded: boolean; sizes: numb
         await sleep(300);
       }
       samples.sort((a, b) => a - b);
+      const metrics = await (await fetch(`${service.adminUrl}/metrics`)).text();
+      const metric = (name: string) => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(metrics)?.[1] ?? NaN);
       const point: FanoutPoint = {
         subscribers: n,
         connect_seconds: connectSeconds,
@@ -111,6 +118,7 @@ export async function revocationFanout(options: { embedded: boolean; sizes: numb
         p50_ms: pct(samples, 50),
         p99_ms: pct(samples, 99),
         max_ms: samples.at(-1) ?? 0,
+        service_send_mean_ms: (metric('ace_revocation_publish_to_send_seconds_sum') / metric('ace_revocation_publish_to_send_seconds_count')) * 1000,
         rss_before_mib: before / 2 ** 20,
         rss_after_mib: after / 2 ** 20,
         bytes_per_subscriber: Math.round((after - before) / n),
@@ -118,10 +126,9 @@ export async function revocationFanout(options: { embedded: boolean; sizes: numb
       points.push(point);
       log(`fan-out ${n}: ${samples.length}/${n * rounds} receipts, p50 ${fmt(point.p50_ms, 1)} ms, p99 ${fmt(point.p99_ms, 1)} ms, ${point.bytes_per_subscriber} B/subscriber`);
       for (const socket of sockets) socket?.terminate();
-      await sleep(1000);
+    } finally {
+      await service.dispose();
     }
-  } finally {
-    await service.dispose();
   }
   return points;
 }
@@ -135,10 +142,11 @@ export function fanoutTable(points: FanoutPoint[]): string {
       fmt(p.p50_ms, 1),
       fmt(p.p99_ms, 1),
       fmt(p.max_ms, 1),
+      fmt(p.service_send_mean_ms, 1),
       fmt(p.bytes_per_subscriber),
       p.note ?? '',
     ]),
-    ['WS subscribers', 'connect s', 'receipts', 'p50 ms', 'p99 ms', 'max ms', 'RSS B/subscriber', 'note'],
+    ['WS subscribers', 'connect s', 'receipts', 'p50 ms', 'p99 ms', 'max ms', 'service write→publish mean ms', 'RSS B/subscriber', 'note'],
   );
 }
 
