@@ -214,7 +214,8 @@ export class RevocationFeed {
     // A replayed older document would hide entries: never step back in sequence, nor in time.
     if (payload.seq < this.seq) return this.reject(`sequence ${payload.seq} is older than ${this.seq}`);
     if (payload.iat < this.lastIat - tolerance) return this.reject('issued before a document already applied');
-    if (payload.iat * 1000 < Date.now() - this.staleAfterMs) return this.reject('too old');
+    // iat has one-second granularity; a document older than the staleness bound proves nothing current.
+    if ((payload.iat + 1 + tolerance) * 1000 < Date.now() - this.staleAfterMs) return this.reject('too old');
     for (const entry of payload.entries) this.applyEntry(entry);
     this.lastIat = Math.max(this.lastIat, payload.iat);
     this.touch();
