@@ -59,6 +59,24 @@ describe('revocation on the embedded default', () => {
     expect(platform.verifier.revocationStats()).toMatchObject({ connected: true, stale: false });
   });
 
+  it('dropping a scope from the platform takes back the tokens of agents that held it, and only theirs', async () => {
+    const catalogue = await admin.createPlatform({ name: 'Catalogue', scopes: [{ name: 'read' }, { name: 'write' }] });
+    const site = await startPlatform({ serviceUrl: service.publicUrl, platformId: catalogue.platform_id, issuer });
+    try {
+      const writer = await admin.createAgent('writer');
+      const reader = await admin.createAgent('reader');
+      await admin.grant(writer.agent_id, catalogue.platform_id, ['read', 'write']);
+      await admin.grant(reader.agent_id, catalogue.platform_id, ['read']);
+      const tw = await token(service.publicUrl, writer.api_key_id, writer.secret, catalogue.platform_id);
+      const tr = await token(service.publicUrl, reader.api_key_id, reader.secret, catalogue.platform_id);
+      await admin.patchPlatform(catalogue.platform_id, { scopes: [{ name: 'read' }] });
+      expect(await msUntilRefused(site.url, tw, Date.now())).toBeLessThan(5000);
+      expect((await call(site.url, tr)).status).toBe(200);
+    } finally {
+      await site.close();
+    }
+  });
+
   it('a platform learns nothing about agents that never had a grant on it', async () => {
     const elsewhere = await admin.createAgent('elsewhere');
     await admin.grant(elsewhere.agent_id, other.platform_id, ['read']);

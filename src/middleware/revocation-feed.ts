@@ -146,6 +146,12 @@ export class RevocationFeed {
 
   /** A void kid is refused before its signature is even checked, whatever the JWKS cache holds. */
   isVoidKey(kid: unknown): boolean {
+    if (!this.keyIsVoid(kid)) return false;
+    this.counters.refused++;
+    return true;
+  }
+
+  private keyIsVoid(kid: unknown): boolean {
     if (typeof kid !== 'string') return false;
     const expiresAt = this.kids.get(kid);
     if (expiresAt === undefined) return false;
@@ -153,7 +159,6 @@ export class RevocationFeed {
       this.kids.delete(kid);
       return false;
     }
-    this.counters.refused++;
     return true;
   }
 
@@ -200,7 +205,7 @@ export class RevocationFeed {
     let payload: FeedPayload;
     try {
       ({ payload } = (await jwtVerify(jws, (header: JWSHeaderParameters) => {
-        if (this.isVoidKey(header.kid)) throw new Error('signed with a void key');
+        if (this.keyIsVoid(header.kid)) throw new Error('signed with a void key');
         return this.deps.jwks.keyFor(header);
       }, { algorithms: ['RS256'], issuer: this.deps.issuer, typ: FEED_TYP })) as unknown as { payload: FeedPayload });
     } catch (error) {
