@@ -46,7 +46,7 @@ export function revocationRoutes(feed: RevocationService): Route[] {
     if (matchesEtag(request.headers.ifNoneMatch, doc.etag)) return { status: 304, headers, representationLength: Buffer.byteLength(doc.body) };
     return { status: 200, headers, body: doc.body };
   };
-  return [{ method: 'GET', path: FEED_PATH, name: 'revocation_feed', handler: document }];
+  return [{ method: 'GET', path: FEED_PATH, name: 'revocation_feed', query: true, handler: document }];
 }
 
 interface SocketData {

@@ -120,7 +120,7 @@ export class HttpServer {
     const params: Record<string, string> = {};
     paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i))));
     const path = req.getUrl();
-    const query = req.getQuery() ?? '';
+    const query = route.query ? (req.getQuery() ?? '') : '';
     // The client address only matters where credentials arrive (routes with a body).
     const address = route.body ? headers.forwardedFor.split(',')[0]?.trim() || decoder.decode(res.getRemoteAddressAsText()) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();

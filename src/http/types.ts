@@ -43,6 +43,8 @@ export interface Route {
   /** Low-cardinality name for metrics and logs. */
   name: string;
   body?: boolean;
+  /** The handler reads the query string (only then is it copied out of uWS). */
+  query?: boolean;
   handler: Handler;
 }
 
