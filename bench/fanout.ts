@@ -3,6 +3,7 @@
 // receipt (several revocations), and the service's resident memory per subscriber.
 // Part of `npm run bench` (skip with --no-fanout); alone: `node dist/bench/fanout.js [--embedded] [--sizes 1000,10000]`.
 import { execFileSync } from 'node:child_process';
+import os from 'node:os';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
@@ -155,7 +156,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const sizesArg = args.indexOf('--sizes');
   const sizes = sizesArg >= 0 ? args[sizesArg + 1].split(',').map(Number) : [1000, 10_000];
   revocationFanout({ embedded: args.includes('--embedded'), sizes, log: (m) => process.stderr.write(`[fanout] ${m}\n`) })
-    .then((points) => console.log(`\nrevocation fan-out (one service process; admin write to receipt)\n${fanoutTable(points)}`))
+    .then((points) =>
+      console.log(`\nrevocation fan-out (one service process; admin write to receipt; load average ${os.loadavg()[0].toFixed(1)} on ${os.availableParallelism()} cores)\n${fanoutTable(points)}`),
+    )
     .catch((error) => {
       console.error(error);
       process.exitCode = 1;
