@@ -211,5 +211,18 @@ describe('revocation feed and middleware', () => {
     expect(await bad.json()).toMatchObject({ error_code: 'validation_error' });
     const unknown = await fetch(`${instances[2].publicUrl}/api/v1/platforms/00000000-0000-4000-8000-000000000000/revocations`);
     expect(unknown.status).toBe(404);
+    // The WebSocket path: a plain GET is not an upgrade (404); an upgrade with bad input is refused with the Error shape.
+    expect((await fetch(`${url}/ws`)).status).toBe(404);
+    const WebSocket = (await import('ws')).default;
+    const refusal = (target: string) =>
+      new Promise<number>((resolve) => {
+        const socket = new WebSocket(target);
+        socket.on('unexpected-response', (_req: unknown, res: { statusCode: number }) => resolve(res.statusCode));
+        socket.on('open', () => resolve(101));
+        socket.on('error', () => {});
+      });
+    const wsBase = instances[2].publicUrl.replace('http', 'ws');
+    expect(await refusal(`${wsBase}/api/v1/platforms/${p1.platform_id}/revocations/ws?since=x`)).toBe(422);
+    expect(await refusal(`${wsBase}/api/v1/platforms/00000000-0000-4000-8000-000000000000/revocations/ws`)).toBe(404);
   });
 });
