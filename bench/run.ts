@@ -25,6 +25,7 @@ import { argon2Tasks } from './lib/metrics.js';
 import { spawnReady } from './lib/children.js';
 import { opensslRsa2048 } from './limits/openssl.js';
 import { argon2VerifyRate } from './limits/argon2-rate.js';
+import { fanoutTable, revocationFanout, type FanoutPoint } from './fanout.js';
 import {
   machineInfo, table, measurementRows, MEASUREMENT_HEADER, ratio, ratioRows, mib, fmt,
   type Measurement, type Ratio,
@@ -304,6 +305,13 @@ async function main(): Promise<void> {
     ratio('errors in all service runs', measurements.filter((m) => !m.name.startsWith('bare') && !m.name.startsWith('peer')).reduce((s, m) => s + m.non2xx + m.errors, 0), '= 0', (v) => v === 0),
   ];
 
+  // 5. Revocation fan-out: its own single-process service, after everything else (sockets hold memory).
+  let fanout: FanoutPoint[] = [];
+  if (opts.fanoutSizes.length > 0) {
+    log(`revocation fan-out to ${opts.fanoutSizes.join(', ')} WebSocket subscribers ...`);
+    fanout = await revocationFanout({ embedded: opts.embedded, sizes: opts.fanoutSizes, log: (m) => log(`  ${m}`) });
+  }
+
   const totalSeconds = (Date.now() - started) / 1000;
   const out = [
     '',
@@ -335,6 +343,8 @@ async function main(): Promise<void> {
     ...scaleNotes,
     '',
     table(ratioRows(ratios), ['ratio / check', 'value', 'target', '']),
+    '',
+    fanout.length > 0 ? `revocation fan-out (one service process; admin write to each subscriber's receipt)\n${fanoutTable(fanout)}` : 'revocation fan-out skipped',
     '',
     `total ${totalSeconds.toFixed(0)}s; load average ${machine.loadavg_at_start} at start, ${os.loadavg()[0].toFixed(2)} at end.`,
     'Note: autocannon runs in the bench process and shares the machine\'s cores with the server under test.',
@@ -369,6 +379,7 @@ async function main(): Promise<void> {
     scale_notes: scaleNotes,
     agents_schema: agentsSchema,
     ratios,
+    revocation_fanout: fanout,
     total_seconds: totalSeconds,
   };
   const file = opts.out ? path.resolve(opts.out) : path.join(ROOT, 'bench/results/latest.json');

@@ -28,6 +28,10 @@ import { publicRoutes } from './http/public-routes.js';
 import { adminRoutes } from './http/admin-routes.js';
 import { opsRoutes } from './http/ops-routes.js';
 import { buildOpenApiDocument } from './openapi/document.js';
+import { PostgresRevocationStore } from './storage/postgres/revocation-store.js';
+import { RevocationService } from './domain/revocation/revocation-service.js';
+import { RevocationMetrics } from './metrics/revocation-metrics.js';
+import { attachRevocationSockets, revocationRoutes } from './http/revocation-routes.js';
 
 export const MAX_BODY_BYTES = 16 * 1024;
 
@@ -149,8 +153,25 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const authenticator = new Authenticator(store, pools, limiters, verified, metrics, share, bus);
     await authenticator.init();
     const tokens = new TokenService(authenticator, limiters, keys, pools, { issuer: config.issuer, tokenTtlSeconds: config.tokenTtlSeconds });
-    const platforms = new PlatformService(store, config.enrichmentTimeoutMs);
-    const agents = new AgentService(store, pools, config.apiKeyPrefix);
+    const revocationMetrics = new RevocationMetrics(metrics.registry);
+    const revocations = new RevocationService(
+      new PostgresRevocationStore(sql, config.storeTimeoutMs),
+      keys,
+      bus,
+      {
+        issuer: config.issuer,
+        tokenTtlSeconds: config.tokenTtlSeconds,
+        clockSkewSeconds: config.keyClockSkewSeconds,
+        issuedSlackSeconds: config.revocationIssuedSlackSeconds,
+        pollMs: config.revocationPollMs,
+        documentReuseMs: 1000,
+      },
+      revocationMetrics,
+      (error) => logger.warn({ err: { message: (error as Error).message } }, 'revocation feed push failed'),
+    );
+    keys.revocations = revocations;
+    const platforms = new PlatformService(store, config.enrichmentTimeoutMs, revocations);
+    const agents = new AgentService(store, pools, config.apiKeyPrefix, revocations);
 
     const openApiBody = Buffer.from(
       JSON.stringify(buildOpenApiDocument({ apiKeyPrefix: config.apiKeyPrefix, serverUrl: config.publicBaseUrl, version: '1.0.0' })),
@@ -159,9 +180,22 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
 
     const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, trustProxy: config.trustProxy, metrics, logger, accessLog: config.accessLog };
     const publicServer = new HttpServer(
-      publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, keys, metrics, openApi: () => openApiBody }),
+      [
+        ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, keys, metrics, openApi: () => openApiBody }),
+        ...revocationRoutes(revocations),
+      ],
       { ...serverOptions, name: 'public' },
     );
+
+    const stopSockets = attachRevocationSockets(publicServer.app, revocations, revocationMetrics, {
+      heartbeatMs: config.revocationHeartbeatSeconds * 1000,
+      logger,
+    });
+    revocations.start();
+    cleanups.push(() => {
+      stopSockets();
+      revocations.stop();
+    });
 
     const ready = async () => {
       const [postgresUp, redisUp, poolsUp] = await Promise.all([

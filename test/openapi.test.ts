@@ -39,10 +39,17 @@ describe('OpenAPI document', () => {
     observed.push({ path: template, method, status: response.status, contentType: response.headers.get('content-type') ?? '', body: await response.text() });
   }
 
-  it('is OpenAPI 3.1 with the four contract endpoints', () => {
+  it('is OpenAPI 3.1 with the four contract endpoints and the revocation feed', () => {
     expect(document.openapi).toBe('3.1.0');
     expect(Object.keys(document.paths).sort()).toEqual(
-      ['/.well-known/jwks.json', '/api/v1/auth/agents/me/platforms', '/api/v1/auth/token', '/api/v1/platforms/{platform_id}/scopes.yaml'].sort(),
+      [
+        '/.well-known/jwks.json',
+        '/api/v1/auth/agents/me/platforms',
+        '/api/v1/auth/token',
+        '/api/v1/platforms/{platform_id}/scopes.yaml',
+        '/api/v1/platforms/{platform_id}/revocations',
+        '/api/v1/platforms/{platform_id}/revocations/ws',
+      ].sort(),
     );
     // The token request schema is the validator's own: the api_key_id pattern carries the configured prefix.
     expect(document.components.schemas.TokenRequest.properties.api_key_id.pattern).toBe('^agnt_kid_[0-9a-f]{32}$');

@@ -22,6 +22,8 @@ export interface BenchOptions {
   embedded: boolean;
   peer: boolean;
   scale: boolean;
+  /** Revocation fan-out sizes (WebSocket subscribers); empty with --no-fanout. */
+  fanoutSizes: number[];
   /** HTTP processes of the peer and of the bare uWS server; 0 = as many as the service runs. */
   peerWorkers: number;
   out: string | undefined;
@@ -43,6 +45,8 @@ const HELP = `usage: npm run bench -- [flags]
   --embedded            run the service on its embedded default (PGlite, in-process cache) instead of Postgres+Redis
   --no-peer             skip the oidc-provider peer
   --no-scale            skip the scale check
+  --fanout-sizes <list> WebSocket subscribers of the revocation fan-out (default 1000,10000; --quick: 1000)
+  --no-fanout           skip the revocation fan-out
   --quick               short run (smoke test of the bench itself)
   --out <file>          result file (default bench/results/latest.json)`;
 
@@ -65,6 +69,8 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
       embedded: { type: 'boolean', default: false },
       'no-peer': { type: 'boolean', default: false },
       'no-scale': { type: 'boolean', default: false },
+      'fanout-sizes': { type: 'string' },
+      'no-fanout': { type: 'boolean', default: false },
       quick: { type: 'boolean', default: false },
       out: { type: 'string' },
       help: { type: 'boolean', default: false },
@@ -96,6 +102,10 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
     embedded: values.embedded === true,
     peer: values['no-peer'] !== true,
     scale: values['no-scale'] !== true,
+    fanoutSizes:
+      values['no-fanout'] === true
+        ? []
+        : (values['fanout-sizes'] ?? (quick ? '1000' : '1000,10000')).split(',').map((s) => Math.floor(num('fanout-sizes', s.trim(), 0, 1))),
     peerWorkers: Math.floor(num('peer-workers', values['peer-workers'], 0, 0)),
     out: values.out,
     cores: Math.max(1, os.availableParallelism?.() ?? os.cpus().length),

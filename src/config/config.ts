@@ -56,6 +56,11 @@ export interface Config {
   enrichmentTimeoutMs: number;
   shutdownTimeoutMs: number;
   databasePoolSize: number;
+  /** A revocation also voids tokens issued up to this long after the change. */
+  revocationIssuedSlackSeconds: number;
+  /** How often each process compares its subscribed revocation feeds with Postgres. */
+  revocationPollMs: number;
+  revocationHeartbeatSeconds: number;
 }
 
 export class ConfigError extends Error {

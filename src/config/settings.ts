@@ -111,6 +111,9 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'STORE_TIMEOUT_MS', key: 'storeTimeoutMs', type: 'int', default: 2000, min: 50, max: 60_000, defaultText: '`2000`', meaning: 'bound on every Postgres call; past it: 503 with `Retry-After`' },
   { env: 'ENRICHMENT_TIMEOUT_MS', key: 'enrichmentTimeoutMs', type: 'int', default: 100, min: 1, max: 10_000, defaultText: '`100`', meaning: 'budget for name/hostname in the platform listing' },
   { env: 'SHUTDOWN_TIMEOUT_MS', key: 'shutdownTimeoutMs', type: 'int', default: 10_000, min: 100, max: 300_000, defaultText: '`10000`', meaning: 'graceful drain bound' },
+  { env: 'REVOCATION_ISSUED_SLACK_SECONDS', key: 'revocationIssuedSlackSeconds', type: 'int', default: 2, min: 0, max: 60, defaultText: '`2`', meaning: 'a revocation also voids tokens issued up to this long after the change (an instance whose cache had not yet heard of it)' },
+  { env: 'REVOCATION_POLL_MS', key: 'revocationPollMs', type: 'int', default: 1000, min: 100, max: 60_000, defaultText: '`1000`', meaning: 'how often each process compares its subscribed revocation feeds with Postgres (a lost pub/sub message, Redis down)' },
+  { env: 'REVOCATION_HEARTBEAT_SECONDS', key: 'revocationHeartbeatSeconds', type: 'int', default: 15, min: 1, max: 300, defaultText: '`15`', meaning: 'heartbeat on every revocation WebSocket, so subscribers can tell a quiet feed from a dead connection' },
   { env: 'LOG_LEVEL', key: 'logLevel', type: 'oneOf', default: 'info', allowed: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], defaultText: '`info`', meaning: 'pino level' },
   { env: 'ACCESS_LOG', key: 'accessLog', type: 'bool', default: false, defaultText: '`false`', meaning: 'one JSON line per request (request id, route, status, ms)' },
 ];

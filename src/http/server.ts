@@ -120,6 +120,7 @@ export class HttpServer {
     const params: Record<string, string> = {};
     paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i))));
     const path = req.getUrl();
+    const query = route.query ? (req.getQuery() ?? '') : '';
     // The client address only matters where credentials arrive (routes with a body).
     const address = route.body ? headers.forwardedFor.split(',')[0]?.trim() || decoder.decode(res.getRemoteAddressAsText()) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
@@ -134,7 +135,7 @@ export class HttpServer {
     });
 
     const run = (body: Buffer | null) => {
-      const request: HttpRequest = { method, path, params, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
+      const request: HttpRequest = { method, path, query, params, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
       let result: HttpReply | Promise<HttpReply>;
       try {
         result = route.handler(request);

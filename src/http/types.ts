@@ -12,6 +12,8 @@ export interface RequestHeaders {
 export interface HttpRequest {
   method: string;
   path: string;
+  /** Query string without the `?` ('' when none). */
+  query?: string;
   params: Record<string, string>;
   headers: RequestHeaders;
   /** Raw body (routes that declare `body: true`), at most the configured limit. */
@@ -41,6 +43,8 @@ export interface Route {
   /** Low-cardinality name for metrics and logs. */
   name: string;
   body?: boolean;
+  /** The handler reads the query string (only then is it copied out of uWS). */
+  query?: boolean;
   handler: Handler;
 }
 

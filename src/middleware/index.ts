@@ -3,6 +3,8 @@
 export { createVerifier } from './verifier.js';
 export type { AgentClaims, AuthorizeInput, AuthorizeResult, RouteTarget, Verifier, VerifierOptions, VerifierBaseOptions } from './verifier.js';
 export type { Refusal, RefusalCode } from './challenge.js';
+export { DocumentRejectedError } from './revocation-feed.js';
+export type { FeedSocket, FeedSocketConstructor, RevocationFeedOptions, RevocationFeedStats } from './revocation-feed.js';
 export { loadScopeFile, RouteTable, ScopeFileError } from './scope-map.js';
 export type { RouteMatch, RouteResolution, ScopeFileSource, TemplateSyntax } from './scope-map.js';
 export { canonicalizeTarget } from './canonical-path.js';

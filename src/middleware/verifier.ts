@@ -7,6 +7,7 @@ import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
 import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, unavailable, type Refusal } from './challenge.js';
 import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeFileSource, type TemplateSyntax } from './scope-map.js';
+import { RevocationFeed, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
 
 export interface VerifierBaseOptions {
   /** Base URL of the credential exchange service, e.g. https://ace.example.com. */
@@ -33,8 +34,13 @@ export interface VerifierBaseOptions {
   jwksMaxAgeSeconds?: number;
   /** Timeout of a JWKS fetch. Default 5000. */
   jwksTimeoutMs?: number;
-  /** fetch implementation for the JWKS (defaults to the global fetch). */
+  /** fetch implementation for the JWKS and the revocation feed (defaults to the global fetch). */
   fetch?: typeof fetch;
+  /**
+   * The service's revocation feed for this platform (tokens taken back before they expire). On by
+   * default; `false` turns it off (tokens then stay valid until they expire, whatever the operator does).
+   */
+  revocationFeed?: RevocationFeedOptions | false;
 }
 
 export type VerifierOptions = VerifierBaseOptions & ScopeFileSource;
@@ -89,10 +95,15 @@ export interface Verifier {
   authorize(input: AuthorizeInput): Promise<AuthorizeResult>;
   /** The rule for a request, or undefined (as the verifier sees it). */
   routeFor(method: string, path: string): RouteMatch | undefined;
-  /** Fetches the JWKS now (optional: call at start-up to fail fast when the service is unreachable). */
+  /**
+   * Fetches the JWKS and synchronises the revocation feed, then keeps the feed connected (call at
+   * start-up; rejects when the service is unreachable). Without it, the first request does the same.
+   */
   ready(): Promise<void>;
-  /** Stops the timer a pending cooldown may hold. */
+  /** Closes the feed's socket and stops every timer. */
   close(): void;
+  /** The revocation feed's state and counters (undefined when the feed is off). */
+  revocationStats(): RevocationFeedStats | undefined;
 }
 
 const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/; // RFC 6750 b64token
@@ -120,6 +131,18 @@ export function createVerifier(options: VerifierOptions): Verifier {
     timeoutMs: options.jwksTimeoutMs ?? 5000,
   });
 
+  const feed =
+    options.revocationFeed === false
+      ? undefined
+      : new RevocationFeed(
+          { serviceUrl, platformId, issuer, jwks, fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init), clockToleranceSeconds: clockTolerance },
+          options.revocationFeed,
+        );
+  const ready = async () => {
+    await jwks.prefetch();
+    await feed?.sync();
+  };
+
   function resolve(method: string, target: RouteTarget): RouteResolution {
     switch (target.kind) {
       case 'template':
@@ -139,9 +162,14 @@ export function createVerifier(options: VerifierOptions): Verifier {
     if (scheme.toLowerCase() !== 'bearer') return missingToken(realm);
     if (rest.length !== 1 || !TOKEN_PATTERN.test(rest[0])) return invalidRequest(realm, 'Malformed Bearer credentials.');
 
+    // The first request of a platform that never called ready() waits for the feed's first answer.
+    if (feed) await feed.start().catch(() => {});
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(rest[0], (header) => jwks.keyFor(header), {
+      ({ payload } = await jwtVerify(rest[0], (header) => {
+        if (feed?.isVoidKey(header.kid)) throw new RevokedError();
+        return jwks.keyFor(header);
+      }, {
         algorithms: ['RS256'],
         issuer,
         audience: platformId,
@@ -152,6 +180,10 @@ export function createVerifier(options: VerifierOptions): Verifier {
       if (error instanceof JwksUnavailableError) return unavailable(cooldownMs / 1000);
       return invalidToken(realm, describeTokenError(error));
     }
+    // Revoked before expiry: 401 invalid_token, so the agent client fetches a new token.
+    const verdict = feed ? feed.check(payload) : 'ok';
+    if (verdict === 'revoked') return invalidToken(realm, REVOKED);
+    if (verdict === 'unavailable') return unavailable(5);
     // The service binds a token to exactly one platform; a list audience is not a token it minted.
     if (typeof payload.aud !== 'string') return invalidToken(realm, 'The access token has an unexpected audience.');
 
@@ -186,13 +218,23 @@ export function createVerifier(options: VerifierOptions): Verifier {
     realm,
     authorize,
     routeFor: (method, path) => routes.match(method, path),
-    ready: () => jwks.prefetch(),
-    close: () => jwks.close(),
+    ready,
+    close: () => {
+      jwks.close();
+      feed?.close();
+    },
+    revocationStats: () => feed?.stats(),
   };
 }
 
+const REVOKED = 'The access token was revoked.';
+
+/** The token's key is void in the revocation feed. */
+class RevokedError extends Error {}
+
 /** A short, safe description for error_description (never echoes the token). */
 function describeTokenError(error: unknown): string {
+  if (error instanceof RevokedError) return REVOKED;
   if (error instanceof UnknownKeyError) return 'The access token is signed with an unknown key.';
   if (error instanceof joseErrors.JWTExpired) return 'The access token expired.';
   if (error instanceof joseErrors.JWTClaimValidationFailed) {

@@ -110,7 +110,57 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
           },
         },
       },
-    },
+      '/api/v1/platforms/{platform_id}/revocations': {
+        get: {
+          operationId: 'getRevocationFeed',
+          summary: "Signed revocation feed of a platform (for polling and catching up; public like the JWKS)",
+          description:
+            'A compact JWS (RS256, header typ "ace-revocations+jwt", kid of the service key that signed it: verify it with ' +
+            'the JWKS). Payload: iss, platform_id, since, seq (the platform\'s head sequence), iat, and entries, each ' +
+            '{seq, type, expires_at} plus agent_id and iat_max (type "agent": the agent\'s tokens for this platform with ' +
+            'iat <= iat_max are void), iat_max (type "platform": every token for the platform with iat <= iat_max is void) ' +
+            'or kid (type "key": every token signed with kid is void). Every live entry with a sequence above since is ' +
+            'included; resume with since=seq. A verifier must refuse a document whose seq or iat is lower than one it ' +
+            'already applied. The same documents are pushed over the WebSocket at ./revocations/ws?since=<seq>.',
+          parameters: [
+            { name: 'platform_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } },
+            { name: 'since', in: 'query', required: false, schema: { type: 'integer', minimum: 0, default: 0 } },
+          ],
+          responses: {
+            '200': {
+              description: 'The signed document.',
+              headers: {
+                'Cache-Control': { schema: { type: 'string', const: 'public, max-age=2' } },
+                ETag: { schema: { type: 'string' } },
+              },
+              content: { 'application/jwt': { schema: { type: 'string' } } },
+            },
+            '304': { description: 'Not modified.' },
+            '404': errorResponse(`${codes('not_found')}.`),
+            '422': errorResponse(`${codes('validation_error')}: platform_id is not a UUID, or since is not a non-negative integer.`),
+            '503': errorResponse(`${codes('service_unavailable')}.`, retryAfter),
+          },
+        },
+      },
+      '/api/v1/platforms/{platform_id}/revocations/ws': {
+        get: {
+          operationId: 'subscribeRevocationFeed',
+          summary: 'WebSocket push of the revocation feed',
+          description:
+            'Upgrade to a WebSocket. The first message is the signed document from since (the catch-up); every later ' +
+            'change of the platform\'s feed arrives as a further signed document, and {"type":"heartbeat"} every ' +
+            'REVOCATION_HEARTBEAT_SECONDS. The subscriber sends nothing.',
+          parameters: [
+            { name: 'platform_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } },
+            { name: 'since', in: 'query', required: false, schema: { type: 'integer', minimum: 0, default: 0 } },
+          ],
+          responses: {
+            '101': { description: 'Switching protocols: subscribed.' },
+            '404': errorResponse(`${codes('not_found')}.`),
+            '422': errorResponse(`${codes('validation_error')}.`),
+          },
+        },
+      },    },
     components: {
       schemas: {
         TokenRequest: plain(tokenRequestSchema(options.apiKeyPrefix)),

@@ -4,13 +4,21 @@ import { ServiceError } from '../../errors/catalog.js';
 import type { CryptoPools } from '../../crypto/pools.js';
 import type { AgentRecord, AgentStatus, GrantRecord, Store } from '../../storage/types.js';
 import { generateApiKeyId, generateSecret } from '../credentials/generate.js';
+import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
 
 export class AgentService {
   constructor(
     private readonly store: Store,
     private readonly pools: CryptoPools,
     private readonly apiKeyPrefix: string,
+    private readonly revocations: Revocations = NO_REVOCATIONS,
   ) {}
+
+  /** Takes back the agent's tokens on every platform it holds a grant on (and only those). */
+  private async revokeEverywhere(agentId: string): Promise<void> {
+    const grants = await this.store.listGrants(agentId);
+    await this.revocations.agent(agentId, grants.map((g) => g.platformId));
+  }
 
   async create(name: string): Promise<{ agent: AgentRecord; secret: string }> {
     const secret = generateSecret();
@@ -32,6 +40,7 @@ export class AgentService {
   async update(agentId: string, patch: { name?: string; status?: AgentStatus }): Promise<AgentRecord> {
     const agent = await this.store.updateAgent(agentId.toLowerCase(), patch);
     if (!agent) throw new ServiceError('not_found', 'No agent with this id.');
+    if (patch.status === 'inactive') await this.revokeEverywhere(agent.id);
     return agent;
   }
 
@@ -43,6 +52,8 @@ export class AgentService {
     const until = graceSeconds > 0 ? new Date(Date.now() + graceSeconds * 1000) : null;
     const agent = await this.store.rotateSecret(agentId.toLowerCase(), secretHash, until);
     if (!agent) throw new ServiceError('not_found', 'No agent with this id.');
+    // Without grace the old secret is presumed leaked: tokens it bought are taken back too.
+    if (!until) await this.revokeEverywhere(agent.id);
     return { apiKeyId: agent.apiKeyId, secret };
   }
 
@@ -54,12 +65,18 @@ export class AgentService {
     scopes.forEach((scope, i) => {
       if (!defined.has(scope)) throw new ServiceError('validation_error', `scopes[${i}] "${scope}" is not defined on the platform.`);
     });
-    return this.store.putGrant(agent.id, platform.id, [...new Set(scopes)].sort());
+    const next = [...new Set(scopes)].sort();
+    const previous = (await this.store.listGrants(agent.id)).find((g) => g.platformId === platform.id);
+    const grant = await this.store.putGrant(agent.id, platform.id, next);
+    // Narrowing a grant takes back tokens carrying a scope the agent no longer has.
+    if (previous && previous.scopes.some((scope) => !next.includes(scope))) await this.revocations.agent(agent.id, [platform.id]);
+    return grant;
   }
 
   async deleteGrant(agentId: string, platformId: string): Promise<void> {
     const agent = await this.get(agentId);
-    await this.store.deleteGrant(agent.id, platformId.toLowerCase());
+    const deleted = await this.store.deleteGrant(agent.id, platformId.toLowerCase());
+    if (deleted) await this.revocations.agent(agent.id, [platformId.toLowerCase()]);
   }
 
   async listGrants(agentId: string): Promise<GrantRecord[]> {

@@ -10,6 +10,7 @@ import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
 import { WriteDeadlineError, type SigningKeyRow, type Store } from '../../storage/types.js';
 import { computeKeyStates, type KeyStatus } from './key-states.js';
 import { decryptPrivateKey, encryptPrivateKey } from './key-encryption.js';
+import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
 
 const LOCK = 'ace:signing-keys';
 // Key generation runs on libuv's thread pool, off the event loop.
@@ -52,6 +53,8 @@ export class KeyManager {
   private readonly privatePems = new Map<string, string>();
   private snapshot: Snapshot | undefined;
   private timers: NodeJS.Timeout[] = [];
+  /** Set once the revocation feed exists (it signs with this manager's keys, so it comes later). */
+  revocations: Revocations = NO_REVOCATIONS;
 
   constructor(
     private readonly store: Store,
@@ -212,6 +215,8 @@ export class KeyManager {
       throw new ServiceError('conflict', 'The active signing key cannot be retired; rotate first, then retire it once it is retiring.');
     }
     await this.afterWrite();
+    // Leaving the JWKS is not enough: verifiers cache it for up to an hour. The feed voids the kid now.
+    await this.revocations.key(kid);
     return toView(this.statuses().find((s) => s.row.kid === kid)!);
   }
 

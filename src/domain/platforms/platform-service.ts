@@ -8,6 +8,7 @@ import { HTTP_METHODS, SvcScopesYaml } from '../../schemas/scopes-file.js';
 import type { PlatformCreate, PlatformPatch } from '../../schemas/admin.js';
 import type { PlatformEntry, PlatformListing } from '../../schemas/public.js';
 import { LocalCache } from '../../storage/cache/local-cache.js';
+import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
 import type { AgentView, PlatformInput, PlatformRecord, RouteRule, ScopeDefinition, Store } from '../../storage/types.js';
 
 const checkScopeFile = checkAgainst(SvcScopesYaml);
@@ -23,6 +24,7 @@ export class PlatformService {
   constructor(
     private readonly store: Store,
     private readonly enrichmentTimeoutMs: number,
+    private readonly revocations: Revocations = NO_REVOCATIONS,
   ) {}
 
   async create(body: PlatformCreate): Promise<PlatformRecord> {
@@ -52,8 +54,16 @@ export class PlatformService {
       // Routes that require a dropped scope would be unsatisfiable: refuse rather than guess.
       normaliseRoutes(current.routes, scopes);
     }
+    // Who loses a scope when the catalogue drops it must be read before the grants are rewritten.
+    const dropped = body.scopes !== undefined ? current.scopes.map((s) => s.name).filter((n) => !scopes.some((s) => s.name === n)) : [];
+    const losing = dropped.length > 0 ? await this.revocations.agentsHoldingScopes(current.id, dropped) : [];
     const updated = await this.store.updatePlatform(platformId, patch);
     if (!updated) throw new ServiceError('not_found', 'No platform with this id.');
+    if (body.status !== undefined && body.status !== 'active') {
+      await this.revocations.platform(updated.id);
+    } else {
+      for (const agentId of losing) await this.revocations.agent(agentId, [updated.id]);
+    }
     return updated;
   }
 

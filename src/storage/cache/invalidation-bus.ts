@@ -8,6 +8,8 @@ export type Invalidation =
   | { kind: 'agents'; apiKeyIds: string[] }
   | { kind: 'platform'; platformId: string }
   | { kind: 'keys' }
+  /** Revocation entries were appended for these platforms (`at`: ms, for the publish-to-send metric). */
+  | { kind: 'revocation'; platformIds: string[]; at: number }
   | { kind: 'all' };
 
 export interface InvalidationBus {
