@@ -1,9 +1,7 @@
 // Enumeration and timing: an unknown api_key_id and a wrong secret are indistinguishable, in bytes and in
 // time (an unknown id is verified against a decoy argon2id hash). The admin token is compared in constant
-// time, and the admin API refuses every route and method without it.
+// time (the comparison itself: test/unit/admin-auth.test.ts), and the admin API refuses every route and method without it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
@@ -62,7 +60,8 @@ describe('enumeration and timing', () => {
   beforeAll(async () => {
     service = await startService({
       mode: 'real',
-      env: { TRUST_PROXY: 'true', RATE_LIMIT_AUTH_FAIL_POINTS: '1000000', RATE_LIMIT_TOKEN_POINTS: '1000000' },
+      // Many wrong admin tokens below come from one address: lift the admin failure limit too.
+      env: { TRUST_PROXY: 'true', RATE_LIMIT_AUTH_FAIL_POINTS: '1000000', RATE_LIMIT_TOKEN_POINTS: '1000000', ADMIN_AUTH_FAIL_POINTS: '1000000' },
     });
     admin = new AdminClient(service);
     ({ platform, agent } = await admin.seed(['orders:read']));
@@ -147,14 +146,6 @@ describe('enumeration and timing', () => {
     expect(pairedRatio, `${summary}, paired ratio ${pairedRatio.toFixed(3)}`).toBeGreaterThan(1 / 1.4);
     expect(pairedRatio, `${summary}, paired ratio ${pairedRatio.toFixed(3)}`).toBeLessThan(1.4);
     expect(mannWhitneyP(unknownMs, wrongMs), summary).toBeGreaterThan(1e-4);
-  });
-
-  it('the admin token is compared in constant time (SHA-256 of both sides, then timingSafeEqual)', () => {
-    const source = readFileSync(path.resolve(import.meta.dirname, '../src/http/admin-routes.ts'), 'utf8');
-    expect(source).toMatch(/timingSafeEqual\(\s*createHash\('sha256'\)\.update\(request\.headers\.authorization\)\.digest\(\),\s*expected\s*\)/);
-    // No ordinary comparison of the presented header anywhere.
-    expect(source).not.toMatch(/authorization\s*[!=]==?/);
-    expect(source).not.toMatch(/[!=]==?\s*[^;]*adminToken/);
   });
 
   it('wrong admin tokens of every length, and near misses, all get the same 401', async () => {
