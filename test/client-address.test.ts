@@ -103,3 +103,31 @@ describe('IPv6 clients', () => {
   });
 
 });
+
+describe('client address behind proxies known by range (TRUST_PROXY_CIDRS)', () => {
+  let service: ServiceHandle;
+  let agent: AgentCredentials;
+  let platformId: string;
+
+  beforeAll(async () => {
+    service = await startService({ mode: 'real', env: { TRUST_PROXY_CIDRS: '127.0.0.0/8, 10.0.0.0/8', RATE_LIMIT_AUTH_FAIL_POINTS: String(FAIL_LIMIT) } });
+    const seeded = await new AdminClient(service).seed(['orders:read']);
+    agent = seeded.agent;
+    platformId = seeded.platform.platform_id;
+  });
+  afterAll(async () => {
+    await service?.dispose();
+  });
+
+  const wrongSecret = (forwardedFor: string) =>
+    postJson(`${service.publicUrl}/api/v1/auth/token`, { api_key_id: agent.api_key_id, secret: 'wrong-secret', platform_id: platformId }, { 'x-forwarded-for': forwardedFor });
+
+  it('counts the right-most hop outside the proxy ranges, whatever the client wrote left of it', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < FAIL_LIMIT + 2; i++) statuses.push((await wrongSecret(`192.0.2.${i}, 203.0.113.50, 10.0.0.9`)).status);
+    expect(statuses.slice(0, FAIL_LIMIT)).toEqual(new Array(FAIL_LIMIT).fill(401));
+    expect(statuses.at(-1)).toBe(429);
+    // Another client behind the same two proxies has its own budget.
+    expect((await wrongSecret('192.0.2.1, 203.0.113.51, 10.0.0.9')).status).toBe(401);
+  });
+});
