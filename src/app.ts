@@ -10,6 +10,7 @@ import { Metrics } from './metrics/metrics.js';
 import { CryptoPools } from './crypto/pools.js';
 import { Limiters } from './ratelimit/limiters.js';
 import { Argon2Share } from './ratelimit/argon2-share.js';
+import { AdminAuthLimiter } from './ratelimit/admin-auth-limiter.js';
 import { connectPostgres, PostgresStore } from './storage/postgres/postgres-store.js';
 import { migrate } from './storage/postgres/migrate.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './storage/embedded/pglite-server.js';
@@ -24,6 +25,7 @@ import { TokenService } from './domain/tokens/token-service.js';
 import { PlatformService } from './domain/platforms/platform-service.js';
 import { AgentService } from './domain/agents/agent-service.js';
 import { HttpServer } from './http/server.js';
+import { NO_PROXY, parseProxyList } from './http/client-address.js';
 import { publicRoutes } from './http/public-routes.js';
 import { adminRoutes } from './http/admin-routes.js';
 import { opsRoutes } from './http/ops-routes.js';
@@ -178,14 +180,22 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     );
     const admin = resolveAdminToken(config);
 
-    const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, trustProxy: config.trustProxy, metrics, logger, accessLog: config.accessLog };
+    const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics, logger, accessLog: config.accessLog };
     const publicServer = new HttpServer(
       [
         ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, keys, metrics, openApi: () => openApiBody }),
         ...revocationRoutes(revocations),
       ],
-      { ...serverOptions, name: 'public' },
+      { ...serverOptions, name: 'public', proxy: { hops: config.trustProxyHops, proxies: parseProxyList(config.trustProxyCidrs).proxies } },
     );
+    const adminAuthLimiter = new AdminAuthLimiter(
+      { redis, keyPrefix: config.redisKeyPrefix, points: config.adminAuthFailPoints, windowSeconds: config.adminAuthFailWindowSeconds },
+      () => metrics.rateLimited('admin_auth_fail_per_address'),
+    );
+    const onAdminAuthFailure = (address: string) => {
+      metrics.adminAuthFailed();
+      logger.warn({ address }, 'admin request with a missing or wrong bearer token');
+    };
 
     const stopSockets = attachRevocationSockets(publicServer.app, revocations, revocationMetrics, {
       heartbeatMs: config.revocationHeartbeatSeconds * 1000,
@@ -221,8 +231,13 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       ? options.metricsText(metrics)
       : async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() });
     const adminServer = new HttpServer(
-      [...opsRoutes({ ready, metrics: metricsText }), ...adminRoutes({ adminToken: admin.token, platforms, agents, keys })],
-      { ...serverOptions, name: 'admin', accessLog: false, readsAuthorization: true },
+      [
+        ...opsRoutes({ ready, metrics: metricsText }),
+        ...adminRoutes({ adminToken: admin.token, authLimiter: adminAuthLimiter, onAuthFailure: onAdminAuthFailure, platforms, agents, keys }),
+      ],
+      // The internal port has no proxy in front of it (never route ace-internal through an Ingress):
+      // X-Forwarded-For there is the caller's own text, so the socket address counts.
+      { ...serverOptions, name: 'admin', accessLog: false, readsAuthorization: true, proxy: NO_PROXY },
     );
 
     const publicPort = await publicServer.listen(config.host, config.port);

@@ -1,10 +1,8 @@
 // Enumeration and timing: an unknown api_key_id and a wrong secret (also for an agent in a rotation's
 // grace) are indistinguishable, in bytes and in time (every refusal verifies two argon2id hashes, decoys
-// standing in for what the agent lacks). The admin token is compared in constant
-// time, and the admin API refuses every route and method without it.
+// standing in for what the agent lacks). The admin token is compared in constant time (the comparison
+// itself: test/unit/admin-auth.test.ts), and the admin API refuses every route and method without it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
@@ -65,7 +63,8 @@ describe('enumeration and timing', () => {
   beforeAll(async () => {
     service = await startService({
       mode: 'real',
-      env: { TRUST_PROXY: 'true', RATE_LIMIT_AUTH_FAIL_POINTS: '1000000', RATE_LIMIT_TOKEN_POINTS: '1000000' },
+      // Many wrong admin tokens below come from one address: lift the admin failure limit too.
+      env: { TRUST_PROXY: 'true', RATE_LIMIT_AUTH_FAIL_POINTS: '1000000', RATE_LIMIT_TOKEN_POINTS: '1000000', ADMIN_AUTH_FAIL_POINTS: '1000000' },
     });
     admin = new AdminClient(service);
     ({ platform, agent } = await admin.seed(['orders:read']));
@@ -158,14 +157,6 @@ describe('enumeration and timing', () => {
     compare('unknown', 'wrong');
     compare('unknown', 'grace');
     compare('wrong', 'grace');
-  });
-
-  it('the admin token is compared in constant time (SHA-256 of both sides, then timingSafeEqual)', () => {
-    const source = readFileSync(path.resolve(import.meta.dirname, '../src/http/admin-routes.ts'), 'utf8');
-    expect(source).toMatch(/timingSafeEqual\(\s*createHash\('sha256'\)\.update\(request\.headers\.authorization\)\.digest\(\),\s*expected\s*\)/);
-    // No ordinary comparison of the presented header anywhere.
-    expect(source).not.toMatch(/authorization\s*[!=]==?/);
-    expect(source).not.toMatch(/[!=]==?\s*[^;]*adminToken/);
   });
 
   it('wrong admin tokens of every length, and near misses, all get the same 401', async () => {

@@ -2,6 +2,7 @@
 // in settings.ts; this file reads them and checks the rules between them. Every bad value is reported (all
 // at once) with the variable's name and what it expects.
 import { cores, SETTINGS, type DefaultContext, type Setting } from './settings.js';
+import { parseProxyList } from '../http/client-address.js';
 
 export interface Config {
   host: string;
@@ -40,6 +41,12 @@ export interface Config {
   rateLimitAuthFailPoints: number;
   rateLimitAuthFailWindowSeconds: number;
   trustProxy: boolean;
+  /** X-Forwarded-For hops appended by trusted proxies (TRUST_PROXY=true means 1). */
+  trustProxyHops: number;
+  /** Comma-separated proxy addresses/ranges; when non-empty, replaces the hop count. */
+  trustProxyCidrs: string;
+  adminAuthFailPoints: number;
+  adminAuthFailWindowSeconds: number;
   /** 32-byte key-encryption key for private signing keys; unset: generated into DATA_DIR. */
   keyEncryptionKey: Buffer | undefined;
   keyPropagationSeconds: number;
@@ -96,6 +103,10 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.keyPropagationSeconds < config.keyRefreshSeconds * 2) {
     problems.push('KEY_PROPAGATION_SECONDS must be at least twice KEY_REFRESH_SECONDS, so every instance publishes a new key before any signs with it');
+  }
+  const invalidProxies = parseProxyList(config.trustProxyCidrs).invalid;
+  if (invalidProxies.length > 0) {
+    problems.push(`TRUST_PROXY_CIDRS must list IP addresses or ranges such as 10.0.0.0/8 or fd00::/8 (not: ${invalidProxies.map((e) => `"${e.slice(0, 64)}"`).join(', ')})`);
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -1,6 +1,5 @@
 // The internal admin API (admin-api.md). Every /admin/v1/* request carries the admin bearer token,
-// compared in constant time.
-import { createHash, timingSafeEqual } from 'node:crypto';
+// compared in constant time (admin-auth.ts), with a per-address budget of wrong tokens.
 import { ServiceError } from '../errors/catalog.js';
 import { AgentCreate, AgentPatch, GrantPut, PlatformCreate, PlatformPatch, SecretRotate } from '../schemas/admin.js';
 import { UUID_PATTERN } from '../schemas/public.js';
@@ -9,11 +8,16 @@ import type { AgentService } from '../domain/agents/agent-service.js';
 import type { KeyManager } from '../domain/keys/key-manager.js';
 import type { PlatformService } from '../domain/platforms/platform-service.js';
 import type { AgentRecord, GrantRecord, PlatformRecord } from '../storage/types.js';
+import type { AdminAuthLimiter } from '../ratelimit/admin-auth-limiter.js';
+import { adminTokenCheck } from './admin-auth.js';
 import { parseJsonBody } from './json-body.js';
 import { json, type Handler, type HttpRequest, type Route } from './types.js';
 
 export interface AdminDeps {
   adminToken: string;
+  authLimiter: Pick<AdminAuthLimiter, 'assertAllowed' | 'recordFailure'>;
+  /** Metric and log of a wrong token (never the token itself). */
+  onAuthFailure: (address: string) => void;
   platforms: PlatformService;
   agents: AgentService;
   keys: KeyManager;
@@ -51,14 +55,17 @@ function uuidParam(request: HttpRequest, name: string): string {
 }
 
 export function adminRoutes(deps: AdminDeps): Route[] {
-  const expected = createHash('sha256').update(`Bearer ${deps.adminToken}`).digest();
-  // Hashing both sides first makes the comparison constant-time whatever the presented length.
-  const authorised = (request: HttpRequest) =>
-    timingSafeEqual(createHash('sha256').update(request.headers.authorization).digest(), expected);
+  const authorised = adminTokenCheck(deps.adminToken);
   const guard =
     (handler: Handler): Handler =>
-    (request) => {
-      if (!authorised(request)) throw new ServiceError('unauthorized', undefined, { 'WWW-Authenticate': 'Bearer realm="admin"' });
+    async (request) => {
+      // A blocked address is refused before its token is looked at, so a lucky guess is not confirmed.
+      await deps.authLimiter.assertAllowed(request.address);
+      if (!authorised(request.headers.authorization)) {
+        deps.onAuthFailure(request.address);
+        await deps.authLimiter.recordFailure(request.address);
+        throw new ServiceError('unauthorized', undefined, { 'WWW-Authenticate': 'Bearer realm="admin"' });
+      }
       return handler(request);
     };
 

@@ -6,6 +6,7 @@ import uWS from 'uWebSockets.js';
 import { ServiceError, toServiceError } from '../errors/catalog.js';
 import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
+import { clientAddress, type ProxyTrust } from './client-address.js';
 import type { HttpReply, HttpRequest, RequestHeaders, Route } from './types.js';
 
 /** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
@@ -19,7 +20,8 @@ export function assertNativeUws(): void {
 export interface ServerOptions {
   name: string;
   maxBodyBytes: number;
-  trustProxy: boolean;
+  /** Which X-Forwarded-For hop names the client (client-address.ts). */
+  proxy: ProxyTrust;
   metrics: Metrics;
   logger: Logger;
   accessLog: boolean;
@@ -109,7 +111,7 @@ export class HttpServer {
       ifNoneMatch: route.method === 'GET' ? req.getHeader('if-none-match') : '',
       authorization: this.options.readsAuthorization ? req.getHeader('authorization') : '',
       requestId: req.getHeader('x-request-id'),
-      forwardedFor: body && this.options.trustProxy ? req.getHeader('x-forwarded-for') : '',
+      forwardedFor: body && (this.options.proxy.hops > 0 || this.options.proxy.proxies) ? req.getHeader('x-forwarded-for') : '',
     };
   }
 
@@ -121,8 +123,10 @@ export class HttpServer {
     paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i))));
     const path = req.getUrl();
     const query = route.query ? (req.getQuery() ?? '') : '';
-    // The client address only matters where credentials arrive (routes with a body).
-    const address = route.body ? headers.forwardedFor.split(',')[0]?.trim() || decoder.decode(res.getRemoteAddressAsText()) : '';
+    // The client address only matters where credentials arrive: routes with a body, and every request to
+    // the listener that reads Authorization (the admin token limit).
+    const address =
+      route.body || this.options.readsAuthorization ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.options.proxy) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
     // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
     const controller = route.body ? new AbortController() : undefined;

@@ -18,7 +18,7 @@ export interface HttpRequest {
   headers: RequestHeaders;
   /** Raw body (routes that declare `body: true`), at most the configured limit. */
   body: Buffer | null;
-  /** Client address (X-Forwarded-For's first hop only with TRUST_PROXY). */
+  /** Client address as the per-address limits count it (client-address.ts): IPv4, or an IPv6 /64. */
   address: string;
   requestId: string;
   /** Aborted when the client goes away: pass it to worker tasks. */

@@ -15,6 +15,7 @@ export class Metrics {
   private readonly cacheRequests: client.Counter<'cache' | 'result'>;
   private readonly rateLimitRefusals: client.Counter<'limiter'>;
   private readonly credentialChecks: client.Counter;
+  private readonly adminAuthFailures: client.Counter;
   private readonly storeUp: client.Gauge<'store'>;
   private readonly ready: client.Gauge;
   private queueDepthSource: () => Record<string, number> = () => ({});
@@ -86,6 +87,11 @@ export class Metrics {
       help: 'Credential checks run in the argon2 pool (each verifies against two hashes), successful or not.',
       registers,
     });
+    this.adminAuthFailures = new client.Counter({
+      name: 'ace_admin_auth_failures_total',
+      help: 'Admin API requests with a missing or wrong bearer token (refusals past the limit count under ace_rate_limit_refusals_total).',
+      registers,
+    });
     this.storeUp = new client.Gauge({
       name: 'ace_store_up',
       help: '1 when the store answered its last check, else 0.',
@@ -125,7 +131,7 @@ export class Metrics {
     });
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
     for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
-    for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
+    for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
     for (const pool of ['argon2', 'sign']) this.workerRejected.inc({ pool }, 0);
   }
 
@@ -163,8 +169,12 @@ export class Metrics {
     this.cacheRequests.inc({ cache, result: hit ? 'hit' : 'miss' });
   }
 
-  rateLimited(limiter: 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address'): void {
+  rateLimited(limiter: 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address' | 'admin_auth_fail_per_address'): void {
     this.rateLimitRefusals.inc({ limiter });
+  }
+
+  adminAuthFailed(): void {
+    this.adminAuthFailures.inc();
   }
 
   credentialChecked(): void {

@@ -17,7 +17,7 @@ export interface LimiterOptions {
 export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address';
 
 // The library joins keyPrefix and key with ':' itself.
-function makeLimiter(redis: Redis | undefined, keyPrefix: string, points: number, duration: number): RateLimiterAbstract {
+export function makeLimiter(redis: Redis | undefined, keyPrefix: string, points: number, duration: number): RateLimiterAbstract {
   const memory = new RateLimiterMemory({ keyPrefix, points, duration });
   if (!redis) return memory;
   return new RateLimiterRedis({

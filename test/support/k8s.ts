@@ -392,6 +392,7 @@ export const SERVICE_METRICS: Record<string, { type: 'counter' | 'gauge' | 'hist
   ace_cache_requests_total: { type: 'counter', labels: ['cache', 'result'] },
   ace_rate_limit_refusals_total: { type: 'counter', labels: ['limiter'] },
   ace_credential_checks_total: { type: 'counter', labels: [] },
+  ace_admin_auth_failures_total: { type: 'counter', labels: [] },
   ace_store_up: { type: 'gauge', labels: ['store'] },
   ace_ready: { type: 'gauge', labels: [] },
   ace_signing_key_active_age_seconds: { type: 'gauge', labels: [] },
@@ -409,7 +410,7 @@ export const LABEL_VALUES: Record<string, string[]> = {
   pool: ['argon2', 'sign'],
   cache: ['local', 'redis', 'verified'],
   result: ['hit', 'miss'],
-  limiter: ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address'],
+  limiter: ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address'],
   store: ['postgres', 'redis'],
   state: ['next', 'active', 'retiring', 'retired'],
 };
