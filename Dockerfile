@@ -12,18 +12,16 @@ COPY package.json package-lock.json ./
 # --ignore-scripts: the only install scripts (bufferutil, utf-8-validate, optional deps of the uWS
 # JS fallback) just look for prebuilt binaries, which they also do at load time.
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
-# uWebSockets.js ships 18 binaries (linux/darwin/win32 x x64/arm64/arm x three Node ABIs) plus three
-# stray copies, ~110 MB. Keep the one this image's Node loads (computed, so arm64 builds work too),
+# uWebSockets.js (the uws-pack repack) ships 24 binaries (linux/darwin/win32 x x64/arm64/arm x four Node ABIs). Keep the one this image's Node loads (computed, so arm64 builds work too),
 # fail the build when it is missing or does not load on this glibc, and drop type declarations and
 # source maps nobody reads at run time. LICENSE files stay.
 RUN set -eu; \
     uws=node_modules/uWebSockets.js; \
     keep="uws_$(node -p 'process.platform + "_" + process.arch + "_" + process.versions.modules').node"; \
-    test -f "$uws/binaries/$keep"; \
-    find "$uws/binaries" -type f ! -name "$keep" -delete; \
-    rm -rf "$uws/docs" "$uws"/dist/*.node; \
+    test -f "$uws/dist/bin/$keep"; \
+    find "$uws/dist/bin" -type f ! -name "$keep" -delete; \
     find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete; \
-    node -e "const { App } = require('uWebSockets.js'); if (!String(App).includes('[native code]')) { console.error('uWS native binary did not load'); process.exit(1); }"
+    node --input-type=module -e "import { App } from 'uWebSockets.js'; if (!String(App).includes('[native code]')) { console.error('uWS native binary did not load'); process.exit(1); }"
 
 # ---- build: compile TypeScript to dist/ ----
 FROM ${NODE_IMAGE} AS build
