@@ -1,6 +1,7 @@
 // Configuration from environment variables, validated once at start.
 // Every bad value is reported (all at once) with the variable's name and what it expects.
 import os from 'node:os';
+import { isIPv6 } from 'node:net';
 import path from 'node:path';
 
 export interface Config {
@@ -63,6 +64,15 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
+/**
+ * PUBLIC_BASE_URL (and so the issuer) when it is not set: `http://localhost:PORT` when HOST is a
+ * wildcard address, else `http://HOST:PORT` with an IPv6 literal in brackets (`http://[::1]:8080`).
+ */
+export function defaultBaseUrl(host: string, port: number): string {
+  if (host === '0.0.0.0' || host === '::') return `http://localhost:${port}`;
+  return `http://${isIPv6(host) ? `[${host}]` : host}:${port}`;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
   const read = new EnvReader(env, problems);
@@ -74,8 +84,7 @@ export function loadConfig(env: Env = process.env): Config {
   const adminPort = read.port('ADMIN_PORT', 8081);
   if (port !== 0 && port === adminPort) problems.push('PORT and ADMIN_PORT must differ (the admin API never shares the public port)');
   const redisUrl = read.optionalUrl('REDIS_URL', ['redis:', 'rediss:']);
-  const publicBaseUrl = read.optionalUrl('PUBLIC_BASE_URL', ['http:', 'https:']) ??
-    `http://${host === '0.0.0.0' || host === '::' ? 'localhost' : host}:${port}`;
+  const publicBaseUrl = read.optionalUrl('PUBLIC_BASE_URL', ['http:', 'https:']) ?? defaultBaseUrl(host, port);
 
   const adminToken = env.ADMIN_TOKEN || undefined;
   if (adminToken !== undefined && adminToken.length < 16) problems.push('ADMIN_TOKEN must be at least 16 characters');
