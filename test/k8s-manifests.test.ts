@@ -552,12 +552,15 @@ describe('Dockerfile', () => {
   const runtime = lines[lines.length - 1]!.stage;
   const last = (instruction: string) => inStage(runtime).filter((l) => l.instruction === instruction).at(-1);
 
-  it('builds in stages on Debian 12 (bookworm) with Node 20', () => {
+  it('builds in three stages on Debian 12 (bookworm) with Node 22 LTS', () => {
     const froms = lines.filter((l) => l.instruction === 'FROM');
     expect(froms.length).toBeGreaterThanOrEqual(2);
     const arg = lines.find((l) => l.instruction === 'ARG' && l.args.startsWith('NODE_IMAGE='));
     const images = froms.map((f) => f.args.split(' ')[0]!.replace('${NODE_IMAGE}', arg?.args.slice('NODE_IMAGE='.length) ?? ''));
-    for (const image of images) expect(image).toMatch(/^node:20(\.\d+)*-bookworm(-slim)?(@sha256:[0-9a-f]{64})?$/);
+    expect(froms).toHaveLength(3);
+    for (const image of images) expect(image).toMatch(/^node:22(\.\d+)*-bookworm(-slim)?(@sha256:[0-9a-f]{64})?$/);
+    // The Node line the image runs must load the uWS binary that the prune step keeps (ABI 127).
+    expect(existsSync(path.join(ROOT, 'node_modules/uWebSockets.js/dist/bin/uws_linux_x64_127.node'))).toBe(true);
     // Production dependencies without dev packages; the compiler runs in a separate stage.
     expect(lines.some((l) => l.instruction === 'RUN' && /npm ci\b.*--omit=dev/.test(l.args) && l.stage !== runtime)).toBe(true);
     const build = lines.find((l) => l.instruction === 'RUN' && l.args.includes('npm run build'));
