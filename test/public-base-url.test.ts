@@ -45,7 +45,7 @@ describe.skipIf(!ipv6Loopback)('HOST=::1 over HTTP', () => {
   });
 
   it('answers on [::1], with servers[0].url and the token issuer both http://[::1]:PORT', async () => {
-    const document = await (await fetch(`${base}/openapi.json`)).json();
+    const document = (await (await fetch(`${base}/openapi.json`)).json()) as { servers: { url: string }[] };
     expect(document.servers[0].url).toBe(base);
     const { platform, agent } = await new AdminClient(service).seed();
     const issued = await postJson(`${base}/api/v1/auth/token`, {
