@@ -15,11 +15,13 @@ const PY_READER = [
   // Anything that is not JSON (a date, a set) shows up as its repr and fails the comparison.
   'print(json.dumps(doc, default=lambda o: "<" + type(o).__name__ + " " + repr(o) + ">"))',
 ].join('\n');
-const hasPyYaml = spawnSync('python3', ['-c', 'import yaml'], { stdio: 'ignore' }).status === 0;
+// The python3 on PATH (may be a pyenv or venv one), else the system's, where Debian's python3-yaml lives.
+const python = ['python3', '/usr/bin/python3'].find((bin) => spawnSync(bin, ['-c', 'import yaml'], { stdio: 'ignore' }).status === 0);
+const hasPyYaml = python !== undefined;
 
 /** PyYAML's reading of `text`, as JSON. */
 function readWithPyYaml(text: string): unknown {
-  const run = spawnSync('python3', ['-c', PY_READER], { input: Buffer.from(text, 'utf8'), encoding: 'utf8' });
+  const run = spawnSync(python!, ['-c', PY_READER], { input: Buffer.from(text, 'utf8'), encoding: 'utf8' });
   if (run.status !== 0) throw new Error(`PyYAML refused the file: ${run.stderr}`);
   return JSON.parse(run.stdout);
 }
