@@ -1,4 +1,4 @@
-// The internal admin API (admin-api.md). Every /admin/v1/* request carries the admin bearer token,
+// The internal admin API (docs/admin-api.md). Every /admin/v1/* request carries the admin bearer token,
 // compared in constant time.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ServiceError } from '../errors/catalog.js';

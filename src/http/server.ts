@@ -2,7 +2,7 @@
 // metrics and access logs. Everything else happens in handlers that never see uWS.
 import { STATUS_CODES } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import uWS from 'uWebSockets.js';
+import * as uWS from 'uWebSockets.js';
 import { ServiceError, toServiceError } from '../errors/catalog.js';
 import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -118,7 +118,7 @@ export class HttpServer {
     // Everything from `req` must be read now: it is invalid after this synchronous part.
     const headers = this.readHeaders(req, route);
     const params: Record<string, string> = {};
-    paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i))));
+    paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i) ?? '')));
     const path = req.getUrl();
     // The client address only matters where credentials arrive (routes with a body).
     const address = route.body ? headers.forwardedFor.split(',')[0]?.trim() || decoder.decode(res.getRemoteAddressAsText()) : '';
