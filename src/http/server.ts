@@ -6,6 +6,7 @@ import * as uWS from 'uWebSockets.js';
 import { ServiceError, toServiceError } from '../errors/catalog.js';
 import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
+import { InFlight, type Completion } from './in-flight.js';
 import type { HttpReply, HttpRequest, RequestHeaders, Route } from './types.js';
 
 /** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
@@ -42,8 +43,7 @@ export class HttpServer {
   readonly app: uWS.TemplatedApp;
   private listenSocket: uWS.us_listen_socket | undefined;
   private draining = false;
-  private inFlight = 0;
-  private idleWaiters: (() => void)[] = [];
+  private readonly inFlight = new InFlight();
 
   constructor(routes: Route[], private readonly options: ServerOptions) {
     this.app = uWS.App();
@@ -84,17 +84,15 @@ export class HttpServer {
 
   /** Resolves when no request is in flight (or at the deadline). */
   idle(timeoutMs: number): Promise<void> {
-    if (this.inFlight === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, timeoutMs);
-      this.idleWaiters.push(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+    return this.inFlight.idle(timeoutMs);
   }
 
-  /** Closes the listener and every connection (uWS 20.30's binary has app.close()). */
+  /** Requests begun and not yet answered or aborted. */
+  get requestsInFlight(): number {
+    return this.inFlight.size;
+  }
+
+  /** Closes the listener and every connection. */
   closeAll(): void {
     this.stopAccepting();
     (this.app as unknown as { close?: () => void }).close?.();
@@ -125,12 +123,11 @@ export class HttpServer {
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
     // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
     const controller = route.body ? new AbortController() : undefined;
-    const state = { aborted: false, done: false };
-    this.inFlight++;
+    const state = this.inFlight.begin();
     res.onAborted(() => {
       state.aborted = true;
       controller?.abort();
-      this.finish();
+      state.complete();
     });
 
     const run = (body: Buffer | null) => {
@@ -192,12 +189,12 @@ export class HttpServer {
     const method = req.getMethod().toUpperCase();
     const started = performance.now();
     const requestId = randomUUID();
-    this.inFlight++;
-    const state = { aborted: false, done: false };
+    const state = this.inFlight.begin();
     // uWS 20.30 aborts the whole process when a handler ends a response (HEAD: endWithoutBody) without
     // an abort handler attached: always attach one, even for answers given at once.
     res.onAborted(() => {
       state.aborted = true;
+      state.complete();
     });
     // Drop any request body unread: answer at once and let uWS discard the rest.
     this.send(res, state, this.errorReply(error, routeName), routeName, method, started, requestId, false);
@@ -205,7 +202,7 @@ export class HttpServer {
 
   private send(
     res: uWS.HttpResponse,
-    state: { aborted: boolean; done: boolean },
+    state: Completion,
     reply: HttpReply,
     routeName: string,
     method: string,
@@ -213,8 +210,7 @@ export class HttpServer {
     requestId: string,
     closeConnection: boolean,
   ): void {
-    if (state.aborted || state.done) return;
-    state.done = true;
+    if (state.done) return;
     const body = reply.body ?? '';
     const close = closeConnection || this.draining;
     res.cork(() => {
@@ -222,22 +218,31 @@ export class HttpServer {
       res.writeHeader('X-Request-Id', requestId);
       if (reply.headers) for (const name in reply.headers) res.writeHeader(name, reply.headers[name]);
       // 304 and HEAD carry no body; their Content-Length is the full representation's (RFC 9110 §8.6).
-      if (reply.status === 304) res.endWithoutBody(reply.representationLength ?? 0, close);
-      else if (method === 'HEAD') res.endWithoutBody(typeof body === 'string' ? Buffer.byteLength(body) : body.length, close);
-      else res.end(body, close);
+      if (reply.status === 304 || method === 'HEAD') {
+        const length = reply.status === 304 ? (reply.representationLength ?? 0) : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+        endWithoutBody(res, length, close);
+      } else res.end(body, close);
     });
+    state.complete();
     const seconds = (performance.now() - started) / 1000;
     this.options.metrics.observeHttp(routeName, method, reply.status, seconds);
     if (this.options.accessLog) {
       this.options.logger.info({ reqId: requestId, route: routeName, method, status: reply.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
     }
-    this.finish();
   }
+}
 
-  private finish(): void {
-    this.inFlight--;
-    if (this.inFlight === 0 && this.idleWaiters.length > 0) this.idleWaiters.splice(0).forEach((w) => w());
-  }
+/**
+ * A bodiless answer (HEAD, 304) announcing the representation's length. `res.endWithoutBody(length)` in
+ * this uWS waits for `length` body bytes that never come: the response stays open, the next request on
+ * the connection closes it and `onAborted` fires after the answer. So the length goes in as a plain
+ * header and uWS ends the response with no length of its own. uWS cannot close the connection after
+ * such an answer, so a closing one (shutdown) says `Connection: close` and the final close ends it.
+ */
+function endWithoutBody(res: uWS.HttpResponse, length: number, close: boolean): void {
+  res.writeHeader('Content-Length', String(length));
+  if (close) res.writeHeader('Connection', 'close');
+  res.endWithoutBody();
 }
 
 /**
