@@ -6,6 +6,7 @@ import * as uWS from 'uWebSockets.js';
 import { ServiceError, toServiceError } from '../errors/catalog.js';
 import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
+import { framingRefusal, type FramingFields } from './framing.js';
 import { InFlight, type Completion } from './in-flight.js';
 import type { HttpReply, HttpRequest, RequestHeaders, Route } from './types.js';
 
@@ -53,6 +54,7 @@ export class HttpServer {
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
       const allow = [...new Set(group.flatMap((r) => (r.method === 'GET' ? ['GET', 'HEAD'] : [r.method])))].join(', ');
       this.app.any(path, (res, req) => {
+        if (this.refusedFraming(res, req)) return;
         const method = req.getMethod().toUpperCase();
         const route = group.find((r) => r.method === method || r.method === 'ANY' || (method === 'HEAD' && r.method === 'GET'));
         if (!route) {
@@ -62,7 +64,42 @@ export class HttpServer {
         this.handle(res, req, route, paramNames, method);
       });
     }
-    this.app.any('/*', (res, req) => this.answerError(res, req, 'unmatched', new ServiceError('not_found')));
+    this.app.any('/*', (res, req) => {
+      if (this.refusedFraming(res, req)) return;
+      this.answerError(res, req, 'unmatched', new ServiceError('not_found'));
+    });
+  }
+
+  /**
+   * Every request passes here first: an ambiguous body length (request smuggling) is refused before any
+   * routing or handler work, and the connection closes so no byte after it is served. `getHeader` shows
+   * only a field's first occurrence, so all fields are read.
+   *
+   * The answer waits for the next turn of the event loop. uWS parses every request already received on
+   * the connection before it flushes or closes anything, and a request handled now would reset the
+   * "close after this answer" mark: the bytes after the refused request would be served as a request
+   * of their own. Left pending instead, this answer makes uWS close the connection as soon as another
+   * request follows on it (without our 400: the refusal is then the closed connection); if none
+   * follows, the answer goes out next turn and the connection closes after it.
+   */
+  private refusedFraming(res: uWS.HttpResponse, req: uWS.HttpRequest): boolean {
+    const fields: FramingFields = { contentLength: [], transferEncoding: [] };
+    req.forEach((name, value) => {
+      if (name === 'content-length') fields.contentLength.push(value);
+      else if (name === 'transfer-encoding') fields.transferEncoding.push(value);
+    });
+    const refusal = framingRefusal(fields);
+    if (!refusal) return false;
+    const method = req.getMethod().toUpperCase();
+    const started = performance.now();
+    const state = this.inFlight.begin();
+    res.onAborted(() => {
+      state.aborted = true;
+      state.complete();
+    });
+    const reply = this.errorReply(new ServiceError(refusal.code, refusal.detail), 'framing');
+    setImmediate(() => this.send(res, state, reply, 'framing', method, started, randomUUID(), true));
+    return true;
   }
 
   listen(host: string, port: number): Promise<number> {
