@@ -135,6 +135,7 @@ describe.each(VARIANTS)('k8s %s', (variant) => {
         'Service/ace',
         'Service/ace-internal',
         'ServiceMonitor/ace',
+        ...(variant === 'production' ? ['Ingress/ace'] : []),
       ].sort(),
     );
     // The Secret is a template outside the kustomization: applying must never overwrite real values.
@@ -499,6 +500,32 @@ describe('k8s production overlay versus base', () => {
       const comments = readFileSync(path.join(dir, file), 'utf8').split('\n').filter((l) => l.trim().startsWith('#')).join(' ');
       for (const m of comments.matchAll(/\b(one|two|three|four)\s+HTTP process/gi)) expect(words[m[1]!.toLowerCase()], `${file}: ${m[0]}`).toBe(workers);
     }
+  });
+
+  it('ingress-nginx in front normalises framing: HTTP/1.1 upstream, buffered bodies, public Service only', () => {
+    const ingress = only('production', 'Ingress', 'ace');
+    const annotations = ingress.metadata.annotations ?? {};
+    expect(ingress.spec.ingressClassName).toBe('nginx');
+    // uWS answers HTTP/1.0 with 505, and refuses split request lines (#1776): nginx writes HTTP/1.1 heads whole.
+    expect(annotations['nginx.ingress.kubernetes.io/proxy-http-version']).toBe('1.1');
+    // Bodies reach the pods whole, with a Content-Length: no chunked or dripping bodies.
+    expect(annotations['nginx.ingress.kubernetes.io/proxy-request-buffering']).toBe('on');
+    // The body bound lets the service's own 413 (over 16 KiB, contract shape) answer first.
+    const size = /^(\d+)([km])$/.exec(annotations['nginx.ingress.kubernetes.io/proxy-body-size'] ?? '');
+    expect(size, 'proxy-body-size').not.toBeNull();
+    const bytes = Number(size![1]) * (size![2] === 'k' ? 1024 : 1024 * 1024);
+    expect(bytes).toBeGreaterThan(16 * 1024);
+    expect(bytes).toBeLessThanOrEqual(1024 * 1024);
+    // Every path goes to the public Service's http port, never to the admin port.
+    const backends = ingress.spec.rules.flatMap((r: Json) => r.http.paths.map((p: Json) => p.backend.service));
+    expect(backends.length).toBeGreaterThan(0);
+    for (const backend of backends) expect(backend).toEqual({ name: 'ace', port: { name: 'http' } });
+    const publicService = only('production', 'Service', 'ace');
+    expect(publicService.spec.ports.map((p: Json) => p.name)).toContain('http');
+    // The host is the one PUBLIC_BASE_URL names.
+    const host = new URL(podConfig('production').publicBaseUrl).hostname;
+    expect(ingress.spec.rules.map((r: Json) => r.host)).toEqual([host]);
+    expect(ingress.spec.tls.flatMap((t: Json) => t.hosts)).toEqual([host]);
   });
 
   it('the settings differ, so the ConfigMap hash (and the pods) change', () => {
