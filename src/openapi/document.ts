@@ -31,9 +31,12 @@ const codes = (...names: (keyof typeof ERRORS)[]) => names.map((n) => `\`${n}\``
 
 export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl: string; version: string }) {
   const bodyErrors = {
-    '400': errorResponse(`Body is not JSON (${codes('invalid_json')}).`),
+    '400': errorResponse(
+      `Body is not JSON (${codes('invalid_json')}), or its length is ambiguous (${codes('bad_request')}: more than one Content-Length, or chunked twice); the connection then closes.`,
+    ),
     '413': errorResponse(`Body over 16 KiB (${codes('payload_too_large')}).`),
     '415': errorResponse(`Content-Type is not application/json (${codes('unsupported_media_type')}).`),
+    '501': errorResponse(`Transfer-Encoding other than chunked (${codes('not_implemented')}); the connection then closes.`),
   };
   return {
     openapi: '3.1.0',
