@@ -1,29 +1,32 @@
 # Agent Credential Exchange Service: container image.
 #
-# Base: Debian 12 "bookworm" (glibc 2.36) with Node 20 (module ABI 115), the platform the prebuilt
-# uWebSockets.js binaries are built for. Pin a digest (node:20-bookworm-slim@sha256:...) in CI for
-# reproducible builds; the tag is kept here so base-image security updates arrive on rebuild.
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Base: Debian 12 "bookworm" (glibc 2.36) with Node 22 LTS (module ABI 127). The uWebSockets.js build
+# in use (uws-pack 20.0.8, docs/http-front-end.md) has ABI 127 binaries built for glibc >= 2.27. Pin a
+# digest (node:22-bookworm-slim@sha256:...) in CI for reproducible builds; the tag is kept here so
+# base-image security updates arrive on rebuild.
+#
+# Built with buildah/podman: pass `--format docker`. The default OCI image format has no HEALTHCHECK
+# and buildah drops it (with a warning); Kubernetes ignores it either way (it uses the probes in k8s/).
+ARG NODE_IMAGE=node:22-bookworm-slim
 
 # ---- deps: production node_modules only, pruned to what this platform loads ----
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-# --ignore-scripts: the only install scripts (bufferutil, utf-8-validate, optional deps of the uWS
-# JS fallback) just look for prebuilt binaries, which they also do at load time.
+# --ignore-scripts: no dependency declares an install script (native code ships prebuilt); this keeps
+# a future one from running unreviewed.
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
-# uWebSockets.js ships 18 binaries (linux/darwin/win32 x x64/arm64/arm x three Node ABIs) plus three
-# stray copies, ~110 MB. Keep the one this image's Node loads (computed, so arm64 builds work too),
-# fail the build when it is missing or does not load on this glibc, and drop type declarations and
-# source maps nobody reads at run time. LICENSE files stay.
+# uWebSockets.js (the uws-pack repack) ships 24 binaries (linux x64/arm64/arm, darwin x64/arm64, win32
+# x64, each for four Node ABIs), ~133 MB. Keep the one this image's Node loads (computed, so arm64
+# builds work too), fail the build when it is missing or does not load on this glibc, and drop type
+# declarations and source maps nobody reads at run time. LICENSE files stay.
 RUN set -eu; \
     uws=node_modules/uWebSockets.js; \
     keep="uws_$(node -p 'process.platform + "_" + process.arch + "_" + process.versions.modules').node"; \
-    test -f "$uws/binaries/$keep"; \
-    find "$uws/binaries" -type f ! -name "$keep" -delete; \
-    rm -rf "$uws/docs" "$uws"/dist/*.node; \
+    test -f "$uws/dist/bin/$keep"; \
+    find "$uws/dist/bin" -type f ! -name "$keep" -delete; \
     find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete; \
-    node -e "const { App } = require('uWebSockets.js'); if (!String(App).includes('[native code]')) { console.error('uWS native binary did not load'); process.exit(1); }"
+    node --input-type=module -e "import { App } from 'uWebSockets.js'; if (!String(App).includes('[native code]')) { console.error('uWS native binary did not load'); process.exit(1); }"
 
 # ---- build: compile TypeScript to dist/ ----
 FROM ${NODE_IMAGE} AS build

@@ -137,7 +137,7 @@ describe('ace against the service', () => {
   const token = (api_key_id: string, secret: string, platform_id: string) =>
     postJson(`${service.publicUrl}/api/v1/auth/token`, { api_key_id, secret, platform_id });
 
-  /** An admin change takes effect within one second (admin-api.md): poll briefly for the expected status. */
+  /** An admin change takes effect within one second (docs/admin-api.md): poll briefly for the expected status. */
   async function tokenStatus(expected: number, api_key_id: string, secret: string, platform_id: string) {
     const deadline = Date.now() + 3000;
     let answer = await token(api_key_id, secret, platform_id);

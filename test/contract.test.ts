@@ -1,4 +1,4 @@
-// The public contract (contract-v1.md + decisions.md), black-box over HTTP, run twice: against real
+// The public contract (docs/contract.md + docs/decisions.md), black-box over HTTP, run twice: against real
 // Postgres + Redis, and against the embedded default (PGlite, in-process cache and limiter).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, decodeJwt } from 'jose';

@@ -169,12 +169,16 @@ describe('enumeration and timing', () => {
       candidates.add(`Bearer ${real}${'x'.repeat(Math.max(0, length - real.length))}`);
     }
     candidates.add(`Bearer ${real.slice(0, -1)}${real.at(-1) === 'a' ? 'b' : 'a'}`); // last character wrong
-    candidates.add(`Bearer ${'z'.repeat(8192)}`);
+    // 8 KiB: past the HTTP core's header limit, which refuses it (431, its own page) before the service
+    // sees it; when the service does see it, it is one more wrong token.
+    const oversized = `Bearer ${'z'.repeat(8192)}`;
+    candidates.add(oversized);
     candidates.delete(`Bearer ${real}`);
     const bodies = new Set<string>();
     for (const authorization of candidates) {
       const response = await fetch(`${service.adminUrl}/admin/v1/agents`, { headers: authorization ? { authorization } : {} });
       const text = await response.text();
+      if (authorization === oversized && response.status === 431) continue;
       expect(response.status, `authorization "${authorization.slice(0, 60)}"`).toBe(401);
       expect(response.headers.get('www-authenticate')).toMatch(/^Bearer/);
       bodies.add(text);

@@ -3,11 +3,12 @@
 // kubectl is installed), the Kubernetes schemas (kubernetes-models), the alert rules and the Grafana
 // dashboard (only metrics the service exports), and the Dockerfile. No cluster, no Docker, no service.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, type Config } from '../src/config/config.js';
+import { ERRORS } from '../src/errors/catalog.js';
 import {
   ROOT,
   SERVICE_METRICS,
@@ -134,6 +135,7 @@ describe.each(VARIANTS)('k8s %s', (variant) => {
         'Service/ace',
         'Service/ace-internal',
         'ServiceMonitor/ace',
+        ...(variant === 'production' ? ['Ingress/ace'] : []),
       ].sort(),
     );
     // The Secret is a template outside the kustomization: applying must never overwrite real values.
@@ -332,7 +334,7 @@ describe.each(VARIANTS)('k8s %s', (variant) => {
     expect(pdb.maxUnavailable ?? d.spec.replicas - pdb.minAvailable).toBeGreaterThanOrEqual(1);
   });
 
-  it('NetworkPolicy: public port from anywhere, admin port only from this namespace (and Prometheus)', () => {
+  it('NetworkPolicy: public port from anywhere, admin port only from this namespace and Prometheus', () => {
     const policy = only(variant, 'NetworkPolicy');
     const config = podConfig(variant);
     expect(policy.spec.policyTypes).toContain('Ingress');
@@ -349,14 +351,36 @@ describe.each(VARIANTS)('k8s %s', (variant) => {
         if (peer.namespaceSelector === undefined) {
           expect(peer.podSelector, 'same-namespace peer').toBeDefined(); // podSelector alone = this namespace
         } else {
-          // Only one other namespace, named exactly, and only its Prometheus pods (production overlay).
-          expect(variant).toBe('production');
+          // Only one other namespace, named exactly, and only its Prometheus pods.
           expect(Object.keys(peer.namespaceSelector)).toEqual(['matchLabels']);
           expect(Object.keys(peer.namespaceSelector.matchLabels)).toEqual(['kubernetes.io/metadata.name']);
           expect(Object.keys(peer.podSelector?.matchLabels ?? {}).length).toBeGreaterThan(0);
         }
       }
     }
+  });
+
+  it('Prometheus in the monitoring namespace may reach the port the ServiceMonitor scrapes', () => {
+    const policy = only(variant, 'NetworkPolicy');
+    const internal = only(variant, 'Service', 'ace-internal');
+    const prometheus = { namespace: { 'kubernetes.io/metadata.name': 'monitoring' }, pod: { 'app.kubernetes.io/name': 'prometheus' } };
+    for (const endpoint of only(variant, 'ServiceMonitor').spec.endpoints) {
+      const scraped = containerPort(variant, internal.spec.ports.find((p: Json) => p.name === endpoint.port).targetPort);
+      const admitted = policy.spec.ingress.some(
+        (rule: Json) =>
+          rule.ports.some((p: Json) => containerPort(variant, p.port) === scraped) &&
+          rule.from?.some((peer: Json) => selects(peer.namespaceSelector?.matchLabels, prometheus.namespace) && selects(peer.podSelector?.matchLabels, prometheus.pod)),
+      );
+      expect(admitted, `port ${scraped} from monitoring/prometheus`).toBe(true);
+    }
+  });
+
+  it('alert texts name only error codes the service sends (the store-down alert: service_unavailable)', () => {
+    const texts = alertRules(variant).map((r) => ({ alert: r.alert, text: Object.values<string>(r.annotations ?? {}).join(' ') }));
+    for (const { alert, text } of texts) {
+      for (const m of text.matchAll(/error_code\s+([a-z_]+)/g)) expect(Object.keys(ERRORS), `${alert}: ${m[0]}`).toContain(m[1]);
+    }
+    expect(texts.find((t) => t.alert === 'AceStoreDown')?.text).toContain('error_code service_unavailable');
   });
 
   it('the ServiceMonitor scrapes /metrics on the admin port through the internal Service only', () => {
@@ -472,6 +496,42 @@ describe('k8s production overlay versus base', () => {
     for (const obj of render('production')) expect(obj.metadata.namespace, `${obj.kind}/${obj.metadata.name}`).toBe('ace-production');
   });
 
+  it('its comments count the HTTP processes WORKERS configures', () => {
+    const words: Record<string, number> = { one: 1, two: 2, three: 3, four: 4 };
+    const workers = podConfig('production').workers;
+    const dir = DIRS.production;
+    for (const file of readdirSync(dir)) {
+      const comments = readFileSync(path.join(dir, file), 'utf8').split('\n').filter((l) => l.trim().startsWith('#')).join(' ');
+      for (const m of comments.matchAll(/\b(one|two|three|four)\s+HTTP process/gi)) expect(words[m[1]!.toLowerCase()], `${file}: ${m[0]}`).toBe(workers);
+    }
+  });
+
+  it('ingress-nginx in front normalises framing: HTTP/1.1 upstream, buffered bodies, public Service only', () => {
+    const ingress = only('production', 'Ingress', 'ace');
+    const annotations = ingress.metadata.annotations ?? {};
+    expect(ingress.spec.ingressClassName).toBe('nginx');
+    // uWS answers HTTP/1.0 with 505, and refuses split request lines (#1776): nginx writes HTTP/1.1 heads whole.
+    expect(annotations['nginx.ingress.kubernetes.io/proxy-http-version']).toBe('1.1');
+    // Bodies reach the pods whole, with a Content-Length: no chunked or dripping bodies.
+    expect(annotations['nginx.ingress.kubernetes.io/proxy-request-buffering']).toBe('on');
+    // The body bound lets the service's own 413 (over 16 KiB, contract shape) answer first.
+    const size = /^(\d+)([km])$/.exec(annotations['nginx.ingress.kubernetes.io/proxy-body-size'] ?? '');
+    expect(size, 'proxy-body-size').not.toBeNull();
+    const bytes = Number(size![1]) * (size![2] === 'k' ? 1024 : 1024 * 1024);
+    expect(bytes).toBeGreaterThan(16 * 1024);
+    expect(bytes).toBeLessThanOrEqual(1024 * 1024);
+    // Every path goes to the public Service's http port, never to the admin port.
+    const backends = ingress.spec.rules.flatMap((r: Json) => r.http.paths.map((p: Json) => p.backend.service));
+    expect(backends.length).toBeGreaterThan(0);
+    for (const backend of backends) expect(backend).toEqual({ name: 'ace', port: { name: 'http' } });
+    const publicService = only('production', 'Service', 'ace');
+    expect(publicService.spec.ports.map((p: Json) => p.name)).toContain('http');
+    // The host is the one PUBLIC_BASE_URL names.
+    const host = new URL(podConfig('production').publicBaseUrl).hostname;
+    expect(ingress.spec.rules.map((r: Json) => r.host)).toEqual([host]);
+    expect(ingress.spec.tls.flatMap((t: Json) => t.hosts)).toEqual([host]);
+  });
+
   it('the settings differ, so the ConfigMap hash (and the pods) change', () => {
     const name = (v: Variant) => container(v).envFrom[0].configMapRef.name;
     expect(name('base')).not.toBe(name('production'));
@@ -523,12 +583,15 @@ describe('Dockerfile', () => {
   const runtime = lines[lines.length - 1]!.stage;
   const last = (instruction: string) => inStage(runtime).filter((l) => l.instruction === instruction).at(-1);
 
-  it('builds in stages on Debian 12 (bookworm) with Node 20', () => {
+  it('builds in three stages on Debian 12 (bookworm) with Node 22 LTS', () => {
     const froms = lines.filter((l) => l.instruction === 'FROM');
     expect(froms.length).toBeGreaterThanOrEqual(2);
     const arg = lines.find((l) => l.instruction === 'ARG' && l.args.startsWith('NODE_IMAGE='));
     const images = froms.map((f) => f.args.split(' ')[0]!.replace('${NODE_IMAGE}', arg?.args.slice('NODE_IMAGE='.length) ?? ''));
-    for (const image of images) expect(image).toMatch(/^node:20(\.\d+)*-bookworm(-slim)?(@sha256:[0-9a-f]{64})?$/);
+    expect(froms).toHaveLength(3);
+    for (const image of images) expect(image).toMatch(/^node:22(\.\d+)*-bookworm(-slim)?(@sha256:[0-9a-f]{64})?$/);
+    // The Node line the image runs must load the uWS binary that the prune step keeps (ABI 127).
+    expect(existsSync(path.join(ROOT, 'node_modules/uWebSockets.js/dist/bin/uws_linux_x64_127.node'))).toBe(true);
     // Production dependencies without dev packages; the compiler runs in a separate stage.
     expect(lines.some((l) => l.instruction === 'RUN' && /npm ci\b.*--omit=dev/.test(l.args) && l.stage !== runtime)).toBe(true);
     const build = lines.find((l) => l.instruction === 'RUN' && l.args.includes('npm run build'));

@@ -56,6 +56,13 @@ describe('OpenAPI document', () => {
     expect(document.components.schemas.TokenRequest.required.sort()).toEqual(['api_key_id', 'platform_id', 'secret']);
   });
 
+  it('declares that no public operation takes HTTP authentication (security: [], as linters require)', () => {
+    for (const [path, item] of Object.entries<Record<string, any>>(document.paths)) {
+      for (const [method, operation] of Object.entries<any>(item)) expect(operation.security, `${method} ${path}`).toEqual([]);
+    }
+    expect(document.info.license.identifier).toBe('Apache-2.0');
+  });
+
   it('documents every real answer of every endpoint, and each body matches its documented schema', async () => {
     const admin = new AdminClient(service);
     const { platform, agent } = await admin.seed(['a', 'b'], ['a']);

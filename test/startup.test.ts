@@ -4,6 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { AdminClient, postJson } from './support/admin.js';
 import { freePort, REDIS_URL, runToExit, startService, type ServiceHandle } from './support/service.js';
@@ -34,6 +35,13 @@ describe('configuration', () => {
       expect(output).toContain(name);
     }
     expect(output).not.toContain('hunter2');
+  });
+
+  it('refuses to start when uWebSockets.js is not the native binary (a pure-JS fallback)', async () => {
+    const hook = pathToFileURL(path.resolve('test/fixtures/uws-js-fallback.mjs')).href;
+    const { code, output } = await runToExit({ NODE_OPTIONS: `--import=${hook}`, PORT: String(await freePort()), DATA_DIR: tmp() });
+    expect(code).toBe(1);
+    expect(output).toMatch(/native binary did not load.*refusing to start/);
   });
 
   it('refuses the same port for the public and internal listeners', async () => {

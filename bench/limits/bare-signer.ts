@@ -3,7 +3,7 @@
 // (no validation, no credentials, no stores, no metrics). The bench runs one per core on one port.
 // Env: PORT. Prints "ready <port>" once listening.
 import { generateKeyPairSync, randomUUID, sign } from 'node:crypto';
-import uWS from 'uWebSockets.js';
+import * as uWS from 'uWebSockets.js';
 
 const port = Number(process.env.PORT);
 if (!/\[native code\]/.test(String(uWS.App))) throw new Error('uWebSockets.js native binary not loaded');

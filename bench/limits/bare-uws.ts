@@ -3,7 +3,7 @@
 // these as the service runs HTTP processes, all on one port (uWS listens with SO_REUSEPORT on Linux).
 // Env: PORT, JWKS_FILE. Prints "ready <port>" once listening.
 import { readFileSync } from 'node:fs';
-import uWS from 'uWebSockets.js';
+import * as uWS from 'uWebSockets.js';
 
 const port = Number(process.env.PORT);
 const jwks = readFileSync(process.env.JWKS_FILE!);

@@ -4,6 +4,8 @@
 import { cores, SETTINGS, type DefaultContext, type Setting } from './settings.js';
 import { parseProxyList } from '../http/client-address.js';
 
+export { defaultBaseUrl } from './settings.js';
+
 export interface Config {
   host: string;
   port: number;
@@ -125,8 +127,10 @@ function readSetting(read: EnvReader, setting: Setting, context: DefaultContext)
       return read.bool(setting.env, setting.default);
     case 'oneOf':
       return read.oneOf(setting.env, setting.default, setting.allowed);
-    case 'url':
-      return read.optionalUrl(setting.env, setting.protocols);
+    case 'url': {
+      const value = read.optionalUrl(setting.env, setting.protocols) ?? (setting.default ? fallback(setting.default) : undefined);
+      return value !== undefined && setting.normalise ? setting.normalise(value) : value;
+    }
     case 'key32':
       return read.key32(setting.env);
     case 'secret':

@@ -1,6 +1,7 @@
 // Every setting, declared once: its environment variable, type, default, bounds and meaning. The loader
 // (config.ts), the README's configuration table (scripts/settings-table.mjs, checked by a unit test) and
 // the Kubernetes ConfigMap check all derive from this table, so they cannot drift apart.
+import { isIPv6 } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Config } from './config.js';
@@ -28,7 +29,7 @@ export type Setting = Common &
     | { type: 'bool'; default: boolean }
     | { type: 'oneOf'; default: string; allowed: string[] }
     /** Never echoed in errors: URLs may carry passwords. */
-    | { type: 'url'; protocols: string[] }
+    | { type: 'url'; protocols: string[]; default?: (c: DefaultContext) => string; normalise?: (value: string) => string }
     /** 32 bytes as 64 hex characters or base64; never echoed. */
     | { type: 'key32' }
     /** A secret string, unset when empty; never echoed. */
@@ -39,8 +40,8 @@ export const cores = (): number => Math.max(1, os.availableParallelism?.() ?? os
 
 /** http://[::1]:8080 for IPv6 literals; the wildcard addresses become localhost. */
 export function defaultBaseUrl(host: string, port: number): string {
-  const name = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
-  return `http://${name}:${port}`;
+  if (host === '0.0.0.0' || host === '::') return `http://localhost:${port}`;
+  return `http://${isIPv6(host) ? `[${host}]` : host}:${port}`;
 }
 
 // Order matters where a default reads an earlier value (PUBLIC_BASE_URL after HOST/PORT, ISSUER after
@@ -58,11 +59,11 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'REDIS_KEY_PREFIX', key: 'redisKeyPrefix', type: 'string', default: 'ace:', defaultText: '`ace:`', meaning: 'prefix of every Redis key and the pub/sub channel' },
   { env: 'API_KEY_PREFIX', key: 'apiKeyPrefix', type: 'string', default: 'agnt_kid_', defaultText: '`agnt_kid_`', meaning: '4 lowercase letters/digits + `_kid_`' },
   {
-    env: 'PUBLIC_BASE_URL', key: 'publicBaseUrl', type: 'string',
+    env: 'PUBLIC_BASE_URL', key: 'publicBaseUrl', type: 'url', protocols: ['http:', 'https:'],
     default: ({ values }) => defaultBaseUrl(values.host!, values.port!),
     normalise: (url) => url.replace(/\/+$/, ''),
-    defaultText: '`http://localhost:$PORT` (or `http://$HOST:$PORT`, IPv6 in brackets, when `HOST` is a specific address)',
-    meaning: 'public address (OpenAPI `servers`, default issuer)',
+    defaultText: '`http://localhost:$PORT` when `HOST` is a wildcard (`0.0.0.0`, `::`), else `http://$HOST:$PORT` (an IPv6 `HOST` in brackets: `http://[::1]:8080`)',
+    meaning: 'public address (OpenAPI `servers`, default issuer); set it in production',
   },
   { env: 'ISSUER', key: 'issuer', type: 'string', default: ({ values }) => values.publicBaseUrl!, defaultText: '`PUBLIC_BASE_URL`', meaning: 'JWT `iss`' },
   { env: 'TOKEN_TTL_SECONDS', key: 'tokenTtlSeconds', type: 'int', default: 900, min: 1, max: 86_400, defaultText: '`900`', meaning: 'token lifetime (`expires_in`)' },

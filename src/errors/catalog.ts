@@ -3,6 +3,7 @@
 
 export const ERRORS = {
   invalid_json: { status: 400, detail: 'Request body is not valid JSON.' },
+  bad_request: { status: 400, detail: 'Malformed request.' },
   invalid_credentials: { status: 401, detail: 'Invalid credentials.' },
   unauthorized: { status: 401, detail: 'Missing or invalid admin token.' },
   agent_inactive: { status: 403, detail: 'The agent is inactive.' },
@@ -17,6 +18,7 @@ export const ERRORS = {
   unsupported_profile: { status: 422, detail: 'Unsupported token profile.' },
   rate_limited: { status: 429, detail: 'Too many requests.' },
   internal_error: { status: 500, detail: 'Internal error.' },
+  not_implemented: { status: 501, detail: 'Not implemented.' },
   service_unavailable: { status: 503, detail: 'Service temporarily unavailable.' },
 } as const satisfies Record<string, { status: number; detail: string }>;
 

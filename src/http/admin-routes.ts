@@ -1,4 +1,4 @@
-// The internal admin API (admin-api.md). Every /admin/v1/* request carries the admin bearer token,
+// The internal admin API (docs/admin-api.md). Every /admin/v1/* request carries the admin bearer token,
 // compared in constant time (admin-auth.ts), with a per-address budget of wrong tokens.
 import { ServiceError } from '../errors/catalog.js';
 import { AgentCreate, AgentPatch, GrantPut, PlatformCreate, PlatformPatch, SecretRotate } from '../schemas/admin.js';

@@ -2,7 +2,7 @@
 // push (one uWS topic per platform). Thin: validation and framing here, everything else in
 // domain/revocation.
 import { STATUS_CODES } from 'node:http';
-import uWS from 'uWebSockets.js';
+import * as uWS from 'uWebSockets.js';
 import { ServiceError, toServiceError } from '../errors/catalog.js';
 import { UUID_PATTERN } from '../schemas/public.js';
 import type { RevocationService, FeedTransport } from '../domain/revocation/revocation-service.js';
@@ -74,7 +74,7 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationS
   feed.attach(transport);
 
   app.ws<SocketData>(FEED_SOCKET_PATH, {
-    compression: uWS.DISABLED,
+    // No compression: uWS's default (the repack's typings lack the DISABLED constant).
     maxPayloadLength: 512,
     // uWS pings idle sockets itself; a peer silent for this long is dropped.
     idleTimeout: 60,

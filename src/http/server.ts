@@ -2,11 +2,14 @@
 // metrics and access logs. Everything else happens in handlers that never see uWS.
 import { STATUS_CODES } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import uWS from 'uWebSockets.js';
+import * as uWS from 'uWebSockets.js';
 import { ServiceError, toServiceError } from '../errors/catalog.js';
 import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { clientAddress, type ProxyTrust } from './client-address.js';
+import { framingRefusal, type FramingFields } from './framing.js';
+import { InFlight, type Completion } from './in-flight.js';
+import { LingeringRefusal } from './lingering-refusal.js';
 import type { HttpReply, HttpRequest, RequestHeaders, Route } from './types.js';
 
 /** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
@@ -44,8 +47,7 @@ export class HttpServer {
   readonly app: uWS.TemplatedApp;
   private listenSocket: uWS.us_listen_socket | undefined;
   private draining = false;
-  private inFlight = 0;
-  private idleWaiters: (() => void)[] = [];
+  private readonly inFlight = new InFlight();
 
   constructor(routes: Route[], private readonly options: ServerOptions) {
     this.app = uWS.App();
@@ -55,6 +57,7 @@ export class HttpServer {
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
       const allow = [...new Set(group.flatMap((r) => (r.method === 'GET' ? ['GET', 'HEAD'] : [r.method])))].join(', ');
       this.app.any(path, (res, req) => {
+        if (this.refusedFraming(res, req)) return;
         const method = req.getMethod().toUpperCase();
         const route = group.find((r) => r.method === method || r.method === 'ANY' || (method === 'HEAD' && r.method === 'GET'));
         if (!route) {
@@ -64,7 +67,42 @@ export class HttpServer {
         this.handle(res, req, route, paramNames, method);
       });
     }
-    this.app.any('/*', (res, req) => this.answerError(res, req, 'unmatched', new ServiceError('not_found')));
+    this.app.any('/*', (res, req) => {
+      if (this.refusedFraming(res, req)) return;
+      this.answerError(res, req, 'unmatched', new ServiceError('not_found'));
+    });
+  }
+
+  /**
+   * Every request passes here first: an ambiguous body length (request smuggling) is refused before any
+   * routing or handler work, and the connection closes so no byte after it is served. `getHeader` shows
+   * only a field's first occurrence, so all fields are read.
+   *
+   * The answer waits for the next turn of the event loop. uWS parses every request already received on
+   * the connection before it flushes or closes anything, and a request handled now would reset the
+   * "close after this answer" mark: the bytes after the refused request would be served as a request
+   * of their own. Left pending instead, this answer makes uWS close the connection as soon as another
+   * request follows on it (without our 400: the refusal is then the closed connection); if none
+   * follows, the answer goes out next turn and the connection closes after it.
+   */
+  private refusedFraming(res: uWS.HttpResponse, req: uWS.HttpRequest): boolean {
+    const fields: FramingFields = { contentLength: [], transferEncoding: [] };
+    req.forEach((name, value) => {
+      if (name === 'content-length') fields.contentLength.push(value);
+      else if (name === 'transfer-encoding') fields.transferEncoding.push(value);
+    });
+    const refusal = framingRefusal(fields);
+    if (!refusal) return false;
+    const method = req.getMethod().toUpperCase();
+    const started = performance.now();
+    const state = this.inFlight.begin();
+    res.onAborted(() => {
+      state.aborted = true;
+      state.complete();
+    });
+    const reply = this.errorReply(new ServiceError(refusal.code, refusal.detail), 'framing');
+    setImmediate(() => this.send(res, state, reply, 'framing', method, started, randomUUID(), true));
+    return true;
   }
 
   listen(host: string, port: number): Promise<number> {
@@ -86,17 +124,15 @@ export class HttpServer {
 
   /** Resolves when no request is in flight (or at the deadline). */
   idle(timeoutMs: number): Promise<void> {
-    if (this.inFlight === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, timeoutMs);
-      this.idleWaiters.push(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+    return this.inFlight.idle(timeoutMs);
   }
 
-  /** Closes the listener and every connection (uWS 20.30's binary has app.close()). */
+  /** Requests begun and not yet answered or aborted. */
+  get requestsInFlight(): number {
+    return this.inFlight.size;
+  }
+
+  /** Closes the listener and every connection. */
   closeAll(): void {
     this.stopAccepting();
     (this.app as unknown as { close?: () => void }).close?.();
@@ -120,7 +156,7 @@ export class HttpServer {
     // Everything from `req` must be read now: it is invalid after this synchronous part.
     const headers = this.readHeaders(req, route);
     const params: Record<string, string> = {};
-    paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i))));
+    paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i) ?? '')));
     const path = req.getUrl();
     const query = route.query ? (req.getQuery() ?? '') : '';
     // The client address only matters where credentials arrive: routes with a body, and every request to
@@ -130,12 +166,11 @@ export class HttpServer {
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
     // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
     const controller = route.body ? new AbortController() : undefined;
-    const state = { aborted: false, done: false };
-    this.inFlight++;
+    const state = this.inFlight.begin();
     res.onAborted(() => {
       state.aborted = true;
       controller?.abort();
-      this.finish();
+      state.complete();
     });
 
     const run = (body: Buffer | null) => {
@@ -164,14 +199,16 @@ export class HttpServer {
     }
     const chunks: Buffer[] = [];
     let size = 0;
-    let refused = false;
+    let refusal: LingeringRefusal | undefined;
     res.onData((chunk, isLast) => {
-      if (refused) return;
+      if (refusal) return refusal.received(chunk.byteLength, isLast);
       size += chunk.byteLength;
       if (size > limit) {
-        refused = true;
-        this.send(res, state, this.errorReply(new ServiceError('payload_too_large'), route.name), route.name, method, started, requestId, true);
-        return;
+        // Closing now, with the client's bytes still unread, makes the kernel send a reset that can
+        // destroy the 413 before the client reads it: discard the rest first (bounded), then answer.
+        const refuse = () => this.send(res, state, this.errorReply(new ServiceError('payload_too_large'), route.name), route.name, method, started, requestId, true);
+        refusal = new LingeringRefusal(refuse, () => state.done);
+        return refusal.received(0, isLast);
       }
       chunks.push(Buffer.from(Buffer.from(chunk))); // copy: uWS detaches the chunk after this callback
       if (isLast) run(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
@@ -195,12 +232,12 @@ export class HttpServer {
     const method = req.getMethod().toUpperCase();
     const started = performance.now();
     const requestId = randomUUID();
-    this.inFlight++;
-    const state = { aborted: false, done: false };
+    const state = this.inFlight.begin();
     // uWS 20.30 aborts the whole process when a handler ends a response (HEAD: endWithoutBody) without
     // an abort handler attached: always attach one, even for answers given at once.
     res.onAborted(() => {
       state.aborted = true;
+      state.complete();
     });
     // Drop any request body unread: answer at once and let uWS discard the rest.
     this.send(res, state, this.errorReply(error, routeName), routeName, method, started, requestId, false);
@@ -208,7 +245,7 @@ export class HttpServer {
 
   private send(
     res: uWS.HttpResponse,
-    state: { aborted: boolean; done: boolean },
+    state: Completion,
     reply: HttpReply,
     routeName: string,
     method: string,
@@ -216,8 +253,7 @@ export class HttpServer {
     requestId: string,
     closeConnection: boolean,
   ): void {
-    if (state.aborted || state.done) return;
-    state.done = true;
+    if (state.done) return;
     const body = reply.body ?? '';
     const close = closeConnection || this.draining;
     res.cork(() => {
@@ -225,22 +261,31 @@ export class HttpServer {
       res.writeHeader('X-Request-Id', requestId);
       if (reply.headers) for (const name in reply.headers) res.writeHeader(name, reply.headers[name]);
       // 304 and HEAD carry no body; their Content-Length is the full representation's (RFC 9110 §8.6).
-      if (reply.status === 304) res.endWithoutBody(reply.representationLength ?? 0, close);
-      else if (method === 'HEAD') res.endWithoutBody(typeof body === 'string' ? Buffer.byteLength(body) : body.length, close);
-      else res.end(body, close);
+      if (reply.status === 304 || method === 'HEAD') {
+        const length = reply.status === 304 ? (reply.representationLength ?? 0) : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+        endWithoutBody(res, length, close);
+      } else res.end(body, close);
     });
+    state.complete();
     const seconds = (performance.now() - started) / 1000;
     this.options.metrics.observeHttp(routeName, method, reply.status, seconds);
     if (this.options.accessLog) {
       this.options.logger.info({ reqId: requestId, route: routeName, method, status: reply.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
     }
-    this.finish();
   }
+}
 
-  private finish(): void {
-    this.inFlight--;
-    if (this.inFlight === 0 && this.idleWaiters.length > 0) this.idleWaiters.splice(0).forEach((w) => w());
-  }
+/**
+ * A bodiless answer (HEAD, 304) announcing the representation's length. `res.endWithoutBody(length)` in
+ * this uWS waits for `length` body bytes that never come: the response stays open, the next request on
+ * the connection closes it and `onAborted` fires after the answer. So the length goes in as a plain
+ * header and uWS ends the response with no length of its own. uWS cannot close the connection after
+ * such an answer, so a closing one (shutdown) says `Connection: close` and the final close ends it.
+ */
+function endWithoutBody(res: uWS.HttpResponse, length: number, close: boolean): void {
+  res.writeHeader('Content-Length', String(length));
+  if (close) res.writeHeader('Connection', 'close');
+  res.endWithoutBody();
 }
 
 function decodeURIComponentSafe(value: string): string {

@@ -28,6 +28,12 @@ export class Metrics {
   constructor() {
     const registers = [this.registry];
     client.collectDefaultMetrics({ register: this.registry });
+    // promtool check metrics: a gauge must not end in _total. prom-client's defaults export the totals
+    // of active handles/requests/resources under such names; each is sum() of the per-type gauge
+    // without the suffix (nodejs_active_handles{type}), so drop them.
+    for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+      this.registry.removeSingleMetric(name);
+    }
     this.httpRequests = new client.Counter({
       name: 'ace_http_requests_total',
       help: 'HTTP requests answered, by route pattern, method and status.',

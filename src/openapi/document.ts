@@ -23,19 +23,27 @@ const errorResponse = (description: string, headers?: Record<string, unknown>) =
   content: { 'application/json': { schema: ref('Error') } },
 });
 const retryAfter = { 'Retry-After': { description: 'Seconds to wait (integer, at least 1).', schema: { type: 'integer', minimum: 1 } } };
+// The public endpoints take no HTTP authentication (agents send their credentials in the JSON body);
+// an explicit empty list says so to generators and linters. The admin API (bearer token) is on its own
+// listener and is not part of this document (docs/admin-api.md).
+const noHttpAuth: never[] = [];
 const codes = (...names: (keyof typeof ERRORS)[]) => names.map((n) => `\`${n}\``).join(', ');
 
 export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl: string; version: string }) {
   const bodyErrors = {
-    '400': errorResponse(`Body is not JSON (${codes('invalid_json')}).`),
+    '400': errorResponse(
+      `Body is not JSON (${codes('invalid_json')}), or its length is ambiguous (${codes('bad_request')}: more than one Content-Length, or chunked twice); the connection then closes.`,
+    ),
     '413': errorResponse(`Body over 16 KiB (${codes('payload_too_large')}).`),
     '415': errorResponse(`Content-Type is not application/json (${codes('unsupported_media_type')}).`),
+    '501': errorResponse(`Transfer-Encoding other than chunked (${codes('not_implemented')}); the connection then closes.`),
   };
   return {
     openapi: '3.1.0',
     info: {
       title: 'Agent Credential Exchange Service: public contract',
       version: options.version,
+      license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
       description: `Agents trade api_key_id + secret + platform_id for a short-lived RS256 JWT (profile "${TOKEN_PROFILE}") whose aud is the platform.`,
     },
     servers: [{ url: options.serverUrl }],
@@ -43,6 +51,7 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
       '/api/v1/auth/token': {
         post: {
           operationId: 'exchangeToken',
+          security: noHttpAuth,
           summary: 'Exchange agent credentials for a token',
           requestBody: { required: true, content: { 'application/json': { schema: ref('TokenRequest') } } },
           responses: {
@@ -63,6 +72,7 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
       '/api/v1/auth/agents/me/platforms': {
         post: {
           operationId: 'listAgentPlatforms',
+          security: noHttpAuth,
           summary: "List the calling agent's platforms (client bootstrap)",
           requestBody: { required: true, content: { 'application/json': { schema: ref('AgentCredentials') } } },
           responses: {
@@ -79,6 +89,7 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
       '/.well-known/jwks.json': {
         get: {
           operationId: 'getJwks',
+          security: noHttpAuth,
           summary: 'Public signing keys',
           responses: {
             '200': {
@@ -96,6 +107,7 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
       '/api/v1/platforms/{platform_id}/scopes.yaml': {
         get: {
           operationId: 'getScopeFile',
+          security: noHttpAuth,
           summary: 'Scope file of a platform (SvcScopesYaml v1)',
           parameters: [{ name: 'platform_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } }],
           responses: {

@@ -275,6 +275,44 @@ export function rawExchange(port: number, parts: RawPart | RawPart[], options: R
   });
 }
 
+/**
+ * Sends `requests` one after the other on ONE connection, each once the previous answer is complete (a
+ * client that reuses connections). Rejects if the server closes the connection or goes silent before
+ * every request got its answer.
+ */
+export function exchangeOnOneConnection(port: number, requests: (string | Buffer)[], timeoutMs = 10_000): Promise<RawResponse[]> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const answers: RawResponse[] = [];
+    let pending = Buffer.alloc(0);
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      socket.destroy();
+      reject(new Error(`${why} after ${answers.length} of ${requests.length} answers: ${JSON.stringify(answers.map((a) => a.statusLine))}`));
+    };
+    const timer = setTimeout(() => fail('no answer in time'), timeoutMs);
+    const next = () => {
+      if (answers.length < requests.length) return void socket.write(requests[answers.length]);
+      clearTimeout(timer);
+      socket.removeAllListeners('close');
+      socket.destroy();
+      resolve(answers);
+    };
+    socket.on('data', (chunk) => {
+      pending = Buffer.concat([pending, chunk]);
+      const head = String(requests[answers.length]).startsWith('HEAD ');
+      const { responses, rest } = parseResponses(pending, head);
+      if (responses.length === 0) return;
+      answers.push(responses[0]);
+      pending = rest; // (nothing is pipelined: each request waits for the previous answer)
+      next();
+    });
+    socket.on('close', () => fail('connection closed by the server'));
+    socket.on('error', (error) => fail(`socket error ${(error as NodeJS.ErrnoException).code}`));
+    socket.on('connect', next);
+  });
+}
+
 /** Parses consecutive HTTP/1.1 responses framed by Content-Length (what uWS sends). */
 export function parseResponses(bytes: Buffer, head = false): { responses: RawResponse[]; rest: Buffer } {
   const responses: RawResponse[] = [];

@@ -1,10 +1,10 @@
 // Platforms: admin creation and changes (scope catalogue and route rules kept consistent), the
 // SvcScopesYaml scope file, and an agent's platform listing with best-effort enrichment.
 import { createHash } from 'node:crypto';
-import { stringify } from 'yaml';
 import { ServiceError } from '../../errors/catalog.js';
 import { checkAgainst } from '../../schemas/validate.js';
 import { HTTP_METHODS, SvcScopesYaml } from '../../schemas/scopes-file.js';
+import { renderScopeFile } from './scope-file-text.js';
 import type { PlatformCreate, PlatformPatch } from '../../schemas/admin.js';
 import type { PlatformEntry, PlatformListing } from '../../schemas/public.js';
 import { LocalCache } from '../../storage/cache/local-cache.js';
@@ -92,9 +92,7 @@ export class PlatformService {
     };
     const problem = checkScopeFile(document);
     if (problem) throw new Error(`scope file of ${platform.id} does not match SvcScopesYaml: ${problem}`);
-    const body = Buffer.from(
-      `# SvcScopesYaml v1 for platform "${platform.name.replace(/[\r\n]/g, ' ')}". Place in the project root.\n` + stringify(document),
-    );
+    const body = Buffer.from(renderScopeFile(platform.name, document));
     const file = { body, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"` };
     this.scopeFiles.set(cacheKey, file);
     return file;

@@ -1,5 +1,5 @@
 // The credential exchange: authenticated agent + platform → RS256 JWT bound to the platform.
-// Order of checks (decisions.md): authenticate, rate-limit the key, agent status, platform access,
+// Order of checks (docs/decisions.md): authenticate, rate-limit the key, agent status, platform access,
 // scopes, sign.
 import { randomUUID } from 'node:crypto';
 import { ServiceError } from '../../errors/catalog.js';
@@ -30,7 +30,7 @@ export class TokenService {
   ) {}
 
   async exchange(request: TokenRequest, address: string, signal?: AbortSignal): Promise<TokenResult> {
-    // The profile is part of request validation (decisions.md): refused before any credential work.
+    // The profile is part of request validation (docs/decisions.md): refused before any credential work.
     const profile = request.profile ?? TOKEN_PROFILE;
     if (profile !== TOKEN_PROFILE) {
       throw new ServiceError('unsupported_profile', `Unsupported token profile "${profile.slice(0, 64)}": only "${TOKEN_PROFILE}" is accepted.`);

@@ -101,7 +101,7 @@ export class CachedStore implements Store {
     return this.readThrough(this.platforms, platformId, this.platformKey(platformId), () => this.inner.getPlatform(platformId));
   }
 
-  // Secret hashes are never cached (decisions.md: never in Redis in any form).
+  // Secret hashes are never cached (docs/decisions.md: never in Redis in any form).
   getSecretHashes(apiKeyId: string) {
     return this.inner.getSecretHashes(apiKeyId);
   }
