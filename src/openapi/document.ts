@@ -125,6 +125,7 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
       '/api/v1/platforms/{platform_id}/revocations': {
         get: {
           operationId: 'getRevocationFeed',
+          security: noHttpAuth,
           summary: "Signed revocation feed of a platform (for polling and catching up; public like the JWKS)",
           description:
             'A compact JWS (RS256, header typ "ace-revocations+jwt", kid of the service key that signed it: verify it with ' +
@@ -157,6 +158,7 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
       '/api/v1/platforms/{platform_id}/revocations/ws': {
         get: {
           operationId: 'subscribeRevocationFeed',
+          security: noHttpAuth,
           summary: 'WebSocket push of the revocation feed',
           description:
             'Upgrade to a WebSocket. The first message is the signed document from since (the catch-up); every later ' +
@@ -172,7 +174,8 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
             '422': errorResponse(`${codes('validation_error')}.`),
           },
         },
-      },    },
+      },
+    },
     components: {
       schemas: {
         TokenRequest: plain(tokenRequestSchema(options.apiKeyPrefix)),
