@@ -7,6 +7,8 @@ export interface Measurement extends LoadResult {
   note?: string;
   /** argon2 tasks the service ran during the measured part (from /metrics); warm should be ~0, cold ~1 per request. */
   argon2Verifications?: number;
+  /** The figure is not valid (e.g. the pool of cold agents ran out); left out of medians and ratios. */
+  invalid?: boolean;
 }
 
 export interface Ratio {
@@ -38,7 +40,9 @@ export const mib = (bytes: number) => bytes / 2 ** 20;
 export function table(rows: (string | number)[][], header: string[]): string {
   const all = [header, ...rows.map((r) => r.map(String))];
   const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
-  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  // Numbers right-aligned; the first (name) and a last "note" column left-aligned.
+  const left = (i: number) => i === 0 || (i === header.length - 1 && /note|value/.test(header[i]) && i > 1);
+  const line = (r: string[]) => r.map((c, i) => (left(i) ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
   return [line(all[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...all.slice(1).map(line)].join('\n');
 }
 
