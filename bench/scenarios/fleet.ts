@@ -5,6 +5,7 @@
 // and the total against 1.3 × N / (raw argon2 rate): each agent costs the service one argon2 verification
 // (the listing; the token that follows is warm in the verified-credentials cache).
 // Agents are bulk rows sharing one known secret (bulk.ts), so seeding costs no argon2 on the service.
+import { setMaxListeners } from 'node:events';
 import { hashSync } from '@node-rs/argon2';
 import type { Scenario } from './types.js';
 import type { BenchContext, ScenarioReport } from '../lib/context.js';
@@ -98,6 +99,7 @@ async function runFleet(ctx: BenchContext, defer: (fn: () => Promise<void> | voi
   const failures = new Map<string, number>();
   const observed: Observed[] = [];
   const controller = new AbortController();
+  setMaxListeners(0, controller.signal); // one listener per agent
   const giveUp = setTimeout(() => controller.abort(), giveUpMs);
   let finished = 0;
   const progress = setInterval(() => ctx.log(`  ${finished}/${n} agents hold a token`), 10_000);
