@@ -55,6 +55,8 @@ export interface StartOptions {
   /** false: no REDIS_URL even on Postgres (in-process caches and limiter, one process). */
   redis?: boolean;
   redisUrl?: string;
+  /** Extra node flags for the service process (e.g. --cpu-prof for profiling). */
+  nodeArgs?: string[];
 }
 
 export async function startBenchService(options: StartOptions): Promise<BenchService> {
@@ -101,7 +103,7 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
     ...options.env,
   };
 
-  const child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const keep = (chunk: Buffer) => {
     output += chunk;
