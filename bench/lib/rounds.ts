@@ -63,7 +63,10 @@ export function loadArm(
 /** One table row per arm: req/s, p50, p99 as median (min–max) of the rounds, and non-2xx/errors summed. */
 export function summaryRows(results: Record<string, Measurement[]>): string[][] {
   return Object.entries(results).map(([name, list]) => {
-    const ms = list.filter(Boolean);
+    const all = list.filter(Boolean);
+    // A round marked invalid (e.g. the cold pool ran dry) is shown in the log but left out of the medians.
+    const ms = all.filter((m) => !m.invalid);
+    const invalid = all.length - ms.length;
     const codes = new Map<string, number>();
     for (const m of ms) for (const [code, n] of Object.entries(m.statusCodes ?? {})) if (!code.startsWith('2')) codes.set(code, (codes.get(code) ?? 0) + n);
     return [
@@ -73,7 +76,7 @@ export function summaryRows(results: Record<string, Measurement[]>): string[][] 
       formatSpread(spread(ms.map((m) => m.p99)), 1),
       String(ms.reduce((s, m) => s + m.non2xx, 0)) + (codes.size ? ` (${[...codes].map(([c, n]) => `${c}×${n}`).join(' ')})` : ''),
       String(ms.reduce((s, m) => s + m.errors, 0)),
-      ms.find((m) => m.note)?.note ?? '',
+      (invalid ? `${invalid} round(s) invalid, left out; ` : '') + (all.find((m) => m.note)?.note ?? ''),
     ];
   });
 }

@@ -65,12 +65,18 @@ async function runDeployed(ctx: BenchContext, defer: (fn: () => Promise<void> | 
     check(`token warm p99 ms @${opts.connections} connections`, results['token (warm)'].map((m) => m.p99), { op: '<=', value: 40 }),
     check('non-2xx + errors', failures, { op: '=', value: 0 }),
   ];
+  const limited = Object.values(results).flat().reduce((sum, m) => sum + (m?.statusCodes?.['429'] ?? 0), 0);
+  const hint = limited > 0
+    ? [`${limited} answers were 429: the deployment's per-key token limit (RATE_LIMIT_TOKEN_POINTS per window) caps each agent; ` +
+        'raise --warm-agents to spread the load over more keys, or measure on an instance with a higher limit.']
+    : [];
   return {
     name: 'deployed',
     text: [
       `deployed instance ${opts.target} (admin ${opts.adminUrl}); ${opts.rounds} round(s), ${opts.connections} connections, ${opts.duration}s after ${opts.warmup}s warm-up`,
       table(summaryRows(results), SUMMARY_HEADER),
       table(checkRows(checks), CHECK_HEADER),
+      ...hint,
     ],
     checks,
     data: { target: opts.target, results },
