@@ -69,4 +69,6 @@ main(ctx)
     ctx.log(`failed: ${error instanceof Error ? error.stack ?? error.message : error}`);
     await ctx.cleanup();
     process.exitCode = 1;
-  });
+  })
+  // Agents a scenario gave up on may still sleep between retries: do not wait for them.
+  .finally(() => process.exit());

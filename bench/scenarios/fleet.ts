@@ -103,25 +103,30 @@ async function runFleet(ctx: BenchContext, defer: (fn: () => Promise<void> | voi
   const giveUp = setTimeout(() => controller.abort(), giveUpMs);
   let finished = 0;
   const progress = setInterval(() => ctx.log(`  ${finished}/${n} agents hold a token`), 10_000);
+  const gaveUp = new Promise<never>((_, reject) =>
+    controller.signal.addEventListener('abort', () => reject(new Error(`gave up after ${(giveUpMs / 1000).toFixed(0)} s`)), { once: true }),
+  );
+  gaveUp.catch(() => {});
   await Promise.all(
     ids.map(async (apiKeyId) => {
       const seen = new Observed();
       observed.push(seen);
       try {
-        const client = await AgentClient.start({
-          serviceUrl: service.publicUrl,
-          apiKeyId,
-          secret: BULK_SECRET,
-          fetch: observingFetch(seen),
-          maxRetries: opts.fleetRetries,
-          serviceTimeoutMs: 30_000,
-        });
-        const platformId = client.platforms()[0]?.platform_id;
-        if (!platformId) throw new Error('no platform listed');
-        await Promise.race([
-          client.token(platformId),
-          new Promise((_, reject) => controller.signal.addEventListener('abort', () => reject(new Error('gave up')), { once: true })),
-        ]);
+        // One agent's start: list its platforms (cold: argon2), then a token for the first one.
+        const startAgent = async () => {
+          const client = await AgentClient.start({
+            serviceUrl: service.publicUrl,
+            apiKeyId,
+            secret: BULK_SECRET,
+            fetch: observingFetch(seen),
+            maxRetries: opts.fleetRetries,
+            serviceTimeoutMs: 30_000,
+          });
+          const platformId = client.platforms()[0]?.platform_id;
+          if (!platformId) throw new Error('no platform listed');
+          await client.token(platformId);
+        };
+        await Promise.race([startAgent(), gaveUp]);
         doneAt.push((performance.now() - started) / 1000);
       } catch (error) {
         const key = (error as Error).message.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '<id>').slice(0, 120);
