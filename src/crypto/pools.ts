@@ -51,7 +51,7 @@ export class CryptoPools {
     // Batches are never queued inside Piscina (one per thread at most): the sign queue is the batcher's.
     this.signBatcher = new SignBatcher((batch) => this.run<string[]>('sign', 'signTokens', batch), options.signThreads, options.signMaxQueue);
     // Before the first measured second, assume ~25 ms per verification per thread.
-    this.argon2Retry = new RetrySpread({ maxSeconds: 30, rate: () => this.argon2Done.perSecond() || options.argon2Threads * 40 });
+    this.argon2Retry = new RetrySpread({ maxSeconds: 30, overbook: 1.2, rate: () => this.argon2Done.perSecond() || options.argon2Threads * 40 });
     metrics.registerQueueDepth(() => ({ argon2: this.pools.argon2.queueSize, sign: this.signBatcher.queued }));
   }
 

@@ -10,6 +10,12 @@ export interface RetrySpreadOptions {
   maxSeconds: number;
   /** argon2 verifications per second the pool completes. */
   rate: () => number;
+  /**
+   * Returns booked per second, relative to the rate. Slightly over 1: clients add jitter on top of
+   * Retry-After (the agent client up to 20 %), which spreads each second's returns over a longer span, and
+   * the queue absorbs the excess; an idle pool while callers wait would cost more than a few re-refusals.
+   */
+  overbook?: number;
   now?: () => number;
 }
 
@@ -26,7 +32,7 @@ export class RetrySpread {
   next(): number {
     const second = Math.floor(this.now() / 1000);
     for (const at of this.booked.keys()) if (at <= second) this.booked.delete(at);
-    const perSecond = Math.max(1, Math.round(this.options.rate()));
+    const perSecond = Math.max(1, Math.round(this.options.rate() * (this.options.overbook ?? 1)));
     for (let wait = 1; wait <= this.options.maxSeconds; wait++) {
       const count = this.booked.get(second + wait) ?? 0;
       if (count < perSecond) {

@@ -52,3 +52,12 @@ describe('Throughput', () => {
     expect(t.perSecond()).toBe(0);
   });
 });
+
+describe('RetrySpread overbooking', () => {
+  it('books rate × overbook per second', () => {
+    const spread = new RetrySpread({ maxSeconds: 30, rate: () => 50, overbook: 1.2, now: () => 0 });
+    const waits = Array.from({ length: 120 }, () => spread.next());
+    expect(waits.filter((w) => w === 1)).toHaveLength(60);
+    expect(waits.filter((w) => w === 2)).toHaveLength(60);
+  });
+});
