@@ -27,6 +27,8 @@ export interface BenchOptions {
   fleetRetries: number;
   embedded: boolean;
   peer: boolean;
+  /** WORKERS of the service in compare (undefined: the service's default). */
+  workers: number | undefined;
   /** libuv thread pool of the service, the peer and the bare servers (one value for all). */
   uvThreads: number;
   /** Deployed-instance mode: the service's public URL (nothing is started locally). */
@@ -52,6 +54,7 @@ const HELP = `usage: npm run bench -- [flags]
   --argon2-seconds <s>  raw argon2 rate seconds per round (default 3; --quick: 1)
   --fleet-agents <n>    agents of the fleet restart (default 5000; --quick: 300)
   --fleet-retries <n>   maxRetries of each fleet agent's client (default 100)
+  --workers <n>         WORKERS (HTTP processes) of the service in compare; the bare servers and the peer follow (default: the service's default)
   --uv-threads <n>      UV_THREADPOOL_SIZE of the service, the peer and the bare servers (default: max(2, cores))
   --embedded            run the service on its embedded default (PGlite, in-process cache) instead of Postgres+Redis
   --no-peer             skip the oidc-provider peer
@@ -81,6 +84,7 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
       'fleet-agents': { type: 'string' },
       'fleet-retries': { type: 'string' },
       'uv-threads': { type: 'string' },
+      workers: { type: 'string' },
       embedded: { type: 'boolean', default: false },
       'no-peer': { type: 'boolean', default: false },
       quick: { type: 'boolean', default: false },
@@ -121,6 +125,7 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
     fleetRetries: Math.floor(num('fleet-retries', values['fleet-retries'], 100, 0)),
     embedded: values.embedded === true,
     peer: values['no-peer'] !== true,
+    workers: values.workers === undefined ? undefined : Math.floor(num('workers', values.workers, 1, 1)),
     uvThreads: Math.floor(num('uv-threads', values['uv-threads'], Math.max(2, cores), 1)),
     target,
     adminUrl: values['admin-url']?.replace(/\/+$/, ''),

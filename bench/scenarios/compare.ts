@@ -34,7 +34,7 @@ async function runCompare(ctx: BenchContext, defer: (fn: () => Promise<void> | v
   ctx.log(`  RSA-2048 sign/s ${fmt(openssl.signPerSecond)}`);
 
   ctx.log(`starting the service (${opts.embedded ? 'embedded PGlite' : 'Postgres + Redis'}, UV_THREADPOOL_SIZE ${opts.uvThreads}) ...`);
-  const service = await startBenchService({ embedded: opts.embedded, uvThreads: opts.uvThreads });
+  const service = await startBenchService({ embedded: opts.embedded, uvThreads: opts.uvThreads, env: opts.workers ? { WORKERS: String(opts.workers) } : {} });
   defer(() => service.dispose());
   const http = service.httpProcesses;
   ctx.log(`  up: ${http} HTTP process(es) reported ready; ${service.publicUrl}`);
