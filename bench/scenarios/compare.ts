@@ -130,7 +130,7 @@ async function runCompare(ctx: BenchContext, defer: (fn: () => Promise<void> | v
   const rps = (name: string) => (results[name] ?? []).map((m) => (m && !m.invalid ? m.rps : undefined));
   const checks = [
     check('token warm / bare signer, same process count', pairedRatios(rps('token (warm)'), rps('bare signer (same processes)')), { op: '>=', value: 0.85 }),
-    check('token warm / bare signer, one process per core', pairedRatios(rps('token (warm)'), rps('bare signer (one per core)')), null, 'info: the best bare layout'),
+    check('token warm / bare signer, one process per core', pairedRatios(rps('token (warm)'), rps('bare signer (one per core)')), null, 'info: the other bare layout'),
     check('token warm / peer', pairedRatios(rps('token (warm)'), rps('peer: oidc-provider token')), { op: '>=', value: 1.5 }),
     check(`token warm p99 ms @${opts.connections} connections`, results['token (warm)'].map((m) => m.p99), { op: '<=', value: 40 }),
     check('token cold / raw argon2 (pool parameters)', pairedRatios(rps('token (cold)'), rps('raw argon2 verify')), { op: '>=', value: 0.8 }),
