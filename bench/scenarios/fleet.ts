@@ -36,6 +36,8 @@ class Observed {
   /** Retry-After answers followed by another attempt (the rest ended the agent's start: success elsewhere or failure). */
   followed = 0;
   networkErrors = 0;
+  /** Causes of the network errors (ECONNRESET, timeouts, ...). */
+  errorCodes = new Map<string, number>();
 }
 
 /** A fetch that counts statuses and checks that each retry waits at least the Retry-After it was given. */
@@ -53,6 +55,9 @@ function observingFetch(seen: Observed): typeof fetch {
       response = await fetch(input, init);
     } catch (error) {
       seen.networkErrors++;
+      const cause = (error as { cause?: { code?: string; name?: string } }).cause;
+      const code = cause?.code ?? cause?.name ?? (error as Error).name;
+      seen.errorCodes.set(code, (seen.errorCodes.get(code) ?? 0) + 1);
       throw error;
     }
     seen.statuses.set(response.status, (seen.statuses.get(response.status) ?? 0) + 1);
@@ -145,6 +150,8 @@ async function runFleet(ctx: BenchContext, defer: (fn: () => Promise<void> | voi
   const statuses = new Map<number, number>();
   for (const o of observed) for (const [s, c] of o.statuses) statuses.set(s, (statuses.get(s) ?? 0) + c);
   const attempts = observed.map((o) => [...o.statuses.values()].reduce((a, b) => a + b, 0) + o.networkErrors);
+  const networkCodes = new Map<string, number>();
+  for (const o of observed) for (const [c, k] of o.errorCodes) networkCodes.set(c, (networkCodes.get(c) ?? 0) + k);
   const sorted = [...doneAt].sort((a, b) => a - b);
   const pct = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : NaN);
   // Agents that needed more than 3 retries on one call would have failed with the client's default maxRetries.
@@ -165,7 +172,7 @@ async function runFleet(ctx: BenchContext, defer: (fn: () => Promise<void> | voi
     ['429/503 with Retry-After / followed by a retry / honoured', `${fmt(sum((o) => o.withRetryAfter))} / ${fmt(sum((o) => o.followed))} / ${fmt(sum((o) => o.honoured))}`],
     ['attempts per agent median / max', `${fmt(spread(attempts)?.median)} / ${fmt(spread(attempts)?.max)}`],
     ['agents refused > 3 times in all (the default maxRetries 3 may have failed them)', fmt(beyondDefault)],
-    ['network errors', fmt(sum((o) => o.networkErrors))],
+    ['network errors (retried by the client)', `${fmt(sum((o) => o.networkErrors))}${networkCodes.size ? ` (${[...networkCodes].map(([c, k]) => `${c}×${k}`).join(' ')})` : ''}`],
     ['service peak RSS MiB', fmt(mib(rss.peak))],
     ...[...failures].map(([m, c]) => [`failure ×${c}`, m]),
   ];
