@@ -49,7 +49,7 @@ function openFiles(): number {
   }
 }
 
-export async function revocationFanout(options: { embedded: boolean; sizes: number[]; revocations?: number; log: (m: string) => void }): Promise<FanoutPoint[]> {
+export async function revocationFanout(options: { embedded: boolean; sizes: number[]; uvThreads: number; revocations?: number; log: (m: string) => void }): Promise<FanoutPoint[]> {
   const { log } = options;
   const points: FanoutPoint[] = [];
   const limit = openFiles();
@@ -60,7 +60,7 @@ export async function revocationFanout(options: { embedded: boolean; sizes: numb
       continue;
     }
     // A fresh single-process service per size, so the memory baseline is not left over from the last size.
-    const service = await startBenchService({ embedded: options.embedded, env: { WORKERS: '1', REVOCATION_HEARTBEAT_SECONDS: '300' } });
+    const service = await startBenchService({ embedded: options.embedded, uvThreads: options.uvThreads, env: { WORKERS: '1', REVOCATION_HEARTBEAT_SECONDS: '300' } });
     try {
       const admin = new Admin(service);
       const { platform_id } = await admin.createPlatform();
@@ -155,7 +155,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2);
   const sizesArg = args.indexOf('--sizes');
   const sizes = sizesArg >= 0 ? args[sizesArg + 1].split(',').map(Number) : [1000, 10_000];
-  revocationFanout({ embedded: args.includes('--embedded'), sizes, log: (m) => process.stderr.write(`[fanout] ${m}\n`) })
+  revocationFanout({ embedded: args.includes('--embedded'), sizes, uvThreads: Math.max(2, os.availableParallelism()), log: (m) => process.stderr.write(`[fanout] ${m}\n`) })
     .then((points) =>
       console.log(`\nrevocation fan-out (one service process; admin write to receipt; load average ${os.loadavg()[0].toFixed(1)} on ${os.availableParallelism()} cores)\n${fanoutTable(points)}`),
     )

@@ -11,6 +11,7 @@
 // Redis: by default the soak starts its own redis-server on a free port (same flags as a production-less
 // restart: --save "" --appendonly no) so that restarting it does not disturb anything else using the
 // shared 127.0.0.1:6379; `--redis-port 6379` restarts that one instead.
+import os from 'node:os';
 import { execFile } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -97,7 +98,7 @@ async function main(): Promise<void> {
   let service: BenchService | undefined;
   try {
     log(`service on Postgres + Redis :${redisPort}${ownRedis ? ' (private instance)' : ''}; ${opts.duration}s, ${opts.connections} connections, ${opts.rate} req/s`);
-    service = await startBenchService({ embedded: false, redisUrl: `redis://127.0.0.1:${redisPort}` });
+    service = await startBenchService({ embedded: false, uvThreads: Math.max(2, os.availableParallelism()), redisUrl: `redis://127.0.0.1:${redisPort}` });
     await soak(service, redisPort);
   } finally {
     await service?.dispose().catch((e) => log(`dispose: ${e}`));

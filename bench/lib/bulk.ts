@@ -5,10 +5,13 @@
 //  - single-column unique/primary-key columns get fresh values (uuid: gen_random_uuid(); text: the
 //    template's text with its last 32 characters replaced by random hex, which keeps an api_key_id-like
 //    "<prefix><32 hex>" shape), or their own default when they have one (identity/serial);
-//  - generated columns are left out; `name` becomes "bulk-<n>"; non-null columns holding a hash (…hash…)
-//    get a dummy argon2id hash of a random secret nobody knows.
+//  - generated columns are left out; `name` becomes "<label>-<n>"; non-null columns holding a hash
+//    (…hash…) get one argon2id hash computed by the bench with the pool's own parameters.
 // Each bulk agent also gets a copy of one real grant row (when `grants` exists), as real agents have one.
-// The rows are never used for requests; they only make the tables (and their indexes) big.
+// Every bulk agent thus shares one known secret (BULK_SECRET) under its own api_key_id, so the bench can
+// use them as agents never seen before: the service verifies and remembers credentials per api_key_id,
+// so a shared secret gives it no shortcut (each first request still costs one argon2 verification).
+// Rows go in by chunks of INSERT ... SELECT over generate_series (one statement per chunk).
 import postgres from 'postgres';
 
 const TABLE = 'agents';
@@ -26,7 +29,7 @@ interface Column {
 export class BulkAgents {
   private readonly sql: postgres.Sql;
 
-  constructor(databaseUrl: string, private readonly dummyHash: string) {
+  constructor(databaseUrl: string, private readonly secretHash: string) {
     this.sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   }
 
@@ -54,8 +57,26 @@ export class BulkAgents {
     }));
   }
 
-  /** Adds `n` rows copied from an existing agent (at least one real agent must exist). */
-  async add(n: number): Promise<void> {
+  /** Adds `n` rows named `<label>-<i>` copied from an existing agent (at least one real agent must exist). */
+  async add(n: number, label = 'bulk', chunk = 250_000): Promise<void> {
+    for (let done = 0; done < n; done += chunk) await this.addChunk(Math.min(chunk, n - done), label, done);
+    await this.sql.unsafe(`ANALYZE ${TABLE}`);
+    if (await this.grantColumns()) await this.sql.unsafe(`ANALYZE ${GRANTS}`);
+  }
+
+  /** api_key_ids of the rows a call to add() made with `label` (in random order). */
+  async apiKeyIds(label: string): Promise<string[]> {
+    const rows = await this.sql.unsafe(`SELECT api_key_id FROM ${TABLE} WHERE name LIKE $1 ORDER BY random()`, [`${label}-%`]);
+    return rows.map((r) => r.api_key_id as string);
+  }
+
+  /** `n` random api_key_ids among the rows labelled `label`, none of `exclude`. */
+  async sample(label: string, n: number, exclude: ReadonlySet<string> = new Set()): Promise<string[]> {
+    const rows = await this.sql.unsafe(`SELECT api_key_id FROM ${TABLE} WHERE name LIKE $1 ORDER BY random() LIMIT $2`, [`${label}-%`, n + exclude.size]);
+    return rows.map((r) => r.api_key_id as string).filter((id) => !exclude.has(id)).slice(0, n);
+  }
+
+  private async addChunk(n: number, label: string, offset: number): Promise<void> {
     if (n <= 0) return;
     const columns = await this.columns();
     const names: string[] = [];
@@ -71,9 +92,9 @@ export class BulkAgents {
         } else if (column.hasDefault || column.identity !== '') continue;
         else throw new Error(`cannot make unique values for ${TABLE}.${column.name} (${column.type})`);
       } else if (column.name === 'name') {
-        value = `'bulk-' || g::text`;
+        value = `${literal(label + '-')} || (g + ${Math.floor(offset)})::text`;
       } else if (/hash/i.test(column.name) && /^(text|character varying)/.test(column.type)) {
-        value = `CASE WHEN t.${id} IS NULL THEN NULL ELSE ${literal(this.dummyHash)} END`;
+        value = `CASE WHEN t.${id} IS NULL THEN NULL ELSE ${literal(this.secretHash)} END`;
       } else {
         value = `t.${id}`;
       }
@@ -94,11 +115,9 @@ export class BulkAgents {
          SELECT fresh.agent_id, ${rest.map((c) => `t.${c}`).join(', ')}
          FROM fresh CROSS JOIN (SELECT * FROM ${GRANTS} LIMIT 1) t`,
       );
-      await this.sql.unsafe(`ANALYZE ${GRANTS}`);
     } else {
       await this.sql.unsafe(insertAgents);
     }
-    await this.sql.unsafe(`ANALYZE ${TABLE}`);
   }
 
   /** Columns of `grants` when it exists, has an agent_id column and holds a row to copy; else undefined. */
@@ -114,13 +133,13 @@ export class BulkAgents {
     return names.includes('agent_id') && any.n > 0 ? names : undefined;
   }
 
-  /** Names of the tables and columns seen, for the report. */
   /** Lets Postgres catch up after bulk writes (statistics, dirty pages), so no measurement pays for it. */
   async settle(): Promise<void> {
     await this.sql.unsafe('VACUUM ANALYZE');
     await this.sql.unsafe('CHECKPOINT').catch(() => {}); // needs superuser; fine to skip
   }
 
+  /** Names of the tables and columns seen, for the report. */
   async describe(): Promise<string> {
     return (await this.columns()).map((c) => `${c.name}:${c.type}${c.unique ? '(unique)' : ''}`).join(', ');
   }

@@ -1,4 +1,4 @@
-// Result shapes, the printed table and the targets.
+// Result shapes and the printed tables (targets and verdicts: checks.ts, stats.ts).
 import os from 'node:os';
 import type { LoadResult } from './load.js';
 
@@ -7,13 +7,8 @@ export interface Measurement extends LoadResult {
   note?: string;
   /** argon2 tasks the service ran during the measured part (from /metrics); warm should be ~0, cold ~1 per request. */
   argon2Verifications?: number;
-}
-
-export interface Ratio {
-  name: string;
-  value: number | null;
-  target: string;
-  pass: boolean | null;
+  /** The figure is not valid (e.g. the pool of cold agents ran out); left out of medians and ratios. */
+  invalid?: boolean;
 }
 
 export function machineInfo() {
@@ -38,32 +33,10 @@ export const mib = (bytes: number) => bytes / 2 ** 20;
 export function table(rows: (string | number)[][], header: string[]): string {
   const all = [header, ...rows.map((r) => r.map(String))];
   const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
-  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  // Numbers right-aligned; the first (name) and a last "note" column left-aligned.
+  const left = (i: number) => i === 0 || (i === header.length - 1 && /note|value/.test(header[i]) && i > 1);
+  const line = (r: string[]) => r.map((c, i) => (left(i) ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
   return [line(all[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...all.slice(1).map(line)].join('\n');
-}
-
-export function measurementRows(list: Measurement[]): string[][] {
-  return list.map((m) => [
-    m.name,
-    fmt(m.rps),
-    fmt(m.p50, 1),
-    fmt(m.p99, 1),
-    fmt(m.requests),
-    String(m.non2xx),
-    String(m.errors),
-    m.argon2Verifications === undefined ? '-' : fmt(m.argon2Verifications),
-    m.note ?? '',
-  ]);
-}
-
-export const MEASUREMENT_HEADER = ['measurement', 'req/s', 'p50 ms', 'p99 ms', 'requests', 'non-2xx', 'errors', 'argon2 tasks', 'note'];
-
-export function ratio(name: string, value: number | null, target: string, test: (v: number) => boolean): Ratio {
-  return { name, value, target, pass: value === null || !Number.isFinite(value) ? null : test(value) };
-}
-
-export function ratioRows(list: Ratio[]): string[][] {
-  return list.map((r) => [r.name, r.value === null ? '-' : fmt(r.value, r.value < 10 ? 2 : 1), r.target, r.pass === null ? 'n/a' : r.pass ? 'PASS' : 'MISS']);
 }
 
 export { fmt };

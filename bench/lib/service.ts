@@ -28,11 +28,17 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export interface BenchService {
+/** A service the bench talks to: one it started, or a deployed one (--target). */
+export interface ServiceTarget {
   publicUrl: string;
   adminUrl: string;
   adminToken: string;
+}
+
+export interface BenchService extends ServiceTarget {
   pid: number;
+  /** HTTP processes that reported ready (read from the service's own start-up log). */
+  httpProcesses: number;
   /** Postgres URL of the bench database (undefined when embedded). */
   databaseUrl: string | undefined;
   redisKeyPrefix: string | undefined;
@@ -41,7 +47,20 @@ export interface BenchService {
   dispose(): Promise<void>;
 }
 
-export async function startBenchService(options: { embedded: boolean; env?: Record<string, string>; redisUrl?: string }): Promise<BenchService> {
+export interface StartOptions {
+  embedded: boolean;
+  /** libuv thread pool size, given explicitly so the peer and the bare servers get the same. */
+  uvThreads: number;
+  env?: Record<string, string>;
+  /** false: no REDIS_URL even on Postgres (in-process caches and limiter, one process). */
+  redis?: boolean;
+  redisUrl?: string;
+  /** Extra node flags for the service process (e.g. --cpu-prof for profiling). */
+  nodeArgs?: string[];
+}
+
+export async function startBenchService(options: StartOptions): Promise<BenchService> {
+  const useRedis = !options.embedded && options.redis !== false;
   const redisUrl = options.redisUrl ?? REDIS_URL;
   const [port, adminPort] = [await freePort(), await freePort()];
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ace-bench-'));
@@ -58,11 +77,12 @@ export async function startBenchService(options: { embedded: boolean; env?: Reco
       await admin.end();
     }
     databaseUrl = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${databaseName}`);
-    redisKeyPrefix = `ace-bench-${randomBytes(4).toString('hex')}:`;
+    if (useRedis) redisKeyPrefix = `ace-bench-${randomBytes(4).toString('hex')}:`;
   }
 
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
+    UV_THREADPOOL_SIZE: String(options.uvThreads),
     HOST: '127.0.0.1',
     PORT: String(port),
     ADMIN_HOST: '127.0.0.1',
@@ -76,12 +96,14 @@ export async function startBenchService(options: { embedded: boolean; env?: Reco
     // Limits must not shape the figures: the bench measures capacity, not the limiter.
     RATE_LIMIT_TOKEN_POINTS: '1000000',
     RATE_LIMIT_AUTH_FAIL_POINTS: '1000000',
-    ...(options.embedded ? {} : { DATABASE_URL: databaseUrl!, REDIS_URL: redisUrl, REDIS_KEY_PREFIX: redisKeyPrefix! }),
-    // WORKERS, ARGON2_THREADS and SIGN_THREADS stay at their defaults (cluster of `cores` with Redis).
+    ...(options.embedded ? {} : { DATABASE_URL: databaseUrl! }),
+    ...(useRedis ? { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: redisKeyPrefix! } : {}),
+    // WORKERS, ARGON2_THREADS and SIGN_THREADS stay at the service's defaults; the bench reads how many
+    // HTTP processes really started from the start-up log.
     ...options.env,
   };
 
-  const child = spawn(process.execPath, [MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const keep = (chunk: Buffer) => {
     output += chunk;
@@ -97,6 +119,7 @@ export async function startBenchService(options: { embedded: boolean; env?: Reco
     adminUrl: `http://127.0.0.1:${adminPort}`,
     adminToken,
     pid: child.pid!,
+    httpProcesses: 0,
     databaseUrl,
     redisKeyPrefix,
     output: () => output,
@@ -115,6 +138,7 @@ export async function startBenchService(options: { embedded: boolean; env?: Reco
   };
   try {
     await waitUntilReady(service, child, exited);
+    service.httpProcesses = await waitForHttpProcesses(service);
   } catch (error) {
     await service.dispose();
     throw error;
@@ -146,6 +170,40 @@ async function waitUntilReady(service: BenchService, child: ChildProcess, exited
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`service not ready within 60 s:\n${service.output().slice(-4000)}`);
+}
+
+const READY_MSG = 'agent credential exchange ready';
+
+/** The `workers` count each ready line states, and how many ready lines there are (pino JSON lines). */
+export function readyLines(output: string): { expected: number | undefined; ready: number } {
+  let expected: number | undefined;
+  let ready = 0;
+  for (const line of output.split('\n')) {
+    if (!line.includes(READY_MSG)) continue;
+    ready++;
+    try {
+      const workers = (JSON.parse(line) as { workers?: unknown }).workers;
+      if (typeof workers === 'number') expected = workers;
+    } catch {
+      // not a JSON line: counts as ready, states nothing
+    }
+  }
+  return { expected, ready };
+}
+
+/**
+ * readyz turns 200 as soon as one HTTP process is up (they share the port); every HTTP process logs one
+ * ready line stating the configured process count (WORKERS), so wait for that many lines. A process that
+ * never reports ready within 30 s fails the run (the figures would be wrong), it is not just a warning.
+ */
+async function waitForHttpProcesses(service: BenchService): Promise<number> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const { expected, ready } = readyLines(service.output());
+    if (expected !== undefined && ready >= expected) return expected;
+    if (Date.now() > deadline) throw new Error(`${ready} of ${expected ?? '?'} HTTP processes reported ready within 30 s:\n${service.output().slice(-2000)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 async function deleteRedisPrefix(url: string, prefix: string): Promise<void> {

@@ -8,6 +8,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import { unavailable } from '../errors/catalog.js';
 import type { SignTask, VerifyTask } from '../../workers/crypto-worker.js';
 import { SignBatcher } from './sign-batcher.js';
+import { RetrySpread, Throughput } from './retry-spread.js';
 
 const WORKER_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../workers/crypto-worker.js');
 
@@ -27,6 +28,9 @@ export class CryptoPools {
   /** A task that did not finish in this long is treated as a hung worker: aborting it replaces the thread. */
   private readonly taskTimeoutMs: Record<PoolName, number>;
   private readonly signBatcher: SignBatcher;
+  /** argon2 verifications completed per second, and the Retry-After of argon2 work shed (retry-spread.ts). */
+  private readonly argon2Done = new Throughput();
+  private readonly argon2Retry: RetrySpread;
 
   constructor(options: PoolOptions, private readonly metrics: Metrics) {
     this.taskTimeoutMs = { argon2: options.argon2TaskTimeoutMs, sign: options.signTaskTimeoutMs };
@@ -46,6 +50,8 @@ export class CryptoPools {
     };
     // Batches are never queued inside Piscina (one per thread at most): the sign queue is the batcher's.
     this.signBatcher = new SignBatcher((batch) => this.run<string[]>('sign', 'signTokens', batch), options.signThreads, options.signMaxQueue);
+    // Before the first measured second, assume ~25 ms per verification per thread.
+    this.argon2Retry = new RetrySpread({ maxSeconds: 30, overbook: 1.2, rate: () => this.argon2Done.perSecond() || options.argon2Threads * 40 });
     metrics.registerQueueDepth(() => ({ argon2: this.pools.argon2.queueSize, sign: this.signBatcher.queued }));
   }
 
@@ -82,13 +88,15 @@ export class CryptoPools {
     // Shed load before queueing: a full queue answers 503 at once instead of waiting.
     if (piscina.options.maxQueue !== undefined && piscina.queueSize >= (piscina.options.maxQueue as number)) {
       this.metrics.workerTaskRejected(pool);
-      throw unavailable(1, 'The service is busy; retry shortly.');
+      throw unavailable(pool === 'argon2' ? this.argon2Retry.next() : 1, 'The service is busy; retry shortly.');
     }
     const timeout = AbortSignal.timeout(this.taskTimeoutMs[pool]);
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     const started = performance.now();
     try {
-      return (await piscina.run(task, { name, signal: combined })) as T;
+      const result = (await piscina.run(task, { name, signal: combined })) as T;
+      if (pool === 'argon2') this.argon2Done.record();
+      return result;
     } catch (error) {
       if (signal?.aborted) throw error; // the client went away; nobody reads the answer
       // Queue full, worker crashed or hung (Piscina replaces the thread): the request gets a 503.

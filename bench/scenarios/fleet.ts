@@ -1,0 +1,200 @@
+// Fleet restart: N agents with cold credentials start at once through the real agent client
+// (src/client: list the platforms, then fetch a token), against a service with its default settings
+// (rate limits included). Reports the time until every agent holds a token (p50/p99/max from the start),
+// what the agents saw (429/503, with Retry-After, and whether the next attempt waited at least that long),
+// and the total against 1.3 × N / (raw argon2 rate): each agent costs the service one argon2 verification
+// (the listing; the token that follows is warm in the verified-credentials cache).
+// Agents are bulk rows sharing one known secret (bulk.ts), so seeding costs no argon2 on the service.
+import { setMaxListeners } from 'node:events';
+import { hashSync } from '@node-rs/argon2';
+import type { Scenario } from './types.js';
+import type { BenchContext, ScenarioReport } from '../lib/context.js';
+import { startBenchService } from '../lib/service.js';
+import { BulkAgents } from '../lib/bulk.js';
+import { Workload, BULK_SECRET } from '../lib/workload.js';
+import { loadArgon2Options } from '../limits/argon2-options.js';
+import { argon2VerifyRate } from '../limits/argon2-rate.js';
+import { check, checkRows, CHECK_HEADER } from '../lib/checks.js';
+import { table, fmt } from '../lib/report.js';
+import { spread } from '../lib/stats.js';
+import { AgentClient } from '../../src/client/index.js';
+import { RssSampler } from '../lib/rss.js';
+import { mib } from '../lib/report.js';
+
+export const fleet: Scenario = {
+  name: 'fleet',
+  title: 'fleet restart: N agents with cold credentials start at once through the agent client',
+  byDefault: true,
+  run: (ctx) => ctx.scoped((defer) => runFleet(ctx, defer)),
+};
+
+/** What one agent's fetches saw. */
+class Observed {
+  statuses = new Map<number, number>();
+  withRetryAfter = 0;
+  honoured = 0;
+  /** Retry-After answers followed by another attempt (the rest ended the agent's start: success elsewhere or failure). */
+  followed = 0;
+  networkErrors = 0;
+  /** Causes of the network errors (ECONNRESET, timeouts, ...). */
+  errorCodes = new Map<string, number>();
+}
+
+/** A fetch that counts statuses and checks that each retry waits at least the Retry-After it was given. */
+function observingFetch(seen: Observed): typeof fetch {
+  let waitUntil = 0;
+  return async (input, init) => {
+    const now = performance.now();
+    if (waitUntil > 0) {
+      seen.followed++;
+      if (now >= waitUntil - 5) seen.honoured++; // 5 ms for timer granularity
+      waitUntil = 0;
+    }
+    let response: Response;
+    try {
+      response = await fetch(input, init);
+    } catch (error) {
+      seen.networkErrors++;
+      const cause = (error as { cause?: { code?: string; name?: string } }).cause;
+      const code = cause?.code ?? cause?.name ?? (error as Error).name;
+      seen.errorCodes.set(code, (seen.errorCodes.get(code) ?? 0) + 1);
+      throw error;
+    }
+    seen.statuses.set(response.status, (seen.statuses.get(response.status) ?? 0) + 1);
+    const retryAfter = response.headers.get('retry-after');
+    if ((response.status === 429 || response.status === 503) && retryAfter !== null && /^\d+$/.test(retryAfter.trim())) {
+      seen.withRetryAfter++;
+      waitUntil = performance.now() + Number(retryAfter) * 1000;
+    }
+    return response;
+  };
+}
+
+async function runFleet(ctx: BenchContext, defer: (fn: () => Promise<void> | void) => void): Promise<ScenarioReport> {
+  const { opts } = ctx;
+  const n = opts.fleetAgents;
+  if (opts.embedded) return { name: 'fleet', text: ['fleet: skipped (--embedded: bulk rows need Postgres)'], checks: [], data: {} };
+
+  ctx.log(`fleet: raw argon2 rate (${opts.argon2Seconds}s) ...`);
+  const rate = await argon2VerifyRate(opts.cores, opts.argon2Seconds);
+  ctx.log(`  ${fmt(rate.verifyPerSecond, 1)} verify/s`);
+  ctx.log('fleet: starting the service with its default settings (Postgres + Redis, default rate limits) ...');
+  const service = await startBenchService({
+    embedded: false,
+    uvThreads: opts.uvThreads,
+    env: { RATE_LIMIT_TOKEN_POINTS: '120', RATE_LIMIT_AUTH_FAIL_POINTS: '20' },
+  });
+  defer(() => service.dispose());
+  const work = new Workload(ctx, service);
+  await work.seed(1);
+  const { options } = await loadArgon2Options();
+  const bulk = new BulkAgents(service.databaseUrl!, hashSync(BULK_SECRET, options));
+  defer(() => bulk.end());
+  await bulk.add(n, 'fleet');
+  const ids = await bulk.apiKeyIds('fleet');
+  await bulk.settle();
+  const rss = new RssSampler(service.pid).start();
+  defer(() => rss.stop());
+
+  const budgetSeconds = (1.3 * n) / rate.verifyPerSecond;
+  const giveUpMs = Math.max(60_000, budgetSeconds * 5_000);
+  ctx.log(`fleet: ${n} agents start at once (client maxRetries ${opts.fleetRetries}); target ≤ ${budgetSeconds.toFixed(1)}s; giving up after ${(giveUpMs / 1000).toFixed(0)}s ...`);
+  const started = performance.now();
+  const doneAt: number[] = [];
+  const failures = new Map<string, number>();
+  const observed: Observed[] = [];
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal); // one listener per agent
+  const giveUp = setTimeout(() => controller.abort(), giveUpMs);
+  let finished = 0;
+  const progress = setInterval(() => ctx.log(`  ${finished}/${n} agents hold a token`), 10_000);
+  const gaveUp = new Promise<never>((_, reject) =>
+    controller.signal.addEventListener('abort', () => reject(new Error(`gave up after ${(giveUpMs / 1000).toFixed(0)} s`)), { once: true }),
+  );
+  gaveUp.catch(() => {});
+  await Promise.all(
+    ids.map(async (apiKeyId) => {
+      const seen = new Observed();
+      observed.push(seen);
+      try {
+        // One agent's start: list its platforms (cold: argon2), then a token for the first one.
+        const startAgent = async () => {
+          const client = await AgentClient.start({
+            serviceUrl: service.publicUrl,
+            apiKeyId,
+            secret: BULK_SECRET,
+            fetch: observingFetch(seen),
+            maxRetries: opts.fleetRetries,
+            serviceTimeoutMs: 30_000,
+          });
+          const platformId = client.platforms()[0]?.platform_id;
+          if (!platformId) throw new Error('no platform listed');
+          await client.token(platformId);
+        };
+        await Promise.race([startAgent(), gaveUp]);
+        doneAt.push((performance.now() - started) / 1000);
+      } catch (error) {
+        const key = (error as Error).message.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '<id>').slice(0, 120);
+        failures.set(key, (failures.get(key) ?? 0) + 1);
+      } finally {
+        finished++;
+      }
+    }),
+  );
+  clearTimeout(giveUp);
+  clearInterval(progress);
+  rss.stop();
+  const total = doneAt.length > 0 ? Math.max(...doneAt) : NaN;
+
+  const sum = (f: (o: Observed) => number) => observed.reduce((s, o) => s + f(o), 0);
+  const statuses = new Map<number, number>();
+  for (const o of observed) for (const [s, c] of o.statuses) statuses.set(s, (statuses.get(s) ?? 0) + c);
+  const attempts = observed.map((o) => [...o.statuses.values()].reduce((a, b) => a + b, 0) + o.networkErrors);
+  const networkCodes = new Map<string, number>();
+  for (const o of observed) for (const [c, k] of o.errorCodes) networkCodes.set(c, (networkCodes.get(c) ?? 0) + k);
+  const sorted = [...doneAt].sort((a, b) => a - b);
+  const pct = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : NaN);
+  // Agents that needed more than 3 retries on one call would have failed with the client's default maxRetries.
+  const beyondDefault = observed.filter((o) => o.withRetryAfter > 3).length;
+
+  const checks = [
+    check('agents holding a token', [doneAt.length], { op: '=', value: n }),
+    check('fleet total seconds (last agent)', [total], { op: '<=', value: Number(budgetSeconds.toFixed(1)) }, `1.3 × ${n} / ${fmt(rate.verifyPerSecond, 1)} argon2/s`),
+    check('Retry-After honoured by the next attempt (%)', [sum((o) => o.followed) ? (100 * sum((o) => o.honoured)) / sum((o) => o.followed) : 100], { op: '=', value: 100 }),
+  ];
+  const rows = [
+    ['agents', fmt(n)],
+    ['holding a token / failed', `${fmt(doneAt.length)} / ${fmt(n - doneAt.length)}`],
+    ['time to token p50 / p99 / max s', `${fmt(pct(50), 1)} / ${fmt(pct(99), 1)} / ${fmt(total, 1)}`],
+    ['raw argon2 verify/s (pool parameters) → budget s', `${fmt(rate.verifyPerSecond, 1)} → ${budgetSeconds.toFixed(1)}`],
+    ['effective agents/s (n / total)', fmt(n / total, 1)],
+    ['answers by status', [...statuses].sort((a, b) => a[0] - b[0]).map(([s, c]) => `${s}×${c}`).join(' ')],
+    ['429/503 with Retry-After / followed by a retry / honoured', `${fmt(sum((o) => o.withRetryAfter))} / ${fmt(sum((o) => o.followed))} / ${fmt(sum((o) => o.honoured))}`],
+    ['attempts per agent median / max', `${fmt(spread(attempts)?.median)} / ${fmt(spread(attempts)?.max)}`],
+    ['agents refused > 3 times in all (the default maxRetries 3 may have failed them)', fmt(beyondDefault)],
+    ['network errors (retried by the client)', `${fmt(sum((o) => o.networkErrors))}${networkCodes.size ? ` (${[...networkCodes].map(([c, k]) => `${c}×${k}`).join(' ')})` : ''}`],
+    ['service peak RSS MiB', fmt(mib(rss.peak))],
+    ...[...failures].map(([m, c]) => [`failure ×${c}`, m]),
+  ];
+  return {
+    name: 'fleet',
+    text: [`fleet restart (${n} agents, client maxRetries ${opts.fleetRetries}, service defaults incl. rate limits; one run):`, table(rows, ['fleet restart', 'value']), table(checkRows(checks), CHECK_HEADER)],
+    checks,
+    data: {
+      agents: n,
+      done: doneAt.length,
+      p50_s: pct(50),
+      p99_s: pct(99),
+      total_s: total,
+      argon2_per_s: rate.verifyPerSecond,
+      budget_s: budgetSeconds,
+      statuses: Object.fromEntries(statuses),
+      retry_after: sum((o) => o.withRetryAfter),
+      honoured: sum((o) => o.honoured),
+      followed: sum((o) => o.followed),
+      beyond_default_retries: beyondDefault,
+      failures: Object.fromEntries(failures),
+      rss_peak_mib: mib(rss.peak),
+    },
+  };
+}

@@ -1,0 +1,15 @@
+// Every scenario of `npm run bench`, in the order they run. One line per scenario.
+import type { Scenario } from './types.js';
+import { compare } from './compare.js';
+import { scale } from './scale.js';
+import { fleet } from './fleet.js';
+import { fanout } from './fanout.js';
+import { deployed } from './deployed.js';
+
+export const SCENARIOS: Scenario[] = [
+  compare,
+  scale,
+  fleet,
+  fanout,
+  deployed,
+];

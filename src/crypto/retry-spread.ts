@@ -1,0 +1,72 @@
+// Retry-After for work shed because the argon2 queue is full. A fleet restarting at once (thousands of
+// agents with cold credentials) meets a queue of a few dozen places: told "1 second" each, they all come
+// back together every second, and answering those refusals takes the CPU that argon2 needs. Instead each
+// refusal books the caller into the earliest coming second that still has room, a second holding as many
+// returns as the pool verifies per second: callers come back about as fast as argon2 can take them, in the
+// order they were refused, and the last one is not left waiting behind an idle pool.
+
+export interface RetrySpreadOptions {
+  /** Longest Retry-After given (clients give up beyond their own limit; the agent client's default is 60). */
+  maxSeconds: number;
+  /** argon2 verifications per second the pool completes. */
+  rate: () => number;
+  /**
+   * Returns booked per second, relative to the rate. Slightly over 1: clients add jitter on top of
+   * Retry-After (the agent client up to 20 %), which spreads each second's returns over a longer span, and
+   * the queue absorbs the excess; an idle pool while callers wait would cost more than a few re-refusals.
+   */
+  overbook?: number;
+  now?: () => number;
+}
+
+export class RetrySpread {
+  /** Returns booked per absolute second (epoch seconds); only the coming maxSeconds are kept. */
+  private readonly booked = new Map<number, number>();
+  private readonly now: () => number;
+
+  constructor(private readonly options: RetrySpreadOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  /** Seconds to put in the Retry-After of one refusal (1 while the next second has room). */
+  next(): number {
+    const second = Math.floor(this.now() / 1000);
+    for (const at of this.booked.keys()) if (at <= second) this.booked.delete(at);
+    const perSecond = Math.max(1, Math.round(this.options.rate() * (this.options.overbook ?? 1)));
+    for (let wait = 1; wait <= this.options.maxSeconds; wait++) {
+      const count = this.booked.get(second + wait) ?? 0;
+      if (count < perSecond) {
+        this.booked.set(second + wait, count + 1);
+        return wait;
+      }
+    }
+    return this.options.maxSeconds;
+  }
+}
+
+/** Completions per second over the last full second (what a saturated pool really verifies). */
+export class Throughput {
+  private windowStart = 0;
+  private thisSecond = 0;
+  private lastSecond = 0;
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  record(): void {
+    this.roll();
+    this.thisSecond++;
+  }
+
+  perSecond(): number {
+    this.roll();
+    return this.lastSecond;
+  }
+
+  private roll(): void {
+    const now = this.now();
+    if (now - this.windowStart < 1000) return;
+    this.lastSecond = now - this.windowStart >= 2000 ? 0 : this.thisSecond;
+    this.thisSecond = 0;
+    this.windowStart = now;
+  }
+}

@@ -1,0 +1,63 @@
+// Retry-After of shed argon2 work: 1 s while the next second has room, then callers are booked into
+// the coming seconds at the pool's rate, never beyond the maximum.
+import { describe, expect, it } from 'vitest';
+import { RetrySpread, Throughput } from '../../src/crypto/retry-spread.js';
+
+function at(rate: number, maxSeconds: number) {
+  let now = 100_000;
+  const spread = new RetrySpread({ maxSeconds, rate: () => rate, now: () => now });
+  return { spread, advance: (ms: number) => (now += ms) };
+}
+
+describe('RetrySpread', () => {
+  it('answers 1 second while refusals stay within the rate', () => {
+    const { spread } = at(50, 30);
+    for (let i = 0; i < 50; i++) expect(spread.next()).toBe(1);
+  });
+
+  it('books a burst into the coming seconds at the rate, in order', () => {
+    const { spread } = at(40, 30);
+    const waits = Array.from({ length: 200 }, () => spread.next());
+    expect(waits.filter((w) => w === 1)).toHaveLength(40);
+    expect(waits.filter((w) => w === 5)).toHaveLength(40);
+    expect(waits[199]).toBe(5);
+    expect([...waits].sort((a, b) => a - b)).toEqual(waits); // first refused, first back
+  });
+
+  it('never answers more than maxSeconds', () => {
+    const { spread } = at(10, 30);
+    const waits = Array.from({ length: 1000 }, () => spread.next());
+    expect(Math.max(...waits)).toBe(30);
+    expect(Math.min(...waits)).toBe(1);
+  });
+
+  it('frees the seconds that have passed', () => {
+    const { spread, advance } = at(10, 30);
+    for (let i = 0; i < 100; i++) spread.next(); // seconds +1..+10 full
+    advance(10_000);
+    expect(spread.next()).toBe(1);
+  });
+});
+
+describe('Throughput', () => {
+  it('reports the completions of the last full second, and 0 after a quiet gap', () => {
+    let now = 50_000;
+    const t = new Throughput(() => now);
+    t.record();
+    now += 1000;
+    for (let i = 0; i < 7; i++) t.record();
+    now += 1000;
+    expect(t.perSecond()).toBe(7);
+    now += 3000;
+    expect(t.perSecond()).toBe(0);
+  });
+});
+
+describe('RetrySpread overbooking', () => {
+  it('books rate × overbook per second', () => {
+    const spread = new RetrySpread({ maxSeconds: 30, rate: () => 50, overbook: 1.2, now: () => 0 });
+    const waits = Array.from({ length: 120 }, () => spread.next());
+    expect(waits.filter((w) => w === 1)).toHaveLength(60);
+    expect(waits.filter((w) => w === 2)).toHaveLength(60);
+  });
+});
