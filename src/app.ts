@@ -27,6 +27,7 @@ import { publicRoutes } from './http/public-routes.js';
 import { adminRoutes } from './http/admin-routes.js';
 import { opsRoutes } from './http/ops-routes.js';
 import { buildOpenApiDocument } from './openapi/document.js';
+import { startAudit } from './audit/start.js';
 
 export const MAX_BODY_BYTES = 16 * 1024;
 
@@ -146,7 +147,16 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const verified = new VerifiedCredentials(config.verifiedCacheMaxEntries, config.verifiedCacheTtlSeconds * 1000);
     const authenticator = new Authenticator(store, pools, limiters, verified, metrics, bus);
     await authenticator.init();
-    const tokens = new TokenService(authenticator, limiters, keys, pools, { issuer: config.issuer, tokenTtlSeconds: config.tokenTtlSeconds });
+    const audit = await startAudit({ config: config.audit, databaseUrl: database.url, embedded, dataDir: config.dataDir, logger, metrics });
+    cleanups.push(() => audit.close());
+    const tokens = new TokenService(
+      authenticator,
+      limiters,
+      keys,
+      pools,
+      { issuer: config.issuer, tokenTtlSeconds: config.tokenTtlSeconds },
+      audit.sink,
+    );
     const platforms = new PlatformService(store, config.enrichmentTimeoutMs);
     const agents = new AgentService(store, pools, config.apiKeyPrefix);
 
@@ -157,7 +167,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
 
     const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, trustProxy: config.trustProxy, metrics, logger, accessLog: config.accessLog };
     const publicServer = new HttpServer(
-      publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, keys, metrics, openApi: () => openApiBody }),
+      publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, keys, metrics, openApi: () => openApiBody, audit: audit.sink }),
       { ...serverOptions, name: 'public' },
     );
 
@@ -185,7 +195,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
       ? options.metricsText(metrics)
       : async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() });
     const adminServer = new HttpServer(
-      [...opsRoutes({ ready, metrics: metricsText }), ...adminRoutes({ adminToken: admin.token, platforms, agents, keys })],
+      [...opsRoutes({ ready, metrics: metricsText }), ...adminRoutes({ adminToken: admin.token, platforms, agents, keys, audit: audit.sink, auditStore: audit.store })],
       { ...serverOptions, name: 'admin', accessLog: false, readsAuthorization: true },
     );
 

@@ -52,6 +52,22 @@ export interface Config {
   enrichmentTimeoutMs: number;
   shutdownTimeoutMs: number;
   databasePoolSize: number;
+  audit: AuditConfig;
+}
+
+/** The audit trail (README, Audit trail). */
+export interface AuditConfig {
+  /** AUDIT=off records nothing (for comparison benchmarks); the default is on. */
+  enabled: boolean;
+  retentionDays: number;
+  flushMs: number;
+  batchMax: number;
+  maxInFlight: number;
+  writeTimeoutMs: number;
+  spoolMaxBytes: number;
+  drainIntervalMs: number;
+  poolSize: number;
+  maintenanceIntervalSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -136,6 +152,18 @@ export function loadConfig(env: Env = process.env): Config {
     enrichmentTimeoutMs: read.int('ENRICHMENT_TIMEOUT_MS', 100, 1, 10_000),
     shutdownTimeoutMs: read.int('SHUTDOWN_TIMEOUT_MS', 10_000, 100, 300_000),
     databasePoolSize: read.int('DATABASE_POOL_SIZE', 10, 1, 500),
+    audit: {
+      enabled: read.bool('AUDIT', true),
+      retentionDays: read.int('AUDIT_RETENTION_DAYS', 90, 1, 36_500),
+      flushMs: read.int('AUDIT_FLUSH_MS', 2, 0, 1000),
+      batchMax: read.int('AUDIT_BATCH_MAX', 1000, 1, 10_000),
+      maxInFlight: read.int('AUDIT_MAX_IN_FLIGHT', 2, 1, 64),
+      writeTimeoutMs: read.int('AUDIT_WRITE_TIMEOUT_MS', 1000, 50, 60_000),
+      spoolMaxBytes: read.int('AUDIT_SPOOL_MAX_BYTES', 1024 ** 3, 0, 2 ** 50),
+      drainIntervalMs: read.int('AUDIT_DRAIN_INTERVAL_MS', 1000, 50, 60_000),
+      poolSize: read.int('AUDIT_POOL_SIZE', 3, 1, 64),
+      maintenanceIntervalSeconds: read.int('AUDIT_MAINTENANCE_INTERVAL_SECONDS', 3600, 1, 86_400),
+    },
   };
   if (config.keyPropagationSeconds < config.keyRefreshSeconds * 2) {
     problems.push('KEY_PROPAGATION_SECONDS must be at least twice KEY_REFRESH_SECONDS, so every instance publishes a new key before any signs with it');

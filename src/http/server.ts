@@ -120,8 +120,13 @@ export class HttpServer {
     const params: Record<string, string> = {};
     paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i))));
     const path = req.getUrl();
-    // The client address only matters where credentials arrive (routes with a body).
-    const address = route.body ? headers.forwardedFor.split(',')[0]?.trim() || decoder.decode(res.getRemoteAddressAsText()) : '';
+    const query = route.query ? req.getQuery() ?? '' : '';
+    // The client address only matters where credentials arrive (routes with a body, and the admin
+    // listener, whose failed token checks are audited).
+    const address =
+      route.body || this.options.readsAuthorization
+        ? headers.forwardedFor.split(',')[0]?.trim() || decoder.decode(res.getRemoteAddressAsText())
+        : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
     // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
     const controller = route.body ? new AbortController() : undefined;
@@ -134,7 +139,7 @@ export class HttpServer {
     });
 
     const run = (body: Buffer | null) => {
-      const request: HttpRequest = { method, path, params, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
+      const request: HttpRequest = { method, path, params, query, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
       let result: HttpReply | Promise<HttpReply>;
       try {
         result = route.handler(request);

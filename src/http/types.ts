@@ -13,6 +13,8 @@ export interface HttpRequest {
   method: string;
   path: string;
   params: Record<string, string>;
+  /** Raw query string (without `?`), for routes that declare `query: true`; else empty. */
+  query: string;
   headers: RequestHeaders;
   /** Raw body (routes that declare `body: true`), at most the configured limit. */
   body: Buffer | null;
@@ -41,6 +43,8 @@ export interface Route {
   /** Low-cardinality name for metrics and logs. */
   name: string;
   body?: boolean;
+  /** The handler reads the query string. */
+  query?: boolean;
   handler: Handler;
 }
 

@@ -9,6 +9,7 @@ import type { Metrics } from '../../metrics/metrics.js';
 import type { AgentView, Store } from '../../storage/types.js';
 import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
 import { VerifiedCredentials } from './verified-cache.js';
+import { withAgent } from '../audit/events.js';
 
 export interface Caller {
   apiKeyId: string;
@@ -57,7 +58,8 @@ export class Authenticator {
     const matched = await this.pools.verifySecret({ hashes: candidates, secret: caller.secret }, caller.signal);
     if (!hashes || matched < 0) {
       await this.limiters.recordAuthFailure(caller.address);
-      throw new ServiceError('invalid_credentials');
+      // The audit trail names the agent whose key id exists (never sent to the client).
+      throw withAgent(new ServiceError('invalid_credentials'), hashes?.agentId);
     }
     const view = await this.store.getAgentView(caller.apiKeyId);
     if (!view) throw new ServiceError('invalid_credentials'); // deleted between the two reads
