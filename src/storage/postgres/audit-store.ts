@@ -39,7 +39,7 @@ export class PostgresAuditStore implements AuditStore {
     const result = await this.sql`
       INSERT INTO audit_events (id, at, type, agent_id, platform_id, kid, jti, actor, client_address, data)
       SELECT * FROM unnest(
-        ${col((e) => e.id)}::uuid[],
+        ${col((e) => e.id)}::text[]::uuid[],
         ${col((e) => new Date(e.at).toISOString())}::timestamptz[],
         ${col((e) => e.type)}::text[],
         ${col((e) => e.agentId)}::uuid[],
@@ -48,7 +48,7 @@ export class PostgresAuditStore implements AuditStore {
         ${col((e) => e.jti)}::uuid[],
         ${col((e) => e.actor)}::text[],
         ${col((e) => e.clientAddress)}::text[],
-        ${col((e) => (e.data ? JSON.stringify(e.data) : null))}::jsonb[]
+        ${col((e) => (e.data ? JSON.stringify(e.data) : null))}::text[]::jsonb[]
       )
       ON CONFLICT DO NOTHING`;
     return result.count;
