@@ -25,6 +25,7 @@ import { argon2Tasks } from './lib/metrics.js';
 import { spawnReady } from './lib/children.js';
 import { opensslRsa2048 } from './limits/openssl.js';
 import { argon2VerifyRate } from './limits/argon2-rate.js';
+import { auditComparison, type AuditComparison } from './lib/audit.js';
 import {
   machineInfo, table, measurementRows, MEASUREMENT_HEADER, ratio, ratioRows, mib, fmt,
   type Measurement, type Ratio,
@@ -68,6 +69,8 @@ async function main(): Promise<void> {
   const machine = machineInfo();
   log(`${machine.cores} cores, ${machine.cpu_model}, node ${machine.node}; ${opts.connections} connections, ${opts.duration}s per measurement after ${opts.warmup}s warm-up`);
   if (machine.loadavg_at_start > 0.5) log(`warning: load average ${machine.loadavg_at_start} before the run: other processes use the CPU, figures will be low`);
+
+  if (opts.auditOnly) return auditOnly(opts, machine);
 
   // 1. Limits of the machine, measured while nothing else runs.
   log(`openssl speed -multi ${opts.cores} -seconds ${opts.opensslSeconds} rsa2048 ...`);
@@ -271,6 +274,14 @@ async function main(): Promise<void> {
   log(`service peak RSS ${fmt(mib(peakRss))} MiB over ${processCount} process(es) (sum of VmHWM ${fmt(mib(peakHwm))} MiB); stopping it`);
   await cleanup();
 
+  // The audit trail's cost: warm tokens with AUDIT=off and on, on fresh services (same seed, alternating).
+  let audit: AuditComparison | undefined;
+  if (opts.auditRounds > 0) {
+    log(`audit trail off/on, warm tokens, ${opts.auditRounds} round(s) ...`);
+    audit = await auditComparison(opts, log, opts.auditRounds);
+    measurements.push(...audit.off, ...audit.on);
+  }
+
   // 3. Beside it: bare uWS with the same JWKS bytes, and the peer. The service is stopped by now.
   const sideProcesses = opts.peerWorkers || httpProcesses;
   log(`bare uWS JWKS server, ${sideProcesses} process(es) ...`);
@@ -298,6 +309,9 @@ async function main(): Promise<void> {
     ratio('token warm / peer', peer ? tokenWarm.rps / peer.rps : null, '>= 1.5', (v) => v >= 1.5),
     ratio(`token warm p99 ms @${opts.connections}`, tokenWarm.p99, '<= 40', (v) => v <= 40),
     ratio('token warm non-2xx + errors', tokenWarm.non2xx + tokenWarm.errors, '= 0', (v) => v === 0),
+    ratio('token warm audit on / off', audit ? audit.ratio : null, '>= 0.9', (v) => v >= 0.9),
+    ratio(`token warm audit on p99 ms @${opts.connections}`, audit ? audit.onP99 : null, '<= 40', (v) => v <= 40),
+    ratio('audit bytes per event on disk (info)', audit?.bytesPerEvent ?? null, '-', () => true),
     ratio('token cold / argon2 verify', tokenColdValid ? tokenCold.rps / argon2.verifyPerSecond : null, '>= 0.9', (v) => v >= 0.9),
     ratio('JWKS / bare uWS', jwks.rps / bare.rps, '>= 0.9', (v) => v >= 0.9),
     ratio('peak RSS MiB (sum of processes)', mib(peakRss), '<= 256', (v) => v <= 256),
@@ -369,11 +383,54 @@ async function main(): Promise<void> {
     scale_notes: scaleNotes,
     agents_schema: agentsSchema,
     ratios,
+    audit: audit && auditSummary(audit),
     total_seconds: totalSeconds,
   };
   const file = opts.out ? path.resolve(opts.out) : path.join(ROOT, 'bench/results/latest.json');
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+  log(`wrote ${path.relative(process.cwd(), file) || file}`);
+}
+
+function auditSummary(audit: AuditComparison) {
+  const perDay = 100e6;
+  return {
+    ratio_on_off: audit.ratio,
+    on_p99_ms: audit.onP99,
+    bytes_per_event: audit.bytesPerEvent,
+    events_weighed: audit.events,
+    table_bytes: audit.tableBytes,
+    // What a day of 100 million events occupies, and the whole trail at the default retention (90 days).
+    gib_per_100m_events_day: audit.bytesPerEvent ? (audit.bytesPerEvent * perDay) / 2 ** 30 : null,
+    tib_at_90_days: audit.bytesPerEvent ? (audit.bytesPerEvent * perDay * 90) / 2 ** 40 : null,
+  };
+}
+
+/** `npm run bench -- --audit-only`: the audit off/on comparison alone. */
+async function auditOnly(opts: BenchOptions, machine: ReturnType<typeof machineInfo>): Promise<void> {
+  log(`audit trail off/on, warm tokens, ${opts.auditRounds || 1} round(s), ${opts.connections} connections, ${opts.duration}s each ...`);
+  const audit = await auditComparison(opts, log, opts.auditRounds || 1);
+  const summary = auditSummary(audit);
+  const ratios = [
+    ratio('token warm audit on / off', audit.ratio, '>= 0.9', (v) => v >= 0.9),
+    ratio(`token warm audit on p99 ms @${opts.connections}`, audit.onP99, '<= 40', (v) => v <= 40),
+    ratio('audit bytes per event on disk (info)', audit.bytesPerEvent, '-', () => true),
+    ratio('GiB per day at 100 million events (info)', summary.gib_per_100m_events_day, '-', () => true),
+  ];
+  console.log(
+    [
+      '',
+      `Audit trail cost: ${machine.cores} cores (${machine.cpu_model}), node ${machine.node}, ${machine.date}; ` +
+        `${opts.embedded ? 'embedded' : 'Postgres + Redis'}, ${opts.connections} connections, ${opts.duration}s after warm-up`,
+      '',
+      table(measurementRows([...audit.off, ...audit.on]), MEASUREMENT_HEADER),
+      '',
+      table(ratioRows(ratios), ['ratio / check', 'value', 'target', '']),
+    ].join('\n'),
+  );
+  const file = opts.out ? path.resolve(opts.out) : path.join(ROOT, 'bench/results/audit-latest.json');
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify({ machine, settings: { connections: opts.connections, duration_s: opts.duration, mode: opts.embedded ? 'embedded' : 'postgres+redis' }, measurements: [...audit.off, ...audit.on], audit: summary, ratios }, null, 2) + '\n');
   log(`wrote ${path.relative(process.cwd(), file) || file}`);
 }
 

@@ -26,6 +26,11 @@ export interface BenchOptions {
   peerWorkers: number;
   out: string | undefined;
   cores: number;
+  /** Audit trail on/off comparison of warm tokens (rounds of off then on; 0 = skip). */
+  auditRounds: number;
+  auditAgents: number;
+  /** Only the audit comparison (no limits, no other measurements). */
+  auditOnly: boolean;
 }
 
 const HELP = `usage: npm run bench -- [flags]
@@ -43,6 +48,9 @@ const HELP = `usage: npm run bench -- [flags]
   --embedded            run the service on its embedded default (PGlite, in-process cache) instead of Postgres+Redis
   --no-peer             skip the oidc-provider peer
   --no-scale            skip the scale check
+  --audit-rounds <n>    audit trail off/on comparison rounds of warm tokens (default 1; 0 skips it)
+  --audit-agents <n>    agents of the audit comparison (default 50)
+  --audit-only          only the audit off/on comparison (and bytes per event on disk)
   --quick               short run (smoke test of the bench itself)
   --out <file>          result file (default bench/results/latest.json)`;
 
@@ -66,6 +74,9 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
       'no-peer': { type: 'boolean', default: false },
       'no-scale': { type: 'boolean', default: false },
       quick: { type: 'boolean', default: false },
+      'audit-rounds': { type: 'string' },
+      'audit-agents': { type: 'string' },
+      'audit-only': { type: 'boolean', default: false },
       out: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
@@ -99,6 +110,9 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
     peerWorkers: Math.floor(num('peer-workers', values['peer-workers'], 0, 0)),
     out: values.out,
     cores: Math.max(1, os.availableParallelism?.() ?? os.cpus().length),
+    auditRounds: Math.floor(num('audit-rounds', values['audit-rounds'], 1, 0)),
+    auditAgents: Math.floor(num('audit-agents', values['audit-agents'], 50, 1)),
+    auditOnly: values['audit-only'] === true,
   };
   if (options.scaleSizes[0] < options.scaleAgents) {
     throw new Error(`--scale-sizes must start at or above --scale-agents (${options.scaleAgents})`);
