@@ -28,6 +28,7 @@ import { adminRoutes } from './http/admin-routes.js';
 import { opsRoutes } from './http/ops-routes.js';
 import { buildOpenApiDocument } from './openapi/document.js';
 import { startAudit } from './audit/start.js';
+import { auditEvents, SCHEDULER_ACTOR } from './domain/audit/events.js';
 
 export const MAX_BODY_BYTES = 16 * 1024;
 
@@ -149,6 +150,8 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     await authenticator.init();
     const audit = await startAudit({ config: config.audit, databaseUrl: database.url, embedded, dataDir: config.dataDir, logger, metrics });
     cleanups.push(() => audit.close());
+    keys.onScheduledRotation = (kid) =>
+      audit.sink.emit(auditEvents.adminChange('key.rotated', { actor: SCHEDULER_ACTOR, clientAddress: '', kid, status: 'next' }));
     const tokens = new TokenService(
       authenticator,
       limiters,
