@@ -148,7 +148,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const verified = new VerifiedCredentials(config.verifiedCacheMaxEntries, config.verifiedCacheTtlSeconds * 1000);
     const authenticator = new Authenticator(store, pools, limiters, verified, metrics, bus);
     await authenticator.init();
-    const audit = await startAudit({ config: config.audit, databaseUrl: database.url, embedded, dataDir: config.dataDir, logger, metrics });
+    const audit = await startAudit({ config: config.audit, databaseUrl: database.url, embedded, readTimeoutMs: config.storeTimeoutMs, dataDir: config.dataDir, logger, metrics });
     cleanups.push(() => audit.close());
     keys.onScheduledRotation = (kid) =>
       audit.sink.emit(auditEvents.adminChange('key.rotated', { actor: SCHEDULER_ACTOR, clientAddress: '', kid, status: 'next' }));

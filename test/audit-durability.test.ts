@@ -182,6 +182,11 @@ describe('audit durability', { timeout: 180_000 }, () => {
             expect(metricSum(text, 'ace_audit_events_written_total', { sink: 'spool' })).toBeGreaterThan(0);
             expect(metricSum(text, 'ace_audit_spool_events')).toBeGreaterThan(0);
             expect(readdirSync(path.join(service.dataDir, 'audit-spool')).length).toBeGreaterThan(0);
+            // Reading the trail needs Postgres: a prompt 503, never a hang.
+            const read = await fetch(`${service.adminUrl}/admin/v1/events`, { headers: { authorization: `Bearer ${service.adminToken}` } });
+            expect(read.status).toBe(503);
+            expect(Number(read.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+            expect(await read.json()).toMatchObject({ error_code: 'service_unavailable' });
           } finally {
             proxy.forward();
           }

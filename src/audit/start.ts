@@ -23,6 +23,8 @@ export async function startAudit(options: {
   config: AuditConfig;
   databaseUrl: string;
   embedded: boolean;
+  /** STORE_TIMEOUT_MS: bound on reads of the trail. */
+  readTimeoutMs: number;
   dataDir: string;
   logger: Logger;
   metrics: Metrics;
@@ -31,7 +33,7 @@ export async function startAudit(options: {
   // PGlite runs one statement at a time and its socket server takes few connections.
   const poolSize = options.embedded ? Math.min(2, config.poolSize) : config.poolSize;
   const sql = connectPostgres({ url: options.databaseUrl, poolSize, timeoutMs: config.writeTimeoutMs });
-  const store = new PostgresAuditStore(sql);
+  const store = new PostgresAuditStore(sql, options.readTimeoutMs);
 
   const maintenance = new AuditMaintenance(store, config.retentionDays, config.maintenanceIntervalSeconds * 1000, (result, error) => {
     if (error) logger.warn({ err: { message: (error as Error).message } }, 'audit partition maintenance failed');

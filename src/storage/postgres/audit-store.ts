@@ -2,6 +2,8 @@
 // unnest(arrays) statement whatever its size (one round trip, one commit); replays are idempotent
 // through the (at, id) key. Partitions are daily; retention drops them whole.
 import type { Sql } from 'postgres';
+import { StoreUnavailableError } from '../../errors/catalog.js';
+import { withTimeout } from '../timeout.js';
 import type { AuditEvent, EventData, EventType } from '../../domain/audit/events.js';
 import type { AuditStore, EventQuery, MaintenanceResult } from '../audit-types.js';
 
@@ -30,8 +32,15 @@ export function partitionName(dayStartMs: number): string {
   return `audit_events_p${new Date(dayStartMs).toISOString().slice(0, 10).replace(/-/g, '')}`;
 }
 
+/** Connection-level failures (as opposed to a refused statement): the reader gets a 503, not a 500. */
+const CONNECTION_FAILURE = /^(08|57|53|ECONN|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|CONNECT|CONNECTION)/;
+
 export class PostgresAuditStore implements AuditStore {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    /** Bound on a read of the trail (STORE_TIMEOUT_MS): an unreachable Postgres answers 503, never hangs. */
+    private readonly readTimeoutMs = 2000,
+  ) {}
 
   async insert(events: AuditEvent[]): Promise<number> {
     if (events.length === 0) return 0;
@@ -55,6 +64,16 @@ export class PostgresAuditStore implements AuditStore {
   }
 
   async list(q: EventQuery): Promise<AuditEvent[]> {
+    try {
+      return await withTimeout('postgres', this.read(q), this.readTimeoutMs);
+    } catch (error) {
+      const code = (error as { code?: unknown } | null)?.code;
+      if (typeof code === 'string' && CONNECTION_FAILURE.test(code)) throw new StoreUnavailableError('postgres', error);
+      throw error;
+    }
+  }
+
+  private async read(q: EventQuery): Promise<AuditEvent[]> {
     const sql = this.sql;
     const conditions = [sql`TRUE`];
     if (q.types.length > 0) conditions.push(sql`type = ANY(${q.types}::text[])`);
