@@ -218,6 +218,42 @@ describe('audit trail (real Postgres and Redis)', () => {
     expect(post.status).toBe(405);
   });
 
+  it('`ace events` prints a table by default and JSON lines with --json, with the filters of the API', async () => {
+    const run = (args: string[]) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, [CLI, ...args], {
+          env: { PATH: process.env.PATH ?? '', ACE_ADMIN_URL: service.adminUrl, ACE_ADMIN_TOKEN: service.adminToken },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (c) => (stdout += c));
+        child.stderr.on('data', (c) => (stderr += c));
+        child.on('close', (code) => resolve({ code, stdout, stderr }));
+      });
+    const table = await run(['events', '--type', 'grant.put', '--agent', agent.agent_id]);
+    expect(table.code, table.stderr).toBe(0);
+    const [header, ...rows] = table.stdout.trim().split('\n');
+    expect(header.split(/\s+/)).toEqual(['AT', 'TYPE', 'AGENT_ID', 'PLATFORM_ID', 'DETAIL']);
+    expect(rows.length).toBe(1);
+    expect(rows[0]).toContain(agent.agent_id);
+    expect(rows[0]).toContain('scopes=orders:read,orders:write');
+
+    const lines = await run(['events', '--json', '--limit', '2']);
+    expect(lines.code, lines.stderr).toBe(0);
+    const parsed = lines.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(parsed.length).toBe(2);
+    expect(lines.stderr).toMatch(/more events: --cursor \S+/);
+    const next = await run(['events', '--json', '--limit', '2', '--cursor', /--cursor (\S+)/.exec(lines.stderr)![1]]);
+    const second = next.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(second[0].id).not.toBe(parsed[0].id);
+    expect(second[0].at >= parsed[1].at).toBe(true);
+
+    const bad = await run(['events', '--since', 'yesterday']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('since');
+  });
+
   it('`ace events --follow --json` prints a new event within a second of it happening', async () => {
     const polls = async () => metricSum(await fetch(`${service.adminUrl}/metrics`).then((r) => r.text()), 'ace_http_requests_total', { route: 'admin_events' });
     const before = await polls();
