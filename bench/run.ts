@@ -312,6 +312,7 @@ async function main(): Promise<void> {
     ratio('token warm audit on / off', audit ? audit.ratio : null, '>= 0.9', (v) => v >= 0.9),
     ratio(`token warm audit on p99 ms @${opts.connections}`, audit ? audit.onP99 : null, '<= 40', (v) => v <= 40),
     ratio('audit bytes per event on disk (info)', audit?.bytesPerEvent ?? null, '-', () => true),
+    ratio('CPU per warm token, audit off / on (info)', audit ? audit.cpuMsPerTokenOff / audit.cpuMsPerTokenOn : null, '-', () => true),
     ratio('token cold / argon2 verify', tokenColdValid ? tokenCold.rps / argon2.verifyPerSecond : null, '>= 0.9', (v) => v >= 0.9),
     ratio('JWKS / bare uWS', jwks.rps / bare.rps, '>= 0.9', (v) => v >= 0.9),
     ratio('peak RSS MiB (sum of processes)', mib(peakRss), '<= 256', (v) => v <= 256),
@@ -400,6 +401,10 @@ function auditSummary(audit: AuditComparison) {
     bytes_per_event: audit.bytesPerEvent,
     events_weighed: audit.events,
     table_bytes: audit.tableBytes,
+    cpu_ms_per_token_off: audit.cpuMsPerTokenOff,
+    cpu_ms_per_token_on: audit.cpuMsPerTokenOn,
+    // On a CPU-bound machine throughput is inverse to CPU per token: the load-independent estimate.
+    throughput_ratio_from_cpu: audit.cpuMsPerTokenOff / audit.cpuMsPerTokenOn,
     // What a day of 100 million events occupies, and the whole trail at the default retention (90 days).
     gib_per_100m_events_day: audit.bytesPerEvent ? (audit.bytesPerEvent * perDay) / 2 ** 30 : null,
     tib_at_90_days: audit.bytesPerEvent ? (audit.bytesPerEvent * perDay * 90) / 2 ** 40 : null,
@@ -415,6 +420,7 @@ async function auditOnly(opts: BenchOptions, machine: ReturnType<typeof machineI
     ratio('token warm audit on / off', audit.ratio, '>= 0.9', (v) => v >= 0.9),
     ratio(`token warm audit on p99 ms @${opts.connections}`, audit.onP99, '<= 40', (v) => v <= 40),
     ratio('audit bytes per event on disk (info)', audit.bytesPerEvent, '-', () => true),
+    ratio('CPU per warm token, audit off / on (info)', summary.throughput_ratio_from_cpu, '-', () => true),
     ratio('GiB per day at 100 million events (info)', summary.gib_per_100m_events_day, '-', () => true),
   ];
   console.log(

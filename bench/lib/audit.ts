@@ -2,7 +2,9 @@
 // default), alternating off, on, off, on … so that both see the same machine, each on a fresh service
 // and database with the same seed. With Postgres, also the trail's size on disk per event (heap, TOAST
 // and indexes of every partition, divided by the rows), measured on the last audit-on service.
+import { readFileSync } from 'node:fs';
 import postgres from 'postgres';
+import { childPids } from './rss.js';
 import { startBenchService, type BenchService } from './service.js';
 import { Admin, tokenBody } from './seed.js';
 import { measure } from './load.js';
@@ -12,6 +14,39 @@ import type { BenchOptions } from './args.js';
 
 const TOKEN_PATH = '/api/v1/auth/token';
 const JSON_HEADERS = { 'content-type': 'application/json' };
+
+/** utime + stime of a process, in seconds (clock ticks of 10 ms on Linux). */
+function cpuSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * CPU spent by the service's processes and by the Postgres backends serving its database. On a shared,
+ * busy machine throughput swings with the neighbours' load, but CPU time per token does not: it is the
+ * figure that says what the trail costs a CPU-bound service.
+ */
+async function cpuMeter(service: BenchService) {
+  const servicePids = [service.pid, ...childPids(service.pid)];
+  let backendPids: number[] = [];
+  if (service.databaseUrl) {
+    const sql = postgres(service.databaseUrl, { max: 1, onnotice: () => {} });
+    try {
+      backendPids = (await sql`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).map((r) => r.pid as number);
+    } finally {
+      await sql.end();
+    }
+  }
+  const read = () => ({
+    service: servicePids.reduce((s, pid) => s + cpuSeconds(pid), 0),
+    postgres: backendPids.reduce((s, pid) => s + cpuSeconds(pid), 0),
+  });
+  return { read };
+}
 
 export interface AuditComparison {
   off: Measurement[];
@@ -23,6 +58,9 @@ export interface AuditComparison {
   bytesPerEvent: number | null;
   events: number | null;
   tableBytes: number | null;
+  /** CPU milliseconds per token (service processes + its Postgres backends), mean over rounds. */
+  cpuMsPerTokenOff: number;
+  cpuMsPerTokenOn: number;
 }
 
 async function readyWorkers(service: BenchService, expected: number): Promise<void> {
@@ -46,6 +84,8 @@ async function diskPerEvent(databaseUrl: string): Promise<{ bytes: number; event
 export async function auditComparison(opts: BenchOptions, log: (m: string) => void, rounds = 1): Promise<AuditComparison> {
   const off: Measurement[] = [];
   const on: Measurement[] = [];
+  const cpuOff: number[] = [];
+  const cpuOn: number[] = [];
   let disk: { bytes: number; events: number } | null = null;
   const expectedHttp = opts.embedded ? 1 : opts.cores;
   for (let round = 0; round < rounds; round++) {
@@ -59,16 +99,31 @@ export async function auditComparison(opts: BenchOptions, log: (m: string) => vo
         const bodies = seeded.agents.map((a) => tokenBody(a, platform.platform_id));
         await prewarm(`${service.publicUrl}${TOKEN_PATH}`, bodies, 4 * expectedHttp + 2);
         await new Promise((r) => setTimeout(r, 1000));
+        let meter: Awaited<ReturnType<typeof cpuMeter>> | undefined;
+        let before = { service: 0, postgres: 0 };
         const result = await measure({
           url: service.publicUrl,
           connections: opts.connections,
           duration: opts.duration,
           warmup: opts.warmup + 2,
           requests: bodies.map((body) => ({ method: 'POST', path: TOKEN_PATH, headers: JSON_HEADERS, body })),
+          // After the warm-up every backend the service uses exists: count from here.
+          beforeMeasure: async () => {
+            meter = await cpuMeter(service);
+            before = meter.read();
+          },
         });
-        const m: Measurement = { name: `token (warm), audit ${audit}`, ...result, note: `round ${round + 1}` };
+        const after = meter!.read();
+        const cpuMs = ((after.service - before.service + after.postgres - before.postgres) * 1000) / Math.max(1, result.requests);
+        const pgMs = ((after.postgres - before.postgres) * 1000) / Math.max(1, result.requests);
+        const m: Measurement = {
+          name: `token (warm), audit ${audit}`,
+          ...result,
+          note: `round ${round + 1}; CPU ${cpuMs.toFixed(3)} ms/token (Postgres ${pgMs.toFixed(3)})`,
+        };
         (audit === 'on' ? on : off).push(m);
-        log(`  audit ${audit}: ${Math.round(m.rps)} req/s, p50 ${m.p50.toFixed(1)} ms, p99 ${m.p99.toFixed(1)} ms, non-2xx ${m.non2xx}, errors ${m.errors}`);
+        (audit === 'on' ? cpuOn : cpuOff).push(cpuMs);
+        log(`  audit ${audit}: ${Math.round(m.rps)} req/s, p50 ${m.p50.toFixed(1)} ms, p99 ${m.p99.toFixed(1)} ms, non-2xx ${m.non2xx}, errors ${m.errors}; CPU ${cpuMs.toFixed(3)} ms/token (Postgres backends ${pgMs.toFixed(3)})`);
         if (audit === 'on' && service.databaseUrl) {
           // Let the last batches commit, then weigh the table.
           await new Promise((r) => setTimeout(r, 1000));
@@ -89,5 +144,7 @@ export async function auditComparison(opts: BenchOptions, log: (m: string) => vo
     bytesPerEvent: disk ? disk.bytes / Math.max(1, disk.events) : null,
     events: disk?.events ?? null,
     tableBytes: disk?.bytes ?? null,
+    cpuMsPerTokenOff: cpuOff.reduce((a, b) => a + b, 0) / cpuOff.length,
+    cpuMsPerTokenOn: cpuOn.reduce((a, b) => a + b, 0) / cpuOn.length,
   };
 }
