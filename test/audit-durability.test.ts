@@ -177,7 +177,9 @@ describe('audit durability', { timeout: 180_000 }, () => {
           const atCut = load.jtis.length;
           try {
             // Warm tokens keep coming (Redis and the in-process caches answer; the trail spools).
-            await waitFor(`tokens during the outage (${cut})`, () => load.jtis.length >= atCut + 200, 60_000, 10);
+            await waitFor(`tokens during the outage (${cut})`, () => load.jtis.length >= atCut + 200, 60_000, 10).catch((error) => {
+              throw new Error(`${error.message}; statuses ${JSON.stringify([...load.statuses])}\n${service.output().slice(-4000)}`);
+            });
             const text = await metrics(service);
             expect(metricSum(text, 'ace_audit_events_written_total', { sink: 'spool' })).toBeGreaterThan(0);
             expect(metricSum(text, 'ace_audit_spool_events')).toBeGreaterThan(0);

@@ -157,7 +157,7 @@ export function loadConfig(env: Env = process.env): Config {
       retentionDays: read.int('AUDIT_RETENTION_DAYS', 90, 1, 36_500),
       flushMs: read.int('AUDIT_FLUSH_MS', 2, 0, 1000),
       batchMax: read.int('AUDIT_BATCH_MAX', 1000, 1, 10_000),
-      maxInFlight: read.int('AUDIT_MAX_IN_FLIGHT', 2, 1, 64),
+      maxInFlight: read.int('AUDIT_MAX_IN_FLIGHT', 1, 1, 64),
       writeTimeoutMs: read.int('AUDIT_WRITE_TIMEOUT_MS', 1000, 50, 60_000),
       spoolMaxBytes: read.int('AUDIT_SPOOL_MAX_BYTES', 1024 ** 3, 0, 2 ** 50),
       drainIntervalMs: read.int('AUDIT_DRAIN_INTERVAL_MS', 1000, 50, 60_000),

@@ -1,5 +1,5 @@
 // The audit trail in Postgres (table audit_events, migration 002). A batch is one INSERT … SELECT FROM
-// unnest(arrays) statement whatever its size (one round trip, one commit); replays are idempotent
+// jsonb_to_recordset(batch) statement whatever its size (one round trip, one commit); replays are idempotent
 // through the (at, id) key. Partitions are daily; retention drops them whole.
 import type { Sql } from 'postgres';
 import { StoreUnavailableError } from '../../errors/catalog.js';
@@ -44,21 +44,27 @@ export class PostgresAuditStore implements AuditStore {
 
   async insert(events: AuditEvent[]): Promise<number> {
     if (events.length === 0) return 0;
-    const col = <T>(pick: (e: AuditEvent) => T) => events.map(pick);
+    // The whole batch as one JSON parameter: serialising it is one native JSON.stringify, which costs the
+    // HTTP process less per statement than postgres.js encoding ten array parameters (measured).
+    const rows = JSON.stringify(
+      events.map((e) => ({
+        id: e.id,
+        at: new Date(e.at).toISOString(),
+        type: e.type,
+        agent_id: e.agentId,
+        platform_id: e.platformId,
+        kid: e.kid,
+        jti: e.jti,
+        actor: e.actor,
+        client_address: e.clientAddress,
+        data: e.data,
+      })),
+    );
     const result = await this.sql`
       INSERT INTO audit_events (id, at, type, agent_id, platform_id, kid, jti, actor, client_address, data)
-      SELECT * FROM unnest(
-        ${col((e) => e.id)}::text[]::uuid[],
-        ${col((e) => new Date(e.at).toISOString())}::timestamptz[],
-        ${col((e) => e.type)}::text[],
-        ${col((e) => e.agentId)}::uuid[],
-        ${col((e) => e.platformId)}::uuid[],
-        ${col((e) => e.kid)}::text[],
-        ${col((e) => e.jti)}::uuid[],
-        ${col((e) => e.actor)}::text[],
-        ${col((e) => e.clientAddress)}::text[],
-        ${col((e) => (e.data ? JSON.stringify(e.data) : null))}::text[]::jsonb[]
-      )
+      SELECT * FROM jsonb_to_recordset(${rows}::text::jsonb) AS r(
+        id uuid, at timestamptz, type text, agent_id uuid, platform_id uuid, kid text, jti uuid,
+        actor text, client_address text, data jsonb)
       ON CONFLICT DO NOTHING`;
     return result.count;
   }
