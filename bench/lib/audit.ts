@@ -124,6 +124,13 @@ export async function auditComparison(opts: BenchOptions, log: (m: string) => vo
         (audit === 'on' ? on : off).push(m);
         (audit === 'on' ? cpuOn : cpuOff).push(cpuMs);
         log(`  audit ${audit}: ${Math.round(m.rps)} req/s, p50 ${m.p50.toFixed(1)} ms, p99 ${m.p99.toFixed(1)} ms, non-2xx ${m.non2xx}, errors ${m.errors}; CPU ${cpuMs.toFixed(3)} ms/token (Postgres backends ${pgMs.toFixed(3)})`);
+        if (audit === 'on') {
+          const text = await (await fetch(`${service.adminUrl}/metrics`)).text();
+          const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+          const mean = value('ace_audit_batch_size_sum') / value('ace_audit_batch_size_count');
+          m.note += `; ${mean.toFixed(1)} events per audit statement`;
+          log(`  audit batches: ${mean.toFixed(1)} events per statement on average (warm-up included)`);
+        }
         if (audit === 'on' && service.databaseUrl) {
           // Let the last batches commit, then weigh the table.
           await new Promise((r) => setTimeout(r, 1000));
