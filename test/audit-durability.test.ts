@@ -150,7 +150,16 @@ describe('audit durability', { timeout: 180_000 }, () => {
         database: { ...database, url: proxiedUrl },
         dataDir,
         redisKeyPrefix,
-        env: { ...LOAD_ENV, STORE_TIMEOUT_MS: '1000', AUDIT_WRITE_TIMEOUT_MS: '500', AUDIT_DRAIN_INTERVAL_MS: '200', ...env },
+        env: {
+          ...LOAD_ENV,
+          STORE_TIMEOUT_MS: '1000',
+          AUDIT_WRITE_TIMEOUT_MS: '500',
+          AUDIT_DRAIN_INTERVAL_MS: '200',
+          // The agent's view stays in process for the whole outage: what is under test is the trail,
+          // not how long Redis keeps answering on a loaded machine (reliability-postgres covers that).
+          LOCAL_CACHE_TTL_MS: '600000',
+          ...env,
+        },
       });
       disposals.push(() => service.dispose());
       return service;
