@@ -90,7 +90,9 @@ export async function auditComparison(opts: BenchOptions, log: (m: string) => vo
   const expectedHttp = opts.embedded ? 1 : opts.cores;
   for (let round = 0; round < rounds; round++) {
     for (const audit of ['off', 'on'] as const) {
-      const service = await startBenchService({ embedded: opts.embedded, env: { AUDIT: audit } });
+      // AUDIT_* tuning in the bench's own environment (e.g. AUDIT_FLUSH_MS=0) reaches both services.
+      const tuning = Object.fromEntries(Object.entries(process.env).filter(([k, v]) => k.startsWith('AUDIT_') && v !== undefined)) as Record<string, string>;
+      const service = await startBenchService({ embedded: opts.embedded, env: { ...tuning, AUDIT: audit } });
       try {
         await readyWorkers(service, expectedHttp);
         const admin = new Admin(service);
