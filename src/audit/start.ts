@@ -73,7 +73,7 @@ export async function startAudit(options: {
       batch: (size) => metrics.auditBatchSize(size),
       failed: (events, error) => {
         metrics.auditWriteFailed(events);
-        logger.error({ err: { message: (error as Error).message }, events }, 'audit events could not be written to Postgres nor to the spool');
+        logger.error({ err: { message: (error as Error).message }, events }, 'audit: events could not be written to Postgres nor to the spool, or a spool drain round failed');
       },
       spoolDepth: (depth) => metrics.auditSpoolDepth(depth),
       postgresDown: (error) =>

@@ -57,12 +57,15 @@ export class AuditTrail implements AuditSink {
 
   /** Drains what earlier processes left in the spool, then keeps draining whenever spool mode ends. */
   start(): void {
+    // A failed round (a disk error while sealing, say) is reported and retried; it must never become an
+    // unhandled rejection, which would end the process.
+    const round = () => this.drain().catch((error) => this.observer.failed(0, error));
     const tick = () => {
       if (this.closed) return;
-      this.drainTimer = setTimeout(() => void this.drain().finally(tick), this.options.drainIntervalMs);
+      this.drainTimer = setTimeout(() => void round().finally(tick), this.options.drainIntervalMs);
       this.drainTimer.unref();
     };
-    void this.drain().finally(tick);
+    void round().finally(tick);
   }
 
   get spooling(): boolean {
