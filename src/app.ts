@@ -34,6 +34,8 @@ import { PostgresRevocationStore } from './storage/postgres/revocation-store.js'
 import { RevocationService } from './domain/revocation/revocation-service.js';
 import { RevocationMetrics } from './metrics/revocation-metrics.js';
 import { attachRevocationSockets, revocationRoutes } from './http/revocation-routes.js';
+import { startAudit } from './audit/start.js';
+import { auditEvents, SCHEDULER_ACTOR } from './domain/audit/events.js';
 
 export const MAX_BODY_BYTES = 16 * 1024;
 
@@ -154,7 +156,18 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const share = new Argon2Share(config.argon2MaxPerAddress, () => metrics.rateLimited('argon2_share_per_address'));
     const authenticator = new Authenticator(store, pools, limiters, verified, metrics, share, bus);
     await authenticator.init();
-    const tokens = new TokenService(authenticator, limiters, keys, pools, { issuer: config.issuer, tokenTtlSeconds: config.tokenTtlSeconds });
+    const audit = await startAudit({ config: config.audit, databaseUrl: database.url, embedded, readTimeoutMs: config.storeTimeoutMs, dataDir: config.dataDir, logger, metrics });
+    cleanups.push(() => audit.close());
+    keys.onScheduledRotation = (kid) =>
+      audit.sink.emit(auditEvents.adminChange('key.rotated', { actor: SCHEDULER_ACTOR, clientAddress: '', kid, status: 'next' }));
+    const tokens = new TokenService(
+      authenticator,
+      limiters,
+      keys,
+      pools,
+      { issuer: config.issuer, tokenTtlSeconds: config.tokenTtlSeconds },
+      audit.sink,
+    );
     const revocationMetrics = new RevocationMetrics(metrics.registry);
     const revocations = new RevocationService(
       new PostgresRevocationStore(sql, config.storeTimeoutMs),
@@ -183,7 +196,7 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics, logger, accessLog: config.accessLog };
     const publicServer = new HttpServer(
       [
-        ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, keys, metrics, openApi: () => openApiBody }),
+        ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, keys, metrics, openApi: () => openApiBody, audit: audit.sink }),
         ...revocationRoutes(revocations),
       ],
       { ...serverOptions, name: 'public', proxy: { hops: config.trustProxyHops, proxies: parseProxyList(config.trustProxyCidrs).proxies } },
@@ -233,7 +246,16 @@ export async function startApp(options: AppOptions): Promise<RunningApp> {
     const adminServer = new HttpServer(
       [
         ...opsRoutes({ ready, metrics: metricsText }),
-        ...adminRoutes({ adminToken: admin.token, authLimiter: adminAuthLimiter, onAuthFailure: onAdminAuthFailure, platforms, agents, keys }),
+        ...adminRoutes({
+          adminToken: admin.token,
+          authLimiter: adminAuthLimiter,
+          onAuthFailure: onAdminAuthFailure,
+          platforms,
+          agents,
+          keys,
+          audit: audit.sink,
+          auditStore: audit.store,
+        }),
       ],
       // The internal port has no proxy in front of it (never route ace-internal through an Ingress):
       // X-Forwarded-For there is the caller's own text, so the socket address counts.

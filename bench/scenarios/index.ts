@@ -4,6 +4,7 @@ import { compare } from './compare.js';
 import { scale } from './scale.js';
 import { fleet } from './fleet.js';
 import { fanout } from './fanout.js';
+import { audit } from './audit.js';
 import { deployed } from './deployed.js';
 
 export const SCENARIOS: Scenario[] = [
@@ -11,5 +12,6 @@ export const SCENARIOS: Scenario[] = [
   scale,
   fleet,
   fanout,
+  audit,
   deployed,
 ];

@@ -70,6 +70,22 @@ export interface Config {
   /** How often each process compares its subscribed revocation feeds with Postgres. */
   revocationPollMs: number;
   revocationHeartbeatSeconds: number;
+  audit: AuditConfig;
+}
+
+/** The audit trail (README, Audit trail). */
+export interface AuditConfig {
+  /** AUDIT=off records nothing (for comparison benchmarks); the default is on. */
+  enabled: boolean;
+  retentionDays: number;
+  flushMs: number;
+  batchMax: number;
+  maxInFlight: number;
+  writeTimeoutMs: number;
+  spoolMaxBytes: number;
+  drainIntervalMs: number;
+  poolSize: number;
+  maintenanceIntervalSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -86,9 +102,14 @@ export function loadConfig(env: Env = process.env): Config {
   const read = new EnvReader(env, problems);
   const context: DefaultContext = { values: {}, cores: cores() };
   const values = context.values as Record<string, unknown>;
+  values.audit = {};
   for (const setting of SETTINGS) {
     const value = readSetting(read, setting, context);
-    if (setting.key) values[setting.key] = value;
+    if (!setting.key) continue;
+    // "audit.retentionDays" fills config.audit.retentionDays.
+    const [outer, inner] = setting.key.split('.');
+    if (inner) (values[outer] as Record<string, unknown>)[inner] = value;
+    else values[outer] = value;
   }
   const config = context.values as Config;
 

@@ -4,7 +4,7 @@
 import { isIPv6 } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import type { Config } from './config.js';
+import type { AuditConfig, Config } from './config.js';
 
 /** What a default may depend on: the values read before it, and the machine. */
 export interface DefaultContext {
@@ -15,8 +15,8 @@ export interface DefaultContext {
 interface Common {
   /** The environment variable. */
   env: string;
-  /** The Config field it fills; none for variables read by Node itself (validated only). */
-  key?: keyof Config;
+  /** The Config field it fills ("audit.x": config.audit.x); none for variables read by Node itself (validated only). */
+  key?: keyof Config | `audit.${keyof AuditConfig}`;
   /** The default as the README shows it. */
   defaultText: string;
   meaning: string;
@@ -124,6 +124,16 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'REVOCATION_ISSUED_SLACK_SECONDS', key: 'revocationIssuedSlackSeconds', type: 'int', default: 2, min: 0, max: 60, defaultText: '`2`', meaning: 'a revocation also voids tokens issued up to this long after the change (an instance whose cache had not yet heard of it)' },
   { env: 'REVOCATION_POLL_MS', key: 'revocationPollMs', type: 'int', default: 1000, min: 100, max: 60_000, defaultText: '`1000`', meaning: 'how often each process compares its subscribed revocation feeds with Postgres (a lost pub/sub message, Redis down)' },
   { env: 'REVOCATION_HEARTBEAT_SECONDS', key: 'revocationHeartbeatSeconds', type: 'int', default: 15, min: 1, max: 300, defaultText: '`15`', meaning: 'heartbeat on every revocation WebSocket, so subscribers can tell a quiet feed from a dead connection' },
+  { env: 'AUDIT', key: 'audit.enabled', type: 'bool', default: true, defaultText: '`true`', meaning: '`false` records no audit event (for comparison benchmarks only)' },
+  { env: 'AUDIT_RETENTION_DAYS', key: 'audit.retentionDays', type: 'int', default: 90, min: 1, max: 36_500, defaultText: '`90`', meaning: 'days of audit events kept; older daily partitions are dropped (one replica at a time)' },
+  { env: 'AUDIT_FLUSH_MS', key: 'audit.flushMs', type: 'int', default: 2, min: 0, max: 1000, defaultText: '`2`', meaning: 'group commit: delay before a batch leaves (0: the next event-loop turn)' },
+  { env: 'AUDIT_BATCH_MAX', key: 'audit.batchMax', type: 'int', default: 1000, min: 1, max: 10_000, defaultText: '`1000`', meaning: 'group commit: events per statement' },
+  { env: 'AUDIT_MAX_IN_FLIGHT', key: 'audit.maxInFlight', type: 'int', default: 1, min: 1, max: 64, defaultText: '`1`', meaning: 'group commit: statements in flight per process' },
+  { env: 'AUDIT_WRITE_TIMEOUT_MS', key: 'audit.writeTimeoutMs', type: 'int', default: 1000, min: 50, max: 60_000, defaultText: '`1000`', meaning: 'a batch not committed in time goes to the spool' },
+  { env: 'AUDIT_SPOOL_MAX_BYTES', key: 'audit.spoolMaxBytes', type: 'int', default: 1024 ** 3, min: 0, max: 2 ** 50, defaultText: '1 GiB', meaning: 'spool bound in `DATA_DIR` (beyond it tokens get 503)' },
+  { env: 'AUDIT_DRAIN_INTERVAL_MS', key: 'audit.drainIntervalMs', type: 'int', default: 1000, min: 50, max: 60_000, defaultText: '`1000`', meaning: 'how often a spooling process probes Postgres to drain the spool' },
+  { env: 'AUDIT_POOL_SIZE', key: 'audit.poolSize', type: 'int', default: 3, min: 1, max: 64, defaultText: '`3` (2 embedded)', meaning: "the trail's own Postgres connections" },
+  { env: 'AUDIT_MAINTENANCE_INTERVAL_SECONDS', key: 'audit.maintenanceIntervalSeconds', type: 'int', default: 3600, min: 1, max: 86_400, defaultText: '`3600`', meaning: 'partition creation and retention round' },
   { env: 'LOG_LEVEL', key: 'logLevel', type: 'oneOf', default: 'info', allowed: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], defaultText: '`info`', meaning: 'pino level' },
   { env: 'ACCESS_LOG', key: 'accessLog', type: 'bool', default: false, defaultText: '`false`', meaning: 'one JSON line per request (request id, route, status, ms)' },
 ];

@@ -10,6 +10,9 @@ import type { PlatformService } from '../domain/platforms/platform-service.js';
 import type { AgentRecord, GrantRecord, PlatformRecord } from '../storage/types.js';
 import type { AdminAuthLimiter } from '../ratelimit/admin-auth-limiter.js';
 import { adminTokenCheck } from './admin-auth.js';
+import { ADMIN_ACTOR, auditEvents, type AuditEvent, type AuditSink } from '../domain/audit/events.js';
+import { parseEventQuery, presentEvent, readEvents } from '../domain/audit/query.js';
+import type { AuditStore } from '../storage/audit-types.js';
 import { parseJsonBody } from './json-body.js';
 import { json, type Handler, type HttpRequest, type Route } from './types.js';
 
@@ -21,6 +24,8 @@ export interface AdminDeps {
   platforms: PlatformService;
   agents: AgentService;
   keys: KeyManager;
+  audit: AuditSink;
+  auditStore: AuditStore;
 }
 
 const UUID = new RegExp(UUID_PATTERN);
@@ -63,11 +68,20 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       await deps.authLimiter.assertAllowed(request.address);
       if (!authorised(request.headers.authorization)) {
         deps.onAuthFailure(request.address);
+        deps.audit.emit(auditEvents.adminAuthFailed({ clientAddress: request.address, method: request.method, path: request.path }));
         await deps.authLimiter.recordFailure(request.address);
         throw new ServiceError('unauthorized', undefined, { 'WWW-Authenticate': 'Bearer realm="admin"' });
       }
       return handler(request);
     };
+  // An admin change is answered once its event is durable; if the trail cannot take it, the change
+  // (already made) still answers, and the failure is counted and logged by the trail.
+  const audited = async <T>(result: T, event: (r: T) => AuditEvent): Promise<T> => {
+    await deps.audit.record(event(result)).catch(() => {});
+    return result;
+  };
+  const by = (r: HttpRequest) => ({ actor: ADMIN_ACTOR, clientAddress: r.address });
+  const fieldsOf = (body: object) => Object.keys(body);
 
   const platformCreate = compileValidator(PlatformCreate);
   const platformPatch = compileValidator(PlatformPatch);
@@ -81,7 +95,13 @@ export function adminRoutes(deps: AdminDeps): Route[] {
   const routes: Route[] = [
     {
       method: 'POST', path: '/admin/v1/platforms', name: 'admin_platforms', body: true,
-      handler: async (r) => json(201, presentPlatform(await deps.platforms.create(platformCreate(parseJsonBody(r))))),
+      handler: async (r) => {
+        const body = platformCreate(parseJsonBody(r));
+        const platform = await audited(await deps.platforms.create(body), (p) =>
+          auditEvents.adminChange('platform.created', { ...by(r), platformId: p.id, fields: fieldsOf(body), status: p.status }),
+        );
+        return json(201, presentPlatform(platform));
+      },
     },
     {
       method: 'GET', path: '/admin/v1/platforms', name: 'admin_platforms',
@@ -95,13 +115,18 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       method: 'PATCH', path: '/admin/v1/platforms/:platform_id', name: 'admin_platform', body: true,
       handler: async (r) => {
         const id = uuidParam(r, 'platform_id');
-        return json(200, presentPlatform(await deps.platforms.update(id, platformPatch(parseJsonBody(r)))));
+        const body = platformPatch(parseJsonBody(r));
+        const platform = await audited(await deps.platforms.update(id, body), (p) =>
+          auditEvents.adminChange('platform.updated', { ...by(r), platformId: p.id, fields: fieldsOf(body), ...(body.status ? { status: p.status } : {}) }),
+        );
+        return json(200, presentPlatform(platform));
       },
     },
     {
       method: 'POST', path: '/admin/v1/agents', name: 'admin_agents', body: true,
       handler: async (r) => {
         const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name);
+        await audited(agent, (a) => auditEvents.adminChange('agent.created', { ...by(r), agentId: a.id, fields: ['name'], status: a.status }));
         return json(201, { ...presentAgent(agent), secret }, { 'Cache-Control': 'no-store' });
       },
     },
@@ -117,7 +142,11 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       method: 'PATCH', path: '/admin/v1/agents/:agent_id', name: 'admin_agent', body: true,
       handler: async (r) => {
         const id = uuidParam(r, 'agent_id');
-        return json(200, presentAgent(await deps.agents.update(id, agentPatch(parseJsonBody(r)))));
+        const body = agentPatch(parseJsonBody(r));
+        const agent = await audited(await deps.agents.update(id, body), (a) =>
+          auditEvents.adminChange('agent.updated', { ...by(r), agentId: a.id, fields: fieldsOf(body), ...(body.status ? { status: a.status } : {}) }),
+        );
+        return json(200, presentAgent(agent));
       },
     },
     {
@@ -126,6 +155,9 @@ export function adminRoutes(deps: AdminDeps): Route[] {
         const id = uuidParam(r, 'agent_id');
         const { grace_seconds } = secretRotate(optionalBody(r));
         const { apiKeyId, secret } = await deps.agents.rotateSecret(id, grace_seconds ?? 0);
+        await audited(id, (agentId) =>
+          auditEvents.adminChange('agent.secret_rotated', { ...by(r), agentId, fields: ['secret'], graceSeconds: grace_seconds ?? 0 }),
+        );
         return json(200, { api_key_id: apiKeyId, secret }, { 'Cache-Control': 'no-store' });
       },
     },
@@ -139,13 +171,18 @@ export function adminRoutes(deps: AdminDeps): Route[] {
         const agentId = uuidParam(r, 'agent_id');
         const platformId = uuidParam(r, 'platform_id');
         const { scopes } = grantPut(parseJsonBody(r));
-        return json(200, presentGrant(await deps.agents.putGrant(agentId, platformId, scopes)));
+        const grant = await audited(await deps.agents.putGrant(agentId, platformId, scopes), (g) =>
+          auditEvents.adminChange('grant.put', { ...by(r), agentId: g.agentId, platformId: g.platformId, fields: ['scopes'], scopes: g.scopes }),
+        );
+        return json(200, presentGrant(grant));
       },
     },
     {
       method: 'DELETE', path: '/admin/v1/agents/:agent_id/grants/:platform_id', name: 'admin_agent_grant',
       handler: async (r) => {
-        await deps.agents.deleteGrant(uuidParam(r, 'agent_id'), uuidParam(r, 'platform_id'));
+        const [agentId, platformId] = [uuidParam(r, 'agent_id'), uuidParam(r, 'platform_id')];
+        await deps.agents.deleteGrant(agentId, platformId);
+        await audited(null, () => auditEvents.adminChange('grant.deleted', { ...by(r), agentId, platformId }));
         return { status: 204 };
       },
     },
@@ -155,11 +192,24 @@ export function adminRoutes(deps: AdminDeps): Route[] {
     },
     {
       method: 'POST', path: '/admin/v1/keys/rotate', name: 'admin_keys_rotate', body: true,
-      handler: async () => json(200, await deps.keys.rotate()),
+      handler: async (r) => {
+        const key = await audited(await deps.keys.rotate(), (k) => auditEvents.adminChange('key.rotated', { ...by(r), kid: k.kid, status: k.state }));
+        return json(200, key);
+      },
     },
     {
       method: 'POST', path: '/admin/v1/keys/:kid/retire', name: 'admin_key_retire', body: true,
-      handler: async (r) => json(200, await deps.keys.retire(r.params.kid)),
+      handler: async (r) => {
+        const key = await audited(await deps.keys.retire(r.params.kid), (k) => auditEvents.adminChange('key.retired', { ...by(r), kid: k.kid, status: k.state }));
+        return json(200, key);
+      },
+    },
+    {
+      method: 'GET', path: '/admin/v1/events', name: 'admin_events', query: true,
+      handler: async (r) => {
+        const page = await readEvents(deps.auditStore, parseEventQuery(r.query));
+        return json(200, { events: page.events.map(presentEvent), next_cursor: page.nextCursor }, { 'Cache-Control': 'no-store' });
+      },
     },
     {
       // Unknown admin paths answer 401 without the token, 404 with it: nothing is learned unauthenticated.

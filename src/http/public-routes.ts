@@ -2,13 +2,14 @@
 // domain, shape the reply.
 import { ServiceError } from '../errors/catalog.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { credentialsRequestSchema, tokenRequestSchema, UUID_PATTERN } from '../schemas/public.js';
+import { credentialsRequestSchema, tokenRequestSchema, UUID_PATTERN, type TokenRequest } from '../schemas/public.js';
 import { compileValidator } from '../schemas/validate.js';
 import type { Authenticator } from '../domain/credentials/authenticator.js';
 import type { KeyManager } from '../domain/keys/key-manager.js';
 import type { PlatformService } from '../domain/platforms/platform-service.js';
 import type { TokenService } from '../domain/tokens/token-service.js';
 import { parseJsonBody } from './json-body.js';
+import { agentOf, auditEvents, type AuditSink } from '../domain/audit/events.js';
 import { json, type HttpReply, type HttpRequest, type Route } from './types.js';
 
 export interface PublicDeps {
@@ -19,6 +20,7 @@ export interface PublicDeps {
   keys: KeyManager;
   metrics: Metrics;
   openApi: () => Buffer;
+  audit: AuditSink;
 }
 
 // Token responses must never be stored by intermediaries (RFC 6749 §5.1).
@@ -30,13 +32,28 @@ export function publicRoutes(deps: PublicDeps): Route[] {
   const validateCredentials = compileValidator(credentialsRequestSchema(deps.apiKeyPrefix));
 
   const token = async (request: HttpRequest): Promise<HttpReply> => {
+    let body: TokenRequest | undefined;
     try {
-      const body = validateToken(parseJsonBody(request));
+      body = validateToken(parseJsonBody(request));
       const result = await deps.tokens.exchange(body, request.address, request.signal);
       deps.metrics.tokenOutcome('issued');
       return json(200, result, NO_STORE);
     } catch (error) {
-      deps.metrics.tokenOutcome(error instanceof ServiceError ? error.code : 'unavailable');
+      const code = error instanceof ServiceError ? error.code : 'unavailable';
+      deps.metrics.tokenOutcome(code);
+      // Recorded in the next batch without holding the answer: a refusal costs the same with or without
+      // an agent behind the key id (no timing signal), and an audit outage never turns 401 into 503.
+      if (!request.signal.aborted) {
+        deps.audit.emit(
+          auditEvents.tokenRefused({
+            errorCode: error instanceof ServiceError ? error.code : 'service_unavailable',
+            agentId: agentOf(error),
+            apiKeyId: body?.api_key_id,
+            platformId: body?.platform_id.toLowerCase(),
+            clientAddress: request.address,
+          }),
+        );
+      }
       throw error;
     }
   };
@@ -50,7 +67,9 @@ export function publicRoutes(deps: PublicDeps): Route[] {
       signal: request.signal,
     });
     if (view.status !== 'active') throw new ServiceError('agent_inactive');
-    return json(200, await deps.platforms.listing(view), NO_STORE);
+    const listing = await deps.platforms.listing(view);
+    deps.audit.emit(auditEvents.listingServed({ agentId: view.agentId, clientAddress: request.address }));
+    return json(200, listing, NO_STORE);
   };
 
   const jwks = (request: HttpRequest): HttpReply => {

@@ -160,7 +160,7 @@ export class HttpServer {
     const path = req.getUrl();
     const query = route.query ? (req.getQuery() ?? '') : '';
     // The client address only matters where credentials arrive: routes with a body, and every request to
-    // the listener that reads Authorization (the admin token limit).
+    // the listener that reads Authorization (the admin token limit; failed admin token checks are audited).
     const address =
       route.body || this.options.readsAuthorization ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.options.proxy) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();

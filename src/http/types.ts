@@ -12,9 +12,9 @@ export interface RequestHeaders {
 export interface HttpRequest {
   method: string;
   path: string;
-  /** Query string without the `?` ('' when none). */
-  query?: string;
   params: Record<string, string>;
+  /** Raw query string (without `?`), for routes that declare `query: true`; else empty. */
+  query: string;
   headers: RequestHeaders;
   /** Raw body (routes that declare `body: true`), at most the configured limit. */
   body: Buffer | null;

@@ -18,6 +18,10 @@ export class Metrics {
   private readonly adminAuthFailures: client.Counter;
   private readonly storeUp: client.Gauge<'store'>;
   private readonly ready: client.Gauge;
+  private readonly auditWritten: client.Counter<'sink'>;
+  private readonly auditBatch: client.Histogram;
+  private readonly auditFailed: client.Counter;
+  private readonly auditSpool: client.Gauge;
   private queueDepthSource: () => Record<string, number> = () => ({});
   private keyInfoSource: () => { activeAgeSeconds: number; rotationIntervalSeconds: number; byState: Record<string, number> } = () => ({
     activeAgeSeconds: 0,
@@ -135,6 +139,29 @@ export class Metrics {
         for (const state of ['next', 'active', 'retiring', 'retired']) this.set({ state }, byState[state] ?? 0);
       },
     });
+    this.auditWritten = new client.Counter({
+      name: 'ace_audit_events_written_total',
+      help: 'Audit events made durable, by where: postgres, or the local spool while Postgres is unreachable.',
+      labelNames: ['sink'],
+      registers,
+    });
+    this.auditBatch = new client.Histogram({
+      name: 'ace_audit_batch_size',
+      help: 'Audit events per group-commit batch (one INSERT statement or one spool write).',
+      buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000],
+      registers,
+    });
+    this.auditFailed = new client.Counter({
+      name: 'ace_audit_write_failures_total',
+      help: 'Audit events neither Postgres nor the spool could take (their token requests got 503).',
+      registers,
+    });
+    this.auditSpool = new client.Gauge({
+      name: 'ace_audit_spool_events',
+      help: 'Audit events waiting in the local spool for Postgres.',
+      registers,
+    });
+    for (const sink of ['postgres', 'spool']) this.auditWritten.inc({ sink }, 0);
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
     for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
     for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
@@ -193,6 +220,22 @@ export class Metrics {
 
   setReady(ready: boolean): void {
     this.ready.set(ready ? 1 : 0);
+  }
+
+  auditWrittenTo(sink: 'postgres' | 'spool', events: number): void {
+    this.auditWritten.inc({ sink }, events);
+  }
+
+  auditBatchSize(size: number): void {
+    this.auditBatch.observe(size);
+  }
+
+  auditWriteFailed(events: number): void {
+    this.auditFailed.inc(events);
+  }
+
+  auditSpoolDepth(depth: number): void {
+    this.auditSpool.set(depth);
   }
 
   registerQueueDepth(source: () => Record<string, number>): void {

@@ -398,6 +398,10 @@ export const SERVICE_METRICS: Record<string, { type: 'counter' | 'gauge' | 'hist
   ace_signing_key_active_age_seconds: { type: 'gauge', labels: [] },
   ace_signing_key_rotation_interval_seconds: { type: 'gauge', labels: [] },
   ace_signing_keys: { type: 'gauge', labels: ['state'] },
+  ace_audit_events_written_total: { type: 'counter', labels: ['sink'] },
+  ace_audit_batch_size: { type: 'histogram', labels: [] },
+  ace_audit_spool_events: { type: 'gauge', labels: [] },
+  ace_audit_write_failures_total: { type: 'counter', labels: [] },
   // prom-client default metrics used by the dashboard
   process_cpu_seconds_total: { type: 'counter', labels: [] },
   process_resident_memory_bytes: { type: 'gauge', labels: [] },
@@ -413,6 +417,7 @@ export const LABEL_VALUES: Record<string, string[]> = {
   limiter: ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address'],
   store: ['postgres', 'redis'],
   state: ['next', 'active', 'retiring', 'retired'],
+  sink: ['postgres', 'spool'],
 };
 
 /** Series Prometheus writes itself for every target (not on /metrics). */

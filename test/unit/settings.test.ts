@@ -17,14 +17,18 @@ describe('settings table', () => {
     expect(new Set(names).size).toBe(names.length);
     const keys = SETTINGS.flatMap((s) => (s.key ? [s.key] : []));
     expect(new Set(keys).size).toBe(keys.length);
-    expect(Object.keys(loadConfig({})).sort()).toEqual([...keys].sort());
+    const config = loadConfig({}) as unknown as Record<string, unknown>;
+    const fields = Object.entries(config).flatMap(([k, v]) => (k === 'audit' ? Object.keys(v as object).map((inner) => `audit.${inner}`) : [k]));
+    expect(fields.sort()).toEqual([...keys].sort());
   });
 
   it('applies each declared default and bound', () => {
-    const defaults = loadConfig({}) as unknown as Record<string, unknown>;
+    const config = loadConfig({}) as unknown as Record<string, Record<string, unknown>>;
     for (const s of SETTINGS) {
       if (!s.key) continue;
-      if ((s.type === 'int' || s.type === 'bool' || s.type === 'oneOf') && typeof s.default !== 'function') expect(defaults[s.key], s.env).toBe(s.default);
+      const [outer, inner] = s.key.split('.');
+      const value = inner ? config[outer][inner] : config[outer];
+      if ((s.type === 'int' || s.type === 'bool' || s.type === 'oneOf') && typeof s.default !== 'function') expect(value, s.env).toBe(s.default);
       if (s.type === 'int') {
         expect(() => loadConfig({ [s.env]: String(s.max + 1) }), s.env).toThrow(`${s.env} must be between ${s.min} and ${s.max}`);
         expect(() => loadConfig({ [s.env]: String(s.min - 1) }), s.env).toThrow(ConfigError);

@@ -4,8 +4,9 @@ import { agentCommands } from './agent.js';
 import { grantCommands } from './grant.js';
 import { keyCommands } from './keys.js';
 import { platformCommands } from './platform.js';
+import { eventCommands } from './events.js';
 
-export const COMMANDS: Command[] = [...platformCommands, ...agentCommands, ...grantCommands, ...keyCommands];
+export const COMMANDS: Command[] = [...platformCommands, ...agentCommands, ...grantCommands, ...keyCommands, ...eventCommands];
 
 export const GROUPS: Record<string, string> = {
   platform: 'Platforms, their scopes and routes, and their scope files',

@@ -12,6 +12,7 @@ import type { AgentView, SecretHashes, Store } from '../../storage/types.js';
 import type { Argon2Share } from '../../ratelimit/argon2-share.js';
 import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
 import { VerifiedCredentials } from './verified-cache.js';
+import { withAgent } from '../audit/events.js';
 
 export interface Caller {
   apiKeyId: string;
@@ -66,7 +67,8 @@ export class Authenticator {
       throw error;
     }
     const { hashes, matched, generation } = checked;
-    if (!hashes || matched < 0) throw new ServiceError('invalid_credentials');
+    // The audit trail names the agent whose key id exists (never sent to the client).
+    if (!hashes || matched < 0) throw withAgent(new ServiceError('invalid_credentials'), hashes?.agentId);
     refund();
     const view = await this.store.getAgentView(caller.apiKeyId);
     if (!view) throw new ServiceError('invalid_credentials'); // deleted between the two reads

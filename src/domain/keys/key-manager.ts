@@ -226,12 +226,18 @@ export class KeyManager {
       const rows = await writer.listSigningKeys();
       const newest = rows.filter((r) => r.retiredAt === null).sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime())[0];
       if (newest && Date.now() - newest.createdAt.getTime() < this.options.rotationIntervalSeconds * 1000) return false;
-      await writer.insertSigningKey(await this.newKey(this.options.propagationSeconds * 1000));
-      return true;
+      const created = await this.newKey(this.options.propagationSeconds * 1000);
+      await writer.insertSigningKey(created);
+      return created.kid;
     });
-    if (rotated) await this.afterWrite();
-    return rotated === true;
+    if (!rotated) return false;
+    await this.afterWrite();
+    this.onScheduledRotation(rotated);
+    return true;
   }
+
+  /** Told the kid of every key this instance's schedule published (for the audit trail). */
+  onScheduledRotation: (kid: string) => void = () => {};
 
   /**
    * An admin key write under the store deadline. Its failure is a 503 (StoreUnavailableError); when the

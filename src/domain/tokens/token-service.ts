@@ -2,12 +2,14 @@
 // Order of checks (docs/decisions.md): authenticate, rate-limit the key, agent status, platform access,
 // scopes, sign.
 import { randomUUID } from 'node:crypto';
-import { ServiceError } from '../../errors/catalog.js';
+import { ServiceError, unavailable } from '../../errors/catalog.js';
 import type { CryptoPools } from '../../crypto/pools.js';
 import type { Limiters } from '../../ratelimit/limiters.js';
 import { TOKEN_PROFILE, type TokenRequest } from '../../schemas/public.js';
+import type { AgentView } from '../../storage/types.js';
 import type { Authenticator } from '../credentials/authenticator.js';
 import type { KeyManager } from '../keys/key-manager.js';
+import { auditEvents, withAgent, type AuditSink } from '../audit/events.js';
 
 export interface TokenServiceOptions {
   issuer: string;
@@ -27,6 +29,7 @@ export class TokenService {
     private readonly keys: KeyManager,
     private readonly pools: CryptoPools,
     private readonly options: TokenServiceOptions,
+    private readonly audit: AuditSink,
   ) {}
 
   async exchange(request: TokenRequest, address: string, signal?: AbortSignal): Promise<TokenResult> {
@@ -36,28 +39,47 @@ export class TokenService {
       throw new ServiceError('unsupported_profile', `Unsupported token profile "${profile.slice(0, 64)}": only "${TOKEN_PROFILE}" is accepted.`);
     }
     const view = await this.authenticator.authenticate({ apiKeyId: request.api_key_id, secret: request.secret, address, signal });
+    try {
+      return await this.issue(view, request, profile, address, signal);
+    } catch (error) {
+      // The refusal's audit event names the agent (see public-routes).
+      throw withAgent(error as Error, view.agentId);
+    }
+  }
+
+  private async issue(view: AgentView, request: TokenRequest, profile: string, address: string, signal?: AbortSignal): Promise<TokenResult> {
     await this.limiters.consumeToken(request.api_key_id);
     if (view.status !== 'active') throw new ServiceError('agent_inactive');
 
-    const grant = view.grants[request.platform_id.toLowerCase()];
+    const platformId = request.platform_id.toLowerCase();
+    const grant = view.grants[platformId];
     if (!grant || grant.platformStatus !== 'active') throw new ServiceError('platform_access_denied');
     const scopes = resolveScopes(request.scopes ?? [], grant.scopes);
 
     const key = this.keys.activeKey();
     const iat = Math.floor(Date.now() / 1000);
+    const jti = randomUUID();
+    const scope = scopes.join(' ');
     const payload = JSON.stringify({
       iss: this.options.issuer,
       sub: view.agentId,
-      aud: request.platform_id.toLowerCase(),
+      aud: platformId,
       iat,
       nbf: iat,
       exp: iat + this.options.tokenTtlSeconds,
-      jti: randomUUID(),
-      scope: scopes.join(' '),
+      jti,
+      scope,
       svc_token_profile: profile,
       client_id: request.api_key_id,
     });
     const accessToken = await this.pools.signToken(key.kid, key.privateKeyPem, payload, signal);
+    // The token leaves only once the trail holds it durably (Postgres or the local spool): a crash
+    // never leaves a token in a client's hands that the trail does not show.
+    try {
+      await this.audit.record(auditEvents.tokenIssued({ jti, agentId: view.agentId, platformId, scope, kid: key.kid, clientAddress: address }));
+    } catch {
+      throw unavailable(1, 'The audit trail cannot record the token now; retry shortly.');
+    }
     return { access_token: accessToken, token_type: 'Bearer', expires_in: this.options.tokenTtlSeconds };
   }
 }

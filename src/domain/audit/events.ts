@@ -1,0 +1,137 @@
+// Audit events: what is recorded for each credential event, built here from typed inputs so that no
+// caller can slip a secret, a hash, key material or the admin token into the trail (the builders accept
+// only ids, names and codes). The id and time are fixed when the event is built: every retry and every
+// spool replay writes the same (at, id), which the table's unique key turns into exactly one row.
+import { randomUUID } from 'node:crypto';
+
+export const EVENT_TYPES = [
+  'token.issued',
+  'token.refused',
+  'listing.served',
+  'agent.created',
+  'agent.updated',
+  'agent.secret_rotated',
+  'grant.put',
+  'grant.deleted',
+  'platform.created',
+  'platform.updated',
+  'key.rotated',
+  'key.retired',
+  'admin.auth_failed',
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** Type-specific fields, stored as JSON. Only these keys exist: none of them can hold a secret. */
+export interface EventData {
+  scope?: string;
+  error_code?: string;
+  /** The public key identifier presented (never the secret). */
+  api_key_id?: string;
+  /** Names of the fields an admin change set. */
+  fields?: string[];
+  /** Scopes of a grant (names, as defined on the platform). */
+  scopes?: string[];
+  grace_seconds?: number;
+  status?: string;
+  /** admin.auth_failed: the method and path attempted. */
+  request?: string;
+}
+
+export interface AuditEvent {
+  id: string;
+  /** Milliseconds since the epoch. */
+  at: number;
+  type: EventType;
+  agentId: string | null;
+  platformId: string | null;
+  kid: string | null;
+  jti: string | null;
+  actor: string | null;
+  clientAddress: string | null;
+  data: EventData | null;
+}
+
+/** The one actor of the admin API: whoever holds ADMIN_TOKEN (the token itself is never recorded). */
+export const ADMIN_ACTOR = 'admin';
+/** Changes the service makes by itself (scheduled key rotation). */
+export const SCHEDULER_ACTOR = 'scheduler';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+// Ids from requests may be in forms the uuid column refuses ("urn:uuid:…"): such an id is left out
+// rather than let one odd request fail a whole batch.
+const uuidOrNull = (value: string | null | undefined) => (value && UUID.test(value) ? value : null);
+const capped = (value: string | null | undefined, max: number) => (value ? value.slice(0, max) : null);
+
+function event(type: EventType, fields: Partial<Omit<AuditEvent, 'id' | 'at' | 'type'>>): AuditEvent {
+  return {
+    id: randomUUID(),
+    at: Date.now(),
+    type,
+    agentId: uuidOrNull(fields.agentId),
+    platformId: uuidOrNull(fields.platformId),
+    kid: capped(fields.kid, 128),
+    jti: uuidOrNull(fields.jti),
+    actor: capped(fields.actor, 64),
+    clientAddress: capped(fields.clientAddress, 64),
+    data: fields.data && Object.keys(fields.data).length > 0 ? fields.data : null,
+  };
+}
+
+export const auditEvents = {
+  tokenIssued(i: { jti: string; agentId: string; platformId: string; scope: string; kid: string; clientAddress: string }): AuditEvent {
+    return event('token.issued', { jti: i.jti, agentId: i.agentId, platformId: i.platformId, kid: i.kid, clientAddress: i.clientAddress, data: { scope: i.scope } });
+  },
+  tokenRefused(i: { errorCode: string; agentId?: string; apiKeyId?: string; platformId?: string; clientAddress: string }): AuditEvent {
+    return event('token.refused', {
+      agentId: i.agentId,
+      platformId: i.platformId,
+      clientAddress: i.clientAddress,
+      data: { error_code: i.errorCode, ...(i.apiKeyId ? { api_key_id: i.apiKeyId } : {}) },
+    });
+  },
+  listingServed(i: { agentId: string; clientAddress: string }): AuditEvent {
+    return event('listing.served', { agentId: i.agentId, clientAddress: i.clientAddress });
+  },
+  /** An admin change: the ids it concerns and the names of the fields it set. */
+  adminChange(
+    type: Extract<EventType, `agent.${string}` | `grant.${string}` | `platform.${string}` | `key.${string}`>,
+    i: { actor: string; clientAddress: string; agentId?: string; platformId?: string; kid?: string; fields?: string[]; scopes?: string[]; graceSeconds?: number; status?: string },
+  ): AuditEvent {
+    const data: EventData = {};
+    if (i.fields) data.fields = [...i.fields].sort();
+    if (i.scopes) data.scopes = i.scopes;
+    if (i.graceSeconds !== undefined) data.grace_seconds = i.graceSeconds;
+    if (i.status) data.status = i.status;
+    return event(type, { actor: i.actor, clientAddress: i.clientAddress, agentId: i.agentId, platformId: i.platformId, kid: i.kid, data });
+  },
+  adminAuthFailed(i: { clientAddress: string; method: string; path: string }): AuditEvent {
+    // The path names the attempted resource; the presented token is never recorded.
+    return event('admin.auth_failed', { clientAddress: i.clientAddress, data: { request: `${i.method} ${i.path.slice(0, 200)}` } });
+  },
+};
+
+/** Where events go. `record` resolves once the event is durable (Postgres or the local spool). */
+export interface AuditSink {
+  record(event: AuditEvent): Promise<void>;
+  /** Fire and forget: the event is recorded in the next batch; a failure is counted and logged. */
+  emit(event: AuditEvent): void;
+}
+
+/** When the trail is switched off (AUDIT=off): nothing is recorded. */
+export const NO_AUDIT: AuditSink = {
+  record: () => Promise.resolve(),
+  emit: () => {},
+};
+
+// An agent id carried by a refusal, so token.refused can name the agent when its key id exists.
+const AGENT = Symbol('audit.agentId');
+
+export function withAgent<E extends Error>(error: E, agentId: string | undefined): E {
+  if (agentId) Object.defineProperty(error, AGENT, { value: agentId, enumerable: false });
+  return error;
+}
+
+export function agentOf(error: unknown): string | undefined {
+  return (error as { [AGENT]?: string } | null)?.[AGENT];
+}
