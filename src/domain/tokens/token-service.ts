@@ -72,14 +72,19 @@ export class TokenService {
       svc_token_profile: profile,
       client_id: request.api_key_id,
     });
+    // The token leaves only once the trail holds it durably (Postgres or the local spool): a crash never
+    // leaves a token in a client's hands that the trail does not show. Everything the event says is known
+    // before the signature, so the batch commit runs while the token is signed instead of after it. If
+    // signing then fails, the trail shows a token that never left (followed by its token.refused): it
+    // errs on the side of showing too much, never too little.
+    const recorded = this.audit
+      .record(auditEvents.tokenIssued({ jti, agentId: view.agentId, platformId, scope, kid: key.kid, clientAddress: address }))
+      .then(
+        () => true,
+        () => false,
+      );
     const accessToken = await this.pools.signToken(key.kid, key.privateKeyPem, payload, signal);
-    // The token leaves only once the trail holds it durably (Postgres or the local spool): a crash
-    // never leaves a token in a client's hands that the trail does not show.
-    try {
-      await this.audit.record(auditEvents.tokenIssued({ jti, agentId: view.agentId, platformId, scope, kid: key.kid, clientAddress: address }));
-    } catch {
-      throw unavailable(1, 'The audit trail cannot record the token now; retry shortly.');
-    }
+    if (!(await recorded)) throw unavailable(1, 'The audit trail cannot record the token now; retry shortly.');
     return { access_token: accessToken, token_type: 'Bearer', expires_in: this.options.tokenTtlSeconds };
   }
 }
