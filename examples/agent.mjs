@@ -4,7 +4,7 @@
 //   PLATFORM_URL  default http://127.0.0.1:3000
 //   AGENT_FILE    default $EXAMPLE_DIR/agent.json (EXAMPLE_DIR default ./data/example; written by setup.mjs)
 import { readFileSync } from 'node:fs';
-import { AgentClient } from 'agent-credential-exchange/client';
+import { AgentClient } from '@agent-credential-exchange/client';
 
 const serviceUrl = process.env.SERVICE_URL ?? 'http://localhost:8080';
 const platformUrl = process.env.PLATFORM_URL ?? 'http://127.0.0.1:3000';

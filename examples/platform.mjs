@@ -4,7 +4,7 @@
 //   SCOPES_FILE  default $EXAMPLE_DIR/scopes.yaml (EXAMPLE_DIR default ./data/example)
 //   PORT         default 3000
 import http from 'node:http';
-import { createVerifier, protectNodeHandler } from 'agent-credential-exchange/middleware';
+import { createVerifier, protectNodeHandler } from '@agent-credential-exchange/middleware';
 
 const serviceUrl = process.env.SERVICE_URL ?? 'http://localhost:8080';
 const verifier = createVerifier({

@@ -10,7 +10,7 @@ import Fastify from 'fastify';
 import { decodeJwt, decodeProtectedHeader, generateKeyPair, SignJWT } from 'jose';
 import { startService, type ServiceHandle } from './support/service.js';
 import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
-import { AgentClient, AgentClientError } from '../src/client/index.js';
+import { AgentClient, AgentClientError } from '../packages/client/src/index.js';
 import {
   createVerifier,
   expressAgentAuth,
@@ -18,7 +18,7 @@ import {
   protectNodeHandler,
   type AgentClaims,
   type Verifier,
-} from '../src/middleware/index.js';
+} from '../packages/middleware/src/index.js';
 
 const TOKEN_PATH = '/api/v1/auth/token';
 const JWKS_PATH = '/.well-known/jwks.json';

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type ServiceHandle } from './support/service.js';
 import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
-import { AgentClient, AgentClientError } from '../src/client/index.js';
+import { AgentClient, AgentClientError } from '../packages/client/src/index.js';
 
 interface Call {
   path: string;

@@ -7,7 +7,7 @@ import { Ajv } from 'ajv';
 import * as ajvFormats from 'ajv-formats';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { SvcScopesYaml } from '../src/schemas/scopes-file.js';
+import { SvcScopesYaml } from '../packages/middleware/src/scopes-file.js';
 import { AdminClient, postJson } from './support/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 

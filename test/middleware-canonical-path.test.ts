@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { canonicalizeTarget, createVerifier, RouteTable } from '../src/middleware/index.js';
+import { canonicalizeTarget, createVerifier, RouteTable } from '../packages/middleware/src/index.js';
 
 const PLATFORM = '6f1c7f0e-1d2b-4c3a-9e8f-0a1b2c3d4e5f';
 const ROUTES = [

@@ -12,8 +12,8 @@ import Fastify from 'fastify';
 import fc from 'fast-check';
 import { startService, type ServiceHandle } from './support/service.js';
 import { AdminClient, type PlatformRecord } from './support/admin.js';
-import * as middleware from '../src/middleware/index.js';
-import { createVerifier, expressAgentAuth, fastifyAgentAuth, protectNodeHandler, type Verifier } from '../src/middleware/index.js';
+import * as middleware from '../packages/middleware/src/index.js';
+import { createVerifier, expressAgentAuth, fastifyAgentAuth, protectNodeHandler, type Verifier } from '../packages/middleware/src/index.js';
 
 /** The scope-file rule of each handler the apps have; handlers the scope file lacks need the impossible. */
 const HANDLER_SCOPES: Record<string, string[]> = {

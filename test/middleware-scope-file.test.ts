@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createVerifier, RouteTable, ScopeFileError } from '../src/middleware/index.js';
+import { createVerifier, RouteTable, ScopeFileError } from '../packages/middleware/src/index.js';
 
 const PLATFORM = '6f1c7f0e-1d2b-4c3a-9e8f-0a1b2c3d4e5f';
 const YAML = `schema: SvcScopesYaml

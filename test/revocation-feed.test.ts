@@ -5,8 +5,8 @@ import { generateKeyPair, SignJWT } from 'jose';
 import { startService, type ServiceHandle } from './support/service.js';
 import { AdminClient, type PlatformRecord } from './support/admin.js';
 import { call, msUntilRefused, startPlatform, token, type Platform } from './support/revocation.js';
-import { JwksCache } from '../src/middleware/jwks-cache.js';
-import { DocumentRejectedError, RevocationFeed } from '../src/middleware/revocation-feed.js';
+import { JwksCache } from '../packages/middleware/src/jwks-cache.js';
+import { DocumentRejectedError, RevocationFeed } from '../packages/middleware/src/revocation-feed.js';
 
 let service: ServiceHandle;
 let admin: AdminClient;
@@ -144,7 +144,7 @@ describe('feed documents the middleware must not trust', () => {
       }
       return fetch(input, init);
     };
-    const { createVerifier } = await import('../src/middleware/index.js');
+    const { createVerifier } = await import('../packages/middleware/src/index.js');
     const yaml = await (await fetch(`${service.publicUrl}/api/v1/platforms/${shop.platform_id}/scopes.yaml`)).text();
     const verifier = createVerifier({ serviceUrl: service.publicUrl, issuer, scopesYaml: yaml, unmatchedRoutes: 'authenticate', fetch: hostile, revocationFeed: { webSocket: false, pollIntervalSeconds: 0.2, warn: () => {} } });
     try {

@@ -1,5 +1,5 @@
 // Fleet restart: N agents with cold credentials start at once through the real agent client
-// (src/client: list the platforms, then fetch a token), against a service with its default settings
+// (@agent-credential-exchange/client: list the platforms, then fetch a token), against a service with its default settings
 // (rate limits included). Reports the time until every agent holds a token (p50/p99/max from the start),
 // what the agents saw (429/503, with Retry-After, and whether the next attempt waited at least that long),
 // and the total against 1.3 × N / (raw argon2 rate): each agent costs the service one argon2 verification
@@ -17,7 +17,7 @@ import { argon2VerifyRate } from '../limits/argon2-rate.js';
 import { check, checkRows, CHECK_HEADER } from '../lib/checks.js';
 import { table, fmt } from '../lib/report.js';
 import { spread } from '../lib/stats.js';
-import { AgentClient } from '../../src/client/index.js';
+import { AgentClient } from '@agent-credential-exchange/client';
 import { RssSampler } from '../lib/rss.js';
 import { mib } from '../lib/report.js';
 

@@ -11,7 +11,7 @@ import {
   tokenRequestSchema,
   TokenResponse,
 } from '../schemas/public.js';
-import { SvcScopesYaml } from '../schemas/scopes-file.js';
+import { SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
 
 /** Plain JSON Schema: drops TypeBox's symbol keys and `$id`s (components are named by their key). */
 const plain = (schema: TSchema): Record<string, unknown> => JSON.parse(JSON.stringify(schema, (key, value) => (key === '$id' ? undefined : value)));

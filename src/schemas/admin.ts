@@ -1,7 +1,7 @@
 // TypeBox schemas of the internal admin API (outside the stable contract).
 import { Type, type Static } from '@sinclair/typebox';
 import { AgentStatus, PlatformStatus, VerificationStatus } from './public.js';
-import { RoutePath, ScopeName } from './scopes-file.js';
+import { RoutePath, ScopeName } from '@agent-credential-exchange/middleware/scopes-file';
 
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 const Domain = Type.String({

@@ -3,7 +3,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { createVerifier, protectNodeHandler, type Verifier, type RevocationFeedOptions } from '../../src/middleware/index.js';
+import { createVerifier, protectNodeHandler, type Verifier, type RevocationFeedOptions } from '../../packages/middleware/src/index.js';
 
 export interface Platform {
   url: string;

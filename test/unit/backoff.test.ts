@@ -1,6 +1,6 @@
 // The client's retry timing: Retry-After honoured (never shortened), exponential backoff with jitter otherwise.
 import { describe, expect, it } from 'vitest';
-import { parseRetryAfter, retryDelayMs } from '../../src/client/backoff.js';
+import { parseRetryAfter, retryDelayMs } from '../../packages/client/src/backoff.js';
 
 describe('parseRetryAfter', () => {
   it('reads delta-seconds and HTTP dates; ignores what it cannot read', () => {

@@ -2,8 +2,8 @@
 // void keys, sequence/iat rules, and fail-open versus fail-closed when the feed goes quiet.
 import { describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { JwksCache } from '../../src/middleware/jwks-cache.js';
-import { DocumentRejectedError, RevocationFeed, type RevocationFeedOptions } from '../../src/middleware/revocation-feed.js';
+import { JwksCache } from '../../packages/middleware/src/jwks-cache.js';
+import { DocumentRejectedError, RevocationFeed, type RevocationFeedOptions } from '../../packages/middleware/src/revocation-feed.js';
 
 const PLATFORM = '11111111-1111-4111-8111-111111111111';
 const AGENT = '22222222-2222-4222-8222-222222222222';

@@ -1,7 +1,7 @@
 // The agent client's token store: single-flight fetches, renewal before expiry, one replacement per 401.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { TokenStore } from '../../src/client/token-store.js';
-import type { IssuedToken } from '../../src/client/service-api.js';
+import { TokenStore } from '../../packages/client/src/token-store.js';
+import type { IssuedToken } from '../../packages/client/src/service-api.js';
 
 afterEach(() => vi.useRealTimers());
 

@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import { ServiceError } from '../../errors/catalog.js';
 import { checkAgainst } from '../../schemas/validate.js';
-import { HTTP_METHODS, SvcScopesYaml } from '../../schemas/scopes-file.js';
+import { HTTP_METHODS, SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
 import { renderScopeFile } from './scope-file-text.js';
 import type { PlatformCreate, PlatformPatch } from '../../schemas/admin.js';
 import type { PlatformEntry, PlatformListing } from '../../schemas/public.js';

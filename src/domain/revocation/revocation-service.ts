@@ -7,7 +7,7 @@ import type { KeyManager } from '../keys/key-manager.js';
 import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
 import { LocalCache } from '../../storage/cache/local-cache.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../storage/revocation.js';
-import { FEED_TYP, type FeedEntry, type FeedPayload } from './feed-document.js';
+import { FEED_TYP, type FeedEntry, type FeedPayload } from '@agent-credential-exchange/middleware/feed-document';
 
 /** What the admin-side domain services call. The no-op default keeps them usable without a feed. */
 export interface Revocations {

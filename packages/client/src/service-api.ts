@@ -3,9 +3,23 @@
 import { AgentClientError } from './errors.js';
 import { parseRetryAfter, retryDelayMs, sleep, type BackoffPolicy } from './backoff.js';
 
-// The listing's shape is the contract's TypeBox schema (type-only import: nothing loads at run time).
-import type { PlatformEntry, PlatformListing } from '../schemas/public.js';
-export type { PlatformEntry, PlatformListing };
+/** One platform of the agent's listing (contract v1, endpoint 1). */
+export interface PlatformEntry {
+  platform_id: string;
+  granted_scopes: string[];
+  status: 'active' | 'suspended' | 'disabled';
+  /** Best-effort enrichment. */
+  name?: string;
+  /** Verified domain, else null. Best-effort. */
+  hostname: string | null;
+  verification_status?: 'pending' | 'verified' | 'failed';
+}
+
+/** The agent's platform listing (contract v1, endpoint 1). */
+export interface PlatformListing {
+  agent_id: string;
+  platforms: PlatformEntry[];
+}
 
 export interface IssuedToken {
   accessToken: string;

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import * as ajvFormats from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
-import { SvcScopesYaml } from '../schemas/scopes-file.js';
+import { SvcScopesYaml } from './scopes-file.js';
 import { canonicalizeTarget, looseSegment } from './canonical-path.js';
 
 // ajv-formats is CommonJS with `exports.default`; under NodeNext the plugin function sits on `.default`.

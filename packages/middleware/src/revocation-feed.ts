@@ -2,7 +2,7 @@
 // polling of the signed document while the socket is down, and resumed from the last sequence after any
 // gap. Checks are in memory: a request costs two map lookups, never a call to the service.
 import { jwtVerify, type JWSHeaderParameters, type JWTPayload } from 'jose';
-import { FEED_TYP, type FeedEntry, type FeedPayload } from '../domain/revocation/feed-document.js';
+import { FEED_TYP, type FeedEntry, type FeedPayload } from './feed-document.js';
 import type { JwksCache } from './jwks-cache.js';
 
 /** The subset of the WebSocket API used here (browser/undici WebSocket and the `ws` package both have it). */
