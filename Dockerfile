@@ -13,6 +13,9 @@ ARG NODE_IMAGE=node:22-bookworm-slim
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The client and middleware are workspaces the server depends on: npm ci links them from packages/.
+COPY packages/middleware/package.json packages/middleware/
+COPY packages/client/package.json packages/client/
 # --ignore-scripts: no dependency declares an install script (native code ships prebuilt); this keeps
 # a future one from running unreviewed.
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
@@ -32,12 +35,14 @@ RUN set -eu; \
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/middleware/package.json packages/middleware/
+COPY packages/client/package.json packages/client/
 RUN npm ci --ignore-scripts --no-audit --no-fund
-# .dockerignore lets in only what the compiler needs (tsconfig, src, workers, bench, scripts).
+# .dockerignore lets in only what the compiler needs (tsconfigs, src, workers, bench, scripts, packages).
 COPY . .
 RUN npm run build \
  && rm -rf dist/bench dist/test \
- && find dist -type f \( -name '*.d.ts' -o -name '*.d.ts.map' \) -delete
+ && find dist packages/*/dist -type f \( -name '*.d.ts' -o -name '*.d.ts.map' \) -delete
 
 # ---- runtime: compiled JavaScript, production dependencies, no package managers ----
 FROM ${NODE_IMAGE} AS runtime
@@ -58,6 +63,11 @@ WORKDIR /app
 COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+# The workspace packages node_modules links to: their manifests and compiled JavaScript only.
+COPY --from=build /app/packages/middleware/package.json ./packages/middleware/
+COPY --from=build /app/packages/middleware/dist ./packages/middleware/dist
+COPY --from=build /app/packages/client/package.json ./packages/client/
+COPY --from=build /app/packages/client/dist ./packages/client/dist
 # The only writable place (embedded PGlite data, generated admin token / key-encryption key when they
 # are not given). The root filesystem can be mounted read-only.
 VOLUME ["/data"]

@@ -37,6 +37,14 @@ export interface AgentClientOptions {
 
 export type { PlatformEntry };
 
+/**
+ * An agent's client: trades its credentials for platform tokens, keeps them fresh, and retries as the
+ * service asks (Retry-After honoured, jittered).
+ *
+ * @example
+ * const client = await AgentClient.start({ serviceUrl: 'https://ace.example.com', apiKeyId, secret });
+ * const response = await client.fetch('https://shop.example.com/orders/7'); // Bearer token of that platform
+ */
 export class AgentClient {
   readonly #api: ServiceApi;
   readonly #tokens: TokenStore;

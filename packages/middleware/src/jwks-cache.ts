@@ -18,6 +18,7 @@ export interface JwksCacheOptions {
 
 /** The key set could not be fetched and nothing usable is cached (or the refresh for a new kid failed). */
 export class JwksUnavailableError extends Error {
+  readonly code = 'ERR_ACE_JWKS_UNAVAILABLE';
   constructor(cause: unknown) {
     super('the signing keys of the service could not be fetched', { cause });
     this.name = 'JwksUnavailableError';
@@ -26,6 +27,7 @@ export class JwksUnavailableError extends Error {
 
 /** The token's `kid` is not among the service's published keys, even after a refresh. */
 export class UnknownKeyError extends Error {
+  readonly code = 'ERR_ACE_UNKNOWN_KEY';
   constructor() {
     super('unknown signing key');
     this.name = 'UnknownKeyError';

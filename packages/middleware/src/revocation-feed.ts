@@ -59,7 +59,9 @@ export interface RevocationFeedStats {
 
 export type FeedVerdict = 'ok' | 'revoked' | 'unavailable';
 
+/** A revocation feed document that was forged, tampered with, for another platform, or older than one applied. */
 export class DocumentRejectedError extends Error {
+  readonly code = 'ERR_ACE_FEED_DOCUMENT_REJECTED';
   constructor(reason: string) {
     super(`revocation feed document rejected: ${reason}`);
     this.name = 'DocumentRejectedError';
@@ -289,7 +291,9 @@ export class RevocationFeed {
     const global = (globalThis as { WebSocket?: FeedSocketConstructor }).WebSocket;
     if (global) return global;
     try {
-      const name = 'ws'; // Node 20 has no global WebSocket: the `ws` package serves instead.
+      // Node 20 has no global WebSocket: the `ws` package (an optional peer dependency) serves instead;
+      // without it the feed is polled (the signed document every pollSeconds).
+      const name = 'ws';
       return ((await import(name)) as { default: FeedSocketConstructor }).default;
     } catch {
       return undefined;

@@ -26,7 +26,9 @@ function validator() {
   return validateScopesFile;
 }
 
+/** The scope file cannot be read or does not follow the contract's schema (thrown by createVerifier). */
 export class ScopeFileError extends Error {
+  readonly code = 'ERR_ACE_SCOPE_FILE';
   constructor(message: string) {
     super(message);
     this.name = 'ScopeFileError';

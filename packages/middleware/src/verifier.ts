@@ -108,7 +108,14 @@ export interface Verifier {
 
 const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/; // RFC 6750 b64token
 
-/** Reads the scope file (throws ScopeFileError if invalid) and returns the verifier. */
+/**
+ * Reads the scope file (throws ScopeFileError if invalid) and returns the verifier.
+ *
+ * @example
+ * const verifier = createVerifier({ serviceUrl: 'https://ace.example.com', platformId, scopesFile: './scopes.yaml' });
+ * await verifier.ready(); // keys and revocation feed now; fail fast if the service is unreachable
+ * http.createServer(protectNodeHandler(verifier, (req, res) => res.end(req.agent.agentId))).listen(3000);
+ */
 export function createVerifier(options: VerifierOptions): Verifier {
   const scopeFile = loadScopeFile(options);
   if (options.platformId !== undefined && options.platformId !== scopeFile.platform_id) {

@@ -56,13 +56,26 @@ function run(
   }, next);
 }
 
-/** App-level middleware: `app.use(expressAgentAuth(verifier))` before the routes. */
+/**
+ * App-level middleware, before the routes: requires the scopes of every rule the path could reach.
+ *
+ * @example
+ * app.use(expressAgentAuth(verifier));
+ * app.get('/orders/:id', (req, res) => res.json({ agent: req.agent.agentId }));
+ */
 export function expressAgentAuth(verifier: Verifier) {
   return (req: ExpressLikeRequest, res: ExpressLikeResponse, next: ExpressLikeNext): void =>
     run(verifier, req, res, next, { kind: 'candidates', path: req.originalUrl ?? req.url });
 }
 
-/** Route-level guard: `app.get('/orders/:id', expressRouteGuard(verifier), handler)`. */
+/**
+ * Route-level guard: exactly the matched route's scopes.
+ *
+ * @example
+ * const guard = expressRouteGuard(verifier);
+ * app.get('/orders/export', guard, exportHandler);
+ * app.get('/orders/:id', guard, readHandler);
+ */
 export function expressRouteGuard(verifier: Verifier, options: ExpressRouteGuardOptions = {}) {
   return (req: ExpressLikeRequest, res: ExpressLikeResponse, next: ExpressLikeNext): void => {
     const path = req.route?.path;
