@@ -85,3 +85,26 @@ describe('revocation feed (in process)', () => {
     expect(closed.feed.check({ sub: AGENT, iat: now() })).toBe('unavailable');
   });
 });
+
+describe('revocation feed socket', () => {
+  it('reconnects after a connection that fails with only an error event (Node 22 WebSocket)', async () => {
+    const attempts: string[] = [];
+    // A WebSocket whose connection fails the way undici's does: `error`, and no `close`.
+    class FailingSocket {
+      onopen: ((event: unknown) => void) | null = null;
+      onmessage: ((event: { data: unknown }) => void) | null = null;
+      onclose: ((event: unknown) => void) | null = null;
+      onerror: ((event: unknown) => void) | null = null;
+      constructor(url: string) {
+        attempts.push(url);
+        setTimeout(() => this.onerror?.({}), 1);
+      }
+      close() {}
+    }
+    const { feed } = await setup({ webSocket: FailingSocket as never, reconnectBaseSeconds: 0.01, reconnectMaxSeconds: 0.02 });
+    await feed.start().catch(() => {});
+    for (let i = 0; i < 500 && attempts.length < 3; i++) await new Promise((r) => setTimeout(r, 10));
+    feed.close();
+    expect(attempts.length).toBeGreaterThanOrEqual(3);
+  });
+});

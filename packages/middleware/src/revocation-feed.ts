@@ -334,9 +334,8 @@ export class RevocationFeed {
       if (text.startsWith('{')) return this.touch(); // heartbeat
       this.applyDocument(text).catch(() => {});
     };
-    socket.onerror = () => {};
-    socket.onclose = () => {
-      if (this.socket !== socket) return;
+    const lost = () => {
+      if (this.socket !== socket) return; // handled already (error and close both report one loss)
       this.socket = undefined;
       this.connected = false;
       clearInterval(this.watchdog);
@@ -344,6 +343,10 @@ export class RevocationFeed {
       this.startPolling();
       this.scheduleReconnect();
     };
+    // Node 22's WebSocket (undici) reports a connection that fails to open with `error` and no `close`:
+    // waiting for `close` alone would never reconnect.
+    socket.onerror = lost;
+    socket.onclose = lost;
   }
 
   private scheduleReconnect(): void {
