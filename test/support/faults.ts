@@ -2,11 +2,12 @@
 // killed and restarted, a TCP proxy in front of Postgres that can refuse or black-hole traffic, a raw
 // HTTP/1.1 client over node:net (for what fetch will not send), and small readers for metrics and RSS.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import { ERRORS } from '../../src/errors/catalog.js';
 import { freePort } from './service.js';
+import { childrenOf } from './proc.js';
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -417,19 +418,6 @@ function statusKb(pid: number): number {
   } catch {
     return 0;
   }
-}
-
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  try {
-    for (const task of readdirSync(`/proc/${pid}/task`)) {
-      const text = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
-      if (text) out.push(...text.split(/\s+/).map(Number));
-    }
-  } catch {
-    // gone, or no children file
-  }
-  return out;
 }
 
 /** Resident memory (MiB) of the process and its descendants (cluster workers, if any). */

@@ -2,7 +2,8 @@
 // real Postgres and Redis on 127.0.0.1 (mode "real") or on the embedded default (mode "embedded").
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { childrenOf } from './proc.js';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -194,18 +195,4 @@ export async function runToExit(env: Record<string, string>, timeoutMs = 30_000)
   const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
   clearTimeout(timer);
   return { code, output };
-}
-
-/** Direct children of a process (from /proc). */
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  try {
-    for (const task of readdirSync(`/proc/${pid}/task`)) {
-      const text = readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim();
-      if (text) out.push(...text.split(/\s+/).map(Number));
-    }
-  } catch {
-    // gone
-  }
-  return out;
 }
