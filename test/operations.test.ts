@@ -128,6 +128,18 @@ describe('cluster mode', () => {
   });
 });
 
+/** A logger writing into memory, as the service's logger writes to stdout. */
+function captureLogger() {
+  const chunks: string[] = [];
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      chunks.push(String(chunk));
+      done();
+    },
+  });
+  return { chunks, logger: createLogger('info', sink) };
+}
+
 describe('logs', () => {
   it('writes one structured access line per request with request id, route, status and latency', async () => {
     const service = await startService({ mode: 'embedded', env: { ACCESS_LOG: 'true' } });
@@ -153,14 +165,7 @@ describe('logs', () => {
   });
 
   it('redacts secrets, authorization headers and key material', () => {
-    const chunks: string[] = [];
-    const sink = new Writable({
-      write(chunk, _encoding, done) {
-        chunks.push(String(chunk));
-        done();
-      },
-    });
-    const logger = createLogger('info', sink);
+    const { chunks, logger } = captureLogger();
     logger.info({
       secret: 'S3CRET-VALUE',
       body: { secret: 'NESTED-SECRET' },
@@ -178,14 +183,7 @@ describe('logs', () => {
   });
 
   it('redacts sensitive keys at any depth: request bodies, nested objects, arrays, child bindings, any spelling', () => {
-    const chunks: string[] = [];
-    const sink = new Writable({
-      write(chunk, _encoding, done) {
-        chunks.push(String(chunk));
-        done();
-      },
-    });
-    const logger = createLogger('info', sink);
+    const { chunks, logger } = captureLogger();
     const circular: Record<string, unknown> = { name: 'loop', password: 'LOOP-PASSWORD' };
     circular.self = circular;
     logger.info({ req: { body: { api_key_id: 'agnt_kid_visible', secret: 'BODY-SECRET' } } }, 'token request');
