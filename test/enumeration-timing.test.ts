@@ -1,6 +1,6 @@
 // Enumeration and timing: an unknown api_key_id and a wrong secret (also for an agent in a rotation's
-// grace) are indistinguishable, in bytes and in time (every refusal verifies two argon2id hashes, decoys
-// standing in for what the agent lacks). The admin token is compared in constant time (the comparison
+// grace) are indistinguishable, in bytes and in time (every refusal verifies one argon2id hash: a decoy
+// for an unknown id, the hash the secret's hint points at during a grace). The admin token is compared in constant time (the comparison
 // itself: test/unit/admin-auth.test.ts), and the admin API refuses every route and method without it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';

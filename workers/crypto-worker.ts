@@ -6,8 +6,8 @@ import { ARGON2_OPTIONS } from './argon2-params.js';
 
 export interface VerifyTask {
   /**
-   * Candidate hashes (current, then previous or a decoy). The caller always passes the same number, and
-   * every one is verified, so that every refusal costs the same whatever the agent's state.
+   * Candidate hashes: the one the secret's hint points at, or a decoy (two only for hashes older than
+   * hints). Every one is verified, without stopping at a match.
    */
   hashes: string[];
   secret: string;
@@ -31,8 +31,14 @@ export function verifySecret(task: VerifyTask): number {
   return matched;
 }
 
-export function hashSecret(secret: string): string {
-  return hashSync(secret, ARGON2_OPTIONS);
+export interface HashTask {
+  secret: string;
+  /** Chosen by the caller: it carries the secret's hint (src/domain/credentials/secret-hint.ts). */
+  salt: Uint8Array;
+}
+
+export function hashSecret(task: HashTask): string {
+  return hashSync(task.secret, { ...ARGON2_OPTIONS, salt: task.salt });
 }
 
 export interface SignTask {

@@ -28,13 +28,20 @@ export function freshRequest(url: string, method: string, body?: string, headers
  * Makes credentials warm in every HTTP process of the service: the verified-credentials cache lives in each
  * process (secrets never go to Redis), so each body is sent `perBody` times over fresh connections.
  * With 2 processes and 10 tries, an agent stays cold in one process with probability 1/512; the warm-up load
- * that follows finishes the job. Returns the status counts.
+ * that follows finishes the job. A 429/503 (argon2 queue full, a limit of a deployed service) is tried
+ * again after its Retry-After, up to 10 times, so no agent is left cold by a refusal.
+ * Returns the status counts of the first attempts and of the retries.
  */
 export async function prewarm(url: string, bodies: string[], perBody: number, concurrency = 16): Promise<Record<number, number>> {
   const counts: Record<number, number> = {};
   await pool(bodies.length * perBody, concurrency, async (i) => {
-    const reply = await freshRequest(url, 'POST', bodies[i % bodies.length], { 'content-type': 'application/json' });
-    counts[reply.status] = (counts[reply.status] ?? 0) + 1;
+    for (let attempt = 0; ; attempt++) {
+      const reply = await freshRequest(url, 'POST', bodies[i % bodies.length], { 'content-type': 'application/json' });
+      counts[reply.status] = (counts[reply.status] ?? 0) + 1;
+      if ((reply.status !== 429 && reply.status !== 503) || attempt >= 10) return;
+      const seconds = Number(reply.headers['retry-after'] ?? 1);
+      await new Promise((resolve) => setTimeout(resolve, 1000 * Math.min(Number.isFinite(seconds) ? seconds : 1, 30)));
+    }
   });
   return counts;
 }

@@ -96,6 +96,10 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
     // Limits must not shape the figures: the bench measures capacity, not the limiter.
     RATE_LIMIT_TOKEN_POINTS: '1000000',
     RATE_LIMIT_AUTH_FAIL_POINTS: '1000000',
+    // All the bench's load comes from one address (127.0.0.1); the per-address share of the argon2 queue
+    // (ARGON2_MAX_PER_ADDRESS, default queue / 16 = 4) would turn cold requests into instant 429s. The
+    // fleet scenario keeps the default and gives each agent its own address instead (X-Forwarded-For).
+    ARGON2_MAX_PER_ADDRESS: '64',
     ...(options.embedded ? {} : { DATABASE_URL: databaseUrl! }),
     ...(useRedis ? { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: redisKeyPrefix! } : {}),
     // WORKERS, ARGON2_THREADS and SIGN_THREADS stay at the service's defaults; the bench reads how many

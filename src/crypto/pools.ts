@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Metrics } from '../metrics/metrics.js';
 import { unavailable } from '../errors/catalog.js';
-import type { SignTask, VerifyTask } from '../../workers/crypto-worker.js';
+import type { HashTask, SignTask, VerifyTask } from '../../workers/crypto-worker.js';
 import { SignBatcher } from './sign-batcher.js';
 import { RetrySpread, Throughput } from './retry-spread.js';
 
@@ -59,8 +59,8 @@ export class CryptoPools {
     return this.run<number>('argon2', 'verifySecret', task, signal);
   }
 
-  hashSecret(secret: string): Promise<string> {
-    return this.run<string>('argon2', 'hashSecret', secret);
+  hashSecret(secret: string, salt: Uint8Array): Promise<string> {
+    return this.run<string>('argon2', 'hashSecret', { secret, salt } satisfies HashTask);
   }
 
   /** Signs with the key `kid`; its PEM crosses to a thread only the first time that thread needs it. */

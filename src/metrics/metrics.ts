@@ -94,7 +94,7 @@ export class Metrics {
     });
     this.credentialChecks = new client.Counter({
       name: 'ace_credential_checks_total',
-      help: 'Credential checks run in the argon2 pool (each verifies against two hashes), successful or not.',
+      help: 'Credential checks run in the argon2 pool (each verifies one hash; two only for hashes older than the secret hint), successful or not.',
       registers,
     });
     this.adminAuthFailures = new client.Counter({

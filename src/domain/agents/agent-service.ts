@@ -3,6 +3,7 @@
 import { ServiceError } from '../../errors/catalog.js';
 import type { CryptoPools } from '../../crypto/pools.js';
 import type { AgentRecord, AgentStatus, GrantRecord, Store } from '../../storage/types.js';
+import { hintedSalt, hintOfHash, secretHint } from '../credentials/secret-hint.js';
 import { generateApiKeyId, generateSecret } from '../credentials/generate.js';
 import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
 
@@ -22,7 +23,7 @@ export class AgentService {
 
   async create(name: string): Promise<{ agent: AgentRecord; secret: string }> {
     const secret = generateSecret();
-    const secretHash = await this.pools.hashSecret(secret);
+    const secretHash = await this.pools.hashSecret(secret, hintedSalt(secret));
     const agent = await this.store.createAgent({ name, apiKeyId: generateApiKeyId(this.apiKeyPrefix), secretHash });
     return { agent, secret };
   }
@@ -46,9 +47,13 @@ export class AgentService {
 
   /** New secret; the old one keeps working for `graceSeconds` (0: revoked at once). */
   async rotateSecret(agentId: string, graceSeconds: number): Promise<{ apiKeyId: string; secret: string }> {
-    await this.get(agentId);
-    const secret = generateSecret();
-    const secretHash = await this.pools.hashSecret(secret);
+    const current = await this.get(agentId);
+    // The new secret's hint must differ from the current one's, so that during the grace period each
+    // presented secret points at one hash (secret-hint.ts).
+    const currentHint = hintOfHash((await this.store.getSecretHashes(current.apiKeyId))?.current);
+    let secret = generateSecret();
+    while (secretHint(secret) === currentHint) secret = generateSecret();
+    const secretHash = await this.pools.hashSecret(secret, hintedSalt(secret));
     const until = graceSeconds > 0 ? new Date(Date.now() + graceSeconds * 1000) : null;
     const agent = await this.store.rotateSecret(agentId.toLowerCase(), secretHash, until);
     if (!agent) throw new ServiceError('not_found', 'No agent with this id.');

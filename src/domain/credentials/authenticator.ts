@@ -1,6 +1,7 @@
 // Agent authentication: api_key_id + secret → the agent's view. Unknown id, wrong secret and wrong secret
-// during a rotation's grace fail the same way at the same cost (two argon2 verifications each, decoy
-// hashes standing in for what the agent lacks), and failures are
+// during a rotation's grace fail the same way at the same cost (one argon2 verification each: a decoy hash
+// stands in for an unknown id, and the secret's hint picks which of two hashes to verify, secret-hint.ts),
+// and failures are
 // limited per client address before any argon2 work is spent on that address: a point of its budget is
 // reserved before argon2 runs, and it may hold only a few slots of the argon2 queue.
 import { randomBytes } from 'node:crypto';
@@ -12,6 +13,7 @@ import type { AgentView, SecretHashes, Store } from '../../storage/types.js';
 import type { Argon2Share } from '../../ratelimit/argon2-share.js';
 import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
 import { VerifiedCredentials } from './verified-cache.js';
+import { hashesToVerify, hintedSalt } from './secret-hint.js';
 import { withAgent } from '../audit/events.js';
 
 export interface Caller {
@@ -22,8 +24,8 @@ export interface Caller {
 }
 
 export class Authenticator {
-  /** Stand-ins for the hashes an agent lacks: every check verifies exactly two hashes. */
-  private decoys: [string, string] = ['', ''];
+  /** Stands in for the hash of an unknown api_key_id: every check verifies one hash. */
+  private decoy = '';
 
   constructor(
     private readonly store: Store,
@@ -41,10 +43,10 @@ export class Authenticator {
     });
   }
 
-  /** Hashes random secrets with the pool's own parameters, so a decoy verification costs what a real one does. */
+  /** Hashes a random secret with the pool's own parameters, so a decoy verification costs what a real one does. */
   async init(): Promise<void> {
-    const decoy = () => this.pools.hashSecret(randomBytes(32).toString('base64url'));
-    this.decoys = [await decoy(), await decoy()];
+    const secret = randomBytes(32).toString('base64url');
+    this.decoy = await this.pools.hashSecret(secret, hintedSalt(secret));
   }
 
   /** Returns the authenticated agent's view, or throws 401 `invalid_credentials` (or 429, 503). */
@@ -83,13 +85,14 @@ export class Authenticator {
     try {
       const generation = this.verified.generation;
       const hashes = await this.store.getSecretHashes(caller.apiKeyId);
-      // Always two verifications in one task: unknown id (two decoys), one secret (current and a decoy),
-      // in a rotation's grace (current and previous). No refusal path is cheaper than another.
-      const candidates = hashes ? [hashes.current, hashes.previous ?? this.decoys[1]] : this.decoys;
+      // One verification in one task, whatever the agent's state: the decoy for an unknown id, else the
+      // hash the secret's hint points at (both only for hashes older than hints).
+      const which = hashes ? hashesToVerify(caller.secret, hashes) : [];
+      const candidates = hashes ? which.map((i) => (i === 0 ? hashes.current : hashes.previous!)) : [this.decoy];
       const index = await this.pools.verifySecret({ hashes: candidates, secret: caller.secret }, caller.signal);
       this.metrics.credentialChecked(); // counted once it ran (a task refused by a full queue did not)
-      // Only a real hash can match (a decoy's secret was random and thrown away), but never trust it.
-      const matched = hashes && (index === 0 || (index === 1 && hashes.previous)) ? index : -1;
+      // Only a real hash can match (the decoy's secret was random and thrown away), but never trust it.
+      const matched = hashes && index >= 0 ? which[index] : -1;
       return { hashes, matched, generation };
     } finally {
       leave();
