@@ -8,7 +8,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import { unavailable } from '../errors/catalog.js';
 import type { HashTask, SignTask, VerifyTask } from '../../workers/crypto-worker.js';
 import { SignBatcher } from './sign-batcher.js';
-import { RetrySpread, Throughput } from './retry-spread.js';
+import { PoolCapacity, RetrySpread } from './retry-spread.js';
 
 const WORKER_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../workers/crypto-worker.js');
 
@@ -28,8 +28,7 @@ export class CryptoPools {
   /** A task that did not finish in this long is treated as a hung worker: aborting it replaces the thread. */
   private readonly taskTimeoutMs: Record<PoolName, number>;
   private readonly signBatcher: SignBatcher;
-  /** argon2 verifications completed per second, and the Retry-After of argon2 work shed (retry-spread.ts). */
-  private readonly argon2Done = new Throughput();
+  /** The Retry-After of argon2 work shed, booked at the pool's capacity (retry-spread.ts). */
   private readonly argon2Retry: RetrySpread;
 
   constructor(options: PoolOptions, private readonly metrics: Metrics) {
@@ -50,8 +49,15 @@ export class CryptoPools {
     };
     // Batches are never queued inside Piscina (one per thread at most): the sign queue is the batcher's.
     this.signBatcher = new SignBatcher((batch) => this.run<string[]>('sign', 'signTokens', batch), options.signThreads, options.signMaxQueue);
-    // Before the first measured second, assume ~25 ms per verification per thread.
-    this.argon2Retry = new RetrySpread({ maxSeconds: 30, overbook: 1.2, rate: () => this.argon2Done.perSecond() || options.argon2Threads * 40 });
+    // Before any task ran, assume ~25 ms per verification per thread.
+    const argon2 = this.pools.argon2;
+    const capacity = new PoolCapacity(options.argon2Threads, () => {
+      const ms = argon2.histogram.runTime.p50;
+      argon2.histogram.resetRunTime();
+      // Under 1 ms the window held only readiness pings (a verification takes tens of ms): no estimate.
+      return ms >= 1 ? ms : NaN;
+    }, 40);
+    this.argon2Retry = new RetrySpread({ maxSeconds: 30, overbook: 1.2, rate: () => capacity.perSecond() });
     metrics.registerQueueDepth(() => ({ argon2: this.pools.argon2.queueSize, sign: this.signBatcher.queued }));
   }
 
@@ -94,9 +100,7 @@ export class CryptoPools {
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     const started = performance.now();
     try {
-      const result = (await piscina.run(task, { name, signal: combined })) as T;
-      if (pool === 'argon2') this.argon2Done.record();
-      return result;
+      return (await piscina.run(task, { name, signal: combined })) as T;
     } catch (error) {
       if (signal?.aborted) throw error; // the client went away; nobody reads the answer
       // Queue full, worker crashed or hung (Piscina replaces the thread): the request gets a 503.

@@ -44,29 +44,34 @@ export class RetrySpread {
   }
 }
 
-/** Completions per second over the last full second (what a saturated pool really verifies). */
-export class Throughput {
-  private windowStart = 0;
-  private thisSecond = 0;
-  private lastSecond = 0;
+/**
+ * What the pool can verify per second: threads × 1000 / median time a task spends in a thread (Piscina's
+ * run-time histogram, queue wait excluded), read at most once a second over the tasks of that second.
+ * Counting completions instead measures the demand of a pool that is not saturated: one agent created a
+ * second before a fleet restart made the whole fleet wait 30 s, booked one caller per second.
+ */
+export class PoolCapacity {
+  private perSecondValue: number;
+  private readAt = -Infinity;
 
-  constructor(private readonly now: () => number = Date.now) {}
-
-  record(): void {
-    this.roll();
-    this.thisSecond++;
+  constructor(
+    private readonly threads: number,
+    /** Median run time (ms) of the tasks since the last reset, or NaN/0 when there were none; then resets. */
+    private readonly takeMedianRunMs: () => number,
+    /** Assumed before any task ran. */
+    initialPerThread: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.perSecondValue = threads * initialPerThread;
   }
 
   perSecond(): number {
-    this.roll();
-    return this.lastSecond;
-  }
-
-  private roll(): void {
     const now = this.now();
-    if (now - this.windowStart < 1000) return;
-    this.lastSecond = now - this.windowStart >= 2000 ? 0 : this.thisSecond;
-    this.thisSecond = 0;
-    this.windowStart = now;
+    if (now - this.readAt >= 1000) {
+      this.readAt = now;
+      const ms = this.takeMedianRunMs();
+      if (Number.isFinite(ms) && ms > 0) this.perSecondValue = (this.threads * 1000) / ms;
+    }
+    return this.perSecondValue;
   }
 }

@@ -1,7 +1,7 @@
 // Retry-After of shed argon2 work: 1 s while the next second has room, then callers are booked into
 // the coming seconds at the pool's rate, never beyond the maximum.
 import { describe, expect, it } from 'vitest';
-import { RetrySpread, Throughput } from '../../src/crypto/retry-spread.js';
+import { PoolCapacity, RetrySpread } from '../../src/crypto/retry-spread.js';
 
 function at(rate: number, maxSeconds: number) {
   let now = 100_000;
@@ -39,17 +39,27 @@ describe('RetrySpread', () => {
   });
 });
 
-describe('Throughput', () => {
-  it('reports the completions of the last full second, and 0 after a quiet gap', () => {
+describe('PoolCapacity', () => {
+  it('is threads × 1000 / median run time, read at most once a second, kept while no task ran', () => {
     let now = 50_000;
-    const t = new Throughput(() => now);
-    t.record();
+    const medians = [NaN, 25, 0, 50];
+    let reads = 0;
+    const capacity = new PoolCapacity(2, () => medians[reads++], 40, () => now);
+    expect(capacity.perSecond()).toBe(80); // no task yet: the assumption (2 threads × 40)
     now += 1000;
-    for (let i = 0; i < 7; i++) t.record();
+    expect(capacity.perSecond()).toBe(80); // 25 ms per task on 2 threads
+    expect(capacity.perSecond()).toBe(80);
+    expect(reads).toBe(2); // not read again within the second
     now += 1000;
-    expect(t.perSecond()).toBe(7);
-    now += 3000;
-    expect(t.perSecond()).toBe(0);
+    expect(capacity.perSecond()).toBe(80); // a second without tasks keeps the last estimate
+    now += 1000;
+    expect(capacity.perSecond()).toBe(40); // tasks slowed down (CPU contention): capacity follows
+  });
+
+  it('does not mistake a quiet pool for a slow one (the demand is not the capacity)', () => {
+    // One task of 30 ms in the last second: the pool could do 2 × 1000 / 30 per second, not 1.
+    const capacity = new PoolCapacity(2, () => 30, 40, () => 0);
+    expect(Math.round(capacity.perSecond())).toBe(67);
   });
 });
 

@@ -1,0 +1,145 @@
+// Where the CPU of a warm token goes: runs warm-token load against the compiled service (Postgres + Redis,
+// the bench's settings) and reports CPU milliseconds per token for each party on the machine — the
+// service's main thread, its other threads (signing, argon2, libuv pool: RSA runs there), Redis, the
+// Postgres backends, and the load generator — from /proc, so the figure holds on a busy machine too.
+// With --cpu-prof, also the main thread's busiest functions (V8 sampling profile).
+//
+//   node dist/bench/profile.js [--seconds 10] [--connections 64] [--cpu-prof] [--env NAME=value ...]
+import { readdirSync, readFileSync, mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { parseArgs } from 'node:util';
+import postgres from 'postgres';
+import { startBenchService } from './lib/service.js';
+import { Workload, post, TOKEN_PATH } from './lib/workload.js';
+import { load } from './lib/load.js';
+import { BenchContext } from './lib/context.js';
+import { parseOptions } from './lib/args.js';
+
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '64' },
+    'cpu-prof': { type: 'boolean', default: false },
+    env: { type: 'string', multiple: true, default: [] },
+  },
+});
+const seconds = Number(values.seconds);
+const env = Object.fromEntries((values.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+
+const TICK = 100; // clock ticks per second (USER_HZ)
+function ticks(statPath: string): number {
+  try {
+    const fields = readFileSync(statPath, 'utf8').replace(/^.*\) /, '').split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return 0;
+  }
+}
+const threadTicks = (pid: number) => {
+  const out = new Map<number, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) out.set(Number(tid), ticks(`/proc/${pid}/task/${tid}/stat`));
+  return out;
+};
+const threadName = (pid: number, tid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+  } catch {
+    return '?';
+  }
+};
+const pidsOf = (name: string) => {
+  try {
+    return execFileSync('pgrep', ['-x', name], { encoding: 'utf8' }).trim().split('\n').map(Number).filter(Boolean);
+  } catch {
+    return [];
+  }
+};
+
+async function main(): Promise<void> {
+  const profDir = mkdtempSync(path.join(os.tmpdir(), 'ace-prof-'));
+  const opts = parseOptions([]);
+  const ctx = new BenchContext(opts);
+  const service = await startBenchService({
+    embedded: false,
+    uvThreads: opts.uvThreads,
+    env,
+    nodeArgs: values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [],
+  });
+  try {
+    const work = new Workload(ctx, service);
+    await work.seed(100);
+    await work.prewarm(service.httpProcesses);
+    const requests = post(TOKEN_PATH, work.tokenBodies());
+    await load({ url: service.publicUrl, connections: Number(values.connections), duration: 2, requests });
+
+    const sql = postgres(service.databaseUrl!, { max: 1, onnotice: () => {} });
+    const backends = (await sql`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).map((r) => r.pid as number);
+    await sql.end();
+    const redis = pidsOf('redis-server');
+    const before = { service: threadTicks(service.pid), redis: redis.map((p) => ticks(`/proc/${p}/stat`)), pg: backends.map((p) => ticks(`/proc/${p}/stat`)), self: process.cpuUsage() };
+    const result = await load({ url: service.publicUrl, connections: Number(values.connections), duration: seconds, requests });
+    const after = { service: threadTicks(service.pid), redis: redis.map((p) => ticks(`/proc/${p}/stat`)), pg: backends.map((p) => ticks(`/proc/${p}/stat`)), self: process.cpuUsage(before.self) };
+
+    const n = Math.max(1, result.ok2xx);
+    const ms = (t: number) => ((t / TICK) * 1000) / n;
+    const rows: [string, number][] = [];
+    let others = 0;
+    for (const [tid, t] of after.service) {
+      const d = t - (before.service.get(tid) ?? 0);
+      if (tid === service.pid) rows.push(['service main thread', ms(d)]);
+      else others += d;
+    }
+    const byName = new Map<string, number>();
+    for (const [tid, t] of after.service) {
+      if (tid === service.pid) continue;
+      const name = threadName(service.pid, tid);
+      byName.set(name, (byName.get(name) ?? 0) + t - (before.service.get(tid) ?? 0));
+    }
+    rows.push(['service other threads', ms(others)]);
+    for (const [name, t] of byName) rows.push([`  thread "${name}"`, ms(t)]);
+    rows.push(['redis-server', ms(after.redis.reduce((s, t, i) => s + t - before.redis[i], 0))]);
+    rows.push(['postgres backends (its database)', ms(after.pg.reduce((s, t, i) => s + t - before.pg[i], 0))]);
+    rows.push(['load generator (this process)', ((after.self.user + after.self.system) / 1000) / n]);
+    console.log(`warm tokens: ${Math.round(result.rps)} req/s over ${seconds}s, ${values.connections} connections, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}; load average ${os.loadavg()[0].toFixed(2)}`);
+    console.log('CPU ms per token:');
+    for (const [name, v] of rows) console.log(`  ${name.padEnd(36)} ${v.toFixed(3)}`);
+  } finally {
+    await service.dispose();
+  }
+  if (values['cpu-prof']) summariseProfiles(profDir);
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+/** Self time per function in each profile written by the service (one per thread). */
+function summariseProfiles(dir: string): void {
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
+    const profile = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as { nodes: ProfileNode[]; samples: number[] };
+    const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+    const self = new Map<string, number>();
+    for (const id of profile.samples) {
+      const frame = byId.get(id)!.callFrame;
+      const key = `${frame.functionName || '(anonymous)'} ${frame.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/dist\//, '')}:${frame.lineNumber + 1}`;
+      self.set(key, (self.get(key) ?? 0) + 1);
+    }
+    const total = profile.samples.length;
+    const idle = [...self].filter(([k]) => k.startsWith('(idle)')).reduce((s, [, v]) => s + v, 0);
+    console.log(`\n${file}: ${total} samples, idle ${((idle / total) * 100).toFixed(1)} %; top self time (% of busy samples):`);
+    const busy = Math.max(1, total - idle);
+    for (const [key, count] of [...self].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, 25)) {
+      console.log(`  ${((count / busy) * 100).toFixed(1).padStart(5)}  ${key}`);
+    }
+  }
+  console.log(`\nprofiles: ${dir}`);
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
