@@ -132,7 +132,7 @@ async function runCompare(ctx: BenchContext, defer: (fn: () => Promise<void> | v
     check('token warm / bare signer, same process count', pairedRatios(rps('token (warm)'), rps('bare signer (same processes)')), { op: '>=', value: 0.85 }),
     check('token warm / bare signer, one process per core', pairedRatios(rps('token (warm)'), rps('bare signer (one per core)')), null, 'info: the other bare layout'),
     check('token warm / peer', pairedRatios(rps('token (warm)'), rps('peer: oidc-provider token')), { op: '>=', value: 1.5 }),
-    check(`token warm p99 ms @${opts.connections} connections`, results['token (warm)'].map((m) => m.p99), { op: '<=', value: 40 }),
+    check(`token warm p99 ms @${opts.connections} connections`, results['token (warm)'].map((m) => m.p99), { op: '<=', value: 40 }, ceilingP99(results)),
     check('token cold / raw argon2 (pool parameters)', pairedRatios(rps('token (cold)'), rps('raw argon2 verify')), { op: '>=', value: 0.8 }),
     check('JWKS / bare uWS JWKS', pairedRatios(rps('JWKS'), rps('bare uWS JWKS')), { op: '>=', value: 0.9 }),
     // The memory target is for Postgres + Redis; embedded, PGlite lives inside the service (~0.8 GB).
@@ -148,6 +148,15 @@ async function runCompare(ctx: BenchContext, defer: (fn: () => Promise<void> | v
     checks,
     data: { http_processes: http, uv_threads: opts.uvThreads, openssl, results, rss_peak_mib: mib(rss.peak), rss_hwm_mib: mib(rss.hwm) },
   };
+}
+
+/**
+ * The bare signer's own p99 at the same connection count: at saturation, latency is mostly queueing
+ * (connections / throughput), so on a machine whose RSA rate is low the ceiling itself may miss 40 ms.
+ */
+function ceilingP99(results: Record<string, Measurement[]>): string {
+  const p99s = (results['bare signer (same processes)'] ?? []).filter((m) => m && !m.invalid).map((m) => m.p99).sort((a, b) => a - b);
+  return p99s.length ? `bare signer p99 ${fmt(p99s[Math.floor(p99s.length / 2)], 0)} ms (median)` : '';
 }
 
 /** Token requests from agents never seen before; a round whose pool ran dry is marked invalid. */
