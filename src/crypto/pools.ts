@@ -89,13 +89,26 @@ export class CryptoPools {
     await Promise.all([this.pools.argon2.close(), this.pools.sign.close()]);
   }
 
-  private async run<T>(pool: PoolName, name: string, task: unknown, signal?: AbortSignal): Promise<T> {
+  /**
+   * Throws the 503 a full argon2 queue answers, before the caller spends a store read and a limiter round
+   * trip on a check that would be shed anyway (a restarting fleet is refused many times over).
+   */
+  refuseIfArgon2Full(): void {
+    this.shedIfFull('argon2');
+  }
+
+  private shedIfFull(pool: PoolName): void {
     const piscina = this.pools[pool];
-    // Shed load before queueing: a full queue answers 503 at once instead of waiting.
     if (piscina.options.maxQueue !== undefined && piscina.queueSize >= (piscina.options.maxQueue as number)) {
       this.metrics.workerTaskRejected(pool);
       throw unavailable(pool === 'argon2' ? this.argon2Retry.next() : 1, 'The service is busy; retry shortly.');
     }
+  }
+
+  private async run<T>(pool: PoolName, name: string, task: unknown, signal?: AbortSignal): Promise<T> {
+    const piscina = this.pools[pool];
+    // Shed load before queueing: a full queue answers 503 at once instead of waiting.
+    this.shedIfFull(pool);
     const timeout = AbortSignal.timeout(this.taskTimeoutMs[pool]);
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     const started = performance.now();

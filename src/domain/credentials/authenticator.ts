@@ -58,8 +58,10 @@ export class Authenticator {
       if (view && view.agentId === rememberedAgent) return view;
     }
 
-    // Cold path: argon2id. One point of the address's failure budget is reserved before any argon2 work:
-    // a wrong secret keeps it; success, and refusals that are ours (store, pool, queue share), give it back.
+    // Cold path: argon2id. A full queue refuses first, before any store or limiter work. One point of the
+    // address's failure budget is reserved before any argon2 work: a wrong secret keeps it; success, and
+    // refusals that are ours (store, pool, queue share), give it back.
+    this.pools.refuseIfArgon2Full();
     const refund = await this.limiters.reserveAuthAttempt(caller.address);
     let checked: Checked;
     try {
