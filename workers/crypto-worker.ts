@@ -3,6 +3,7 @@
 import { hashSync, verifySync } from '@node-rs/argon2';
 import { importPKCS8, CompactSign } from 'jose';
 import { ARGON2_OPTIONS } from './argon2-params.js';
+import { NEED_KEY, type SignTask } from './sign-protocol.js';
 
 export interface VerifyTask {
   /**
@@ -41,16 +42,7 @@ export function hashSecret(task: HashTask): string {
   return hashSync(task.secret, { ...ARGON2_OPTIONS, salt: task.salt });
 }
 
-export interface SignTask {
-  kid: string;
-  /** PKCS#8 PEM of the private key: sent only when this thread answered NEED_KEY for the kid. */
-  privateKeyPem?: string;
-  /** The JWT payload, already serialised by the caller. */
-  payload: string;
-}
-
-/** Answer of signToken when this thread does not hold the key yet: resend the task with the PEM. */
-export const NEED_KEY = '';
+export { NEED_KEY, type SignTask };
 
 const keys = new Map<string, Awaited<ReturnType<typeof importPKCS8>>>();
 const encoder = new TextEncoder();

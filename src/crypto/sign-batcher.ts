@@ -3,7 +3,7 @@
 // therefore signs each token at once, and a loaded one pays the cross-thread message cost once per
 // batch instead of once per token.
 import { unavailable } from '../errors/catalog.js';
-import type { SignTask } from '../../workers/crypto-worker.js';
+import { NEED_KEY, type SignTask } from '../../workers/sign-protocol.js';
 
 interface Pending {
   task: SignTask;
@@ -15,8 +15,6 @@ interface Pending {
 
 export type RunBatch = (batch: SignTask[]) => Promise<string[]>;
 
-// Mirrors NEED_KEY in the worker (not imported: importing the worker module here would load argon2).
-const NEED_KEY = '';
 
 export class SignBatcher {
   private readonly pending: Pending[] = [];

@@ -1,11 +1,8 @@
 // Ajv compiled once at start: one validator per schema, no compilation on the request path.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import * as ajvFormats from 'ajv-formats';
+import { addFormats } from '@agent-credential-exchange/middleware/ajv-formats';
 import type { TSchema, Static } from '@sinclair/typebox';
 import { ServiceError } from '../errors/catalog.js';
-
-// ajv-formats is CommonJS with `exports.default`; under NodeNext the plugin function sits on `.default`.
-const addFormats = ajvFormats.default as unknown as (ajv: Ajv, formats: string[]) => Ajv;
 
 const ajv = new Ajv({ allErrors: false, useDefaults: true, coerceTypes: false, strict: true, allowUnionTypes: true });
 addFormats(ajv, ['uuid', 'date-time']);

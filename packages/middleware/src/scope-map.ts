@@ -6,13 +6,11 @@
 // - by the canonical path (node:http), refusing paths with no single reading.
 import { readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
-import * as ajvFormats from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
 import { SvcScopesYaml } from './scopes-file.js';
+import { addFormats } from './ajv-formats.js';
 import { canonicalizeTarget, looseSegment } from './canonical-path.js';
 
-// ajv-formats is CommonJS with `exports.default`; under NodeNext the plugin function sits on `.default`.
-const addFormats = ajvFormats.default as unknown as (ajv: Ajv, formats: string[]) => Ajv;
 
 // An Ajv instance of our own: the service's shared instance may already hold a schema with the same $id,
 // and a middleware embedded in another program must not depend on that state.

@@ -11,7 +11,7 @@ import type { Limiters } from '../../ratelimit/limiters.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { AgentView, SecretHashes, Store } from '../../storage/types.js';
 import type { Argon2Share } from '../../ratelimit/argon2-share.js';
-import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
+import type { InvalidationBus } from '../../storage/invalidation.js';
 import { VerifiedCredentials } from './verified-cache.js';
 import { hashesToVerify, hintedSalt } from './secret-hint.js';
 import { withAgent } from '../audit/events.js';

@@ -2,6 +2,7 @@
 // the secret under a random per-process key (never the secret itself, never outside this process),
 // bounded in size and time, and forgets an agent at once when anything about it changes.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { BoundedCache } from '../../support/bounded-cache.js';
 
 interface Remembered {
   mac: Buffer;
@@ -14,16 +15,19 @@ const PER_KEY = 2;
 
 export class VerifiedCredentials {
   private readonly hmacKey = randomBytes(32);
-  private readonly entries = new Map<string, Remembered[]>();
-  private generationCounter = 0;
+  /** api_key_id → the secrets remembered for it; the entry lives as long as its longest-lived secret. */
+  private readonly entries: BoundedCache<Remembered[]>;
 
   constructor(
-    private readonly maxEntries: number,
+    maxEntries: number,
     private readonly ttlMs: number,
-  ) {}
+  ) {
+    this.entries = new BoundedCache(maxEntries, ttlMs);
+  }
 
+  /** Read before loading hashes; `remember` refuses if anything was forgotten since. */
   get generation(): number {
-    return this.generationCounter;
+    return this.entries.generation;
   }
 
   private mac(apiKeyId: string, secret: string): Buffer {
@@ -47,28 +51,20 @@ export class VerifiedCredentials {
    * was invalidated since `generation` was read: then the verification may have used a revoked hash.
    */
   remember(apiKeyId: string, secret: string, agentId: string, generation: number, validUntil?: number): void {
-    if (generation !== this.generationCounter || this.maxEntries === 0 || this.ttlMs === 0) return;
-    const expiresAt = Math.min(Date.now() + this.ttlMs, validUntil ?? Infinity);
     const now = Date.now();
+    const expiresAt = Math.min(now + this.ttlMs, validUntil ?? Infinity);
     const list = (this.entries.get(apiKeyId) ?? []).filter((e) => e.expiresAt > now);
     list.push({ mac: this.mac(apiKeyId, secret), agentId, expiresAt });
     while (list.length > PER_KEY) list.shift();
-    this.entries.delete(apiKeyId);
-    this.entries.set(apiKeyId, list);
-    while (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    const lastExpiry = Math.max(...list.map((e) => e.expiresAt));
+    this.entries.set(apiKeyId, list, generation, lastExpiry - now);
   }
 
   forget(apiKeyId: string): void {
-    this.generationCounter++;
     this.entries.delete(apiKeyId);
   }
 
   clear(): void {
-    this.generationCounter++;
     this.entries.clear();
-  }
-
-  get size(): number {
-    return this.entries.size;
   }
 }

@@ -2,11 +2,12 @@
 // window), retirement, the JWKS document, and the key that signs now. Keys are re-read from Postgres
 // every KEY_REFRESH_SECONDS and at once on an invalidation message; the last good copy keeps serving
 // while Postgres is away.
-import { createHash, generateKeyPair } from 'node:crypto';
+import { generateKeyPair } from 'node:crypto';
+import { strongEtag } from '../../support/etag.js';
 import { promisify } from 'node:util';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { ServiceError } from '../../errors/catalog.js';
-import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
+import type { InvalidationBus } from '../../storage/invalidation.js';
 import { WriteDeadlineError, type SigningKeyRow, type Store } from '../../storage/types.js';
 import { computeKeyStates, type KeyStatus } from './key-states.js';
 import { decryptPrivateKey, encryptPrivateKey } from './key-encryption.js';
@@ -143,7 +144,7 @@ export class KeyManager {
       .sort((a, b) => order[a.state] - order[b.state] || b.row.activatesAt.getTime() - a.row.activatesAt.getTime());
     const keys = published.map(({ row }) => ({ kty: 'RSA', use: 'sig', alg: 'RS256', kid: row.kid, n: row.publicJwk.n, e: row.publicJwk.e }));
     const body = Buffer.from(JSON.stringify({ keys }));
-    const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"`;
+    const etag = strongEtag(body);
     // The next instant at which some state changes: a key activates or leaves the key set.
     const upcoming = statuses
       .flatMap((s) => [s.row.activatesAt.getTime(), s.retiresAt?.getTime() ?? Infinity, s.row.retiredAt?.getTime() ?? Infinity])

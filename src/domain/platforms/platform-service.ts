@@ -1,13 +1,13 @@
 // Platforms: admin creation and changes (scope catalogue and route rules kept consistent), the
 // SvcScopesYaml scope file, and an agent's platform listing with best-effort enrichment.
-import { createHash } from 'node:crypto';
 import { ServiceError } from '../../errors/catalog.js';
 import { checkAgainst } from '../../schemas/validate.js';
 import { HTTP_METHODS, SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
 import { renderScopeFile } from './scope-file-text.js';
 import type { PlatformCreate, PlatformPatch } from '../../schemas/admin.js';
 import type { PlatformEntry, PlatformListing } from '../../schemas/public.js';
-import { LocalCache } from '../../storage/cache/local-cache.js';
+import { BoundedCache } from '../../support/bounded-cache.js';
+import { strongEtag } from '../../support/etag.js';
 import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
 import type { AgentView, PlatformInput, PlatformRecord, RouteRule, ScopeDefinition, Store } from '../../storage/types.js';
 
@@ -19,7 +19,7 @@ export interface ScopeFile {
 }
 
 export class PlatformService {
-  private readonly scopeFiles = new LocalCache<ScopeFile>(1000, 60_000);
+  private readonly scopeFiles = new BoundedCache<ScopeFile>(1000, 60_000);
 
   constructor(
     private readonly store: Store,
@@ -93,7 +93,7 @@ export class PlatformService {
     const problem = checkScopeFile(document);
     if (problem) throw new Error(`scope file of ${platform.id} does not match SvcScopesYaml: ${problem}`);
     const body = Buffer.from(renderScopeFile(platform.name, document));
-    const file = { body, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"` };
+    const file = { body, etag: strongEtag(body) };
     this.scopeFiles.set(cacheKey, file);
     return file;
   }

@@ -4,8 +4,8 @@
 import { createHash } from 'node:crypto';
 import { importPKCS8, SignJWT } from 'jose';
 import type { KeyManager } from '../keys/key-manager.js';
-import type { InvalidationBus } from '../../storage/cache/invalidation-bus.js';
-import { LocalCache } from '../../storage/cache/local-cache.js';
+import type { InvalidationBus } from '../../storage/invalidation.js';
+import { BoundedCache } from '../../support/bounded-cache.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../storage/revocation.js';
 import { FEED_TYP, type FeedEntry, type FeedPayload } from '@agent-credential-exchange/middleware/feed-document';
 
@@ -61,8 +61,8 @@ export interface SignedDocument {
 }
 
 export class RevocationService implements Revocations {
-  private readonly documents: LocalCache<SignedDocument>;
-  private readonly known = new LocalCache<true>(10_000, 5000);
+  private readonly documents: BoundedCache<SignedDocument>;
+  private readonly known = new BoundedCache<true>(10_000, 5000);
   private readonly signingKeys = new Map<string, ReturnType<typeof importPKCS8>>();
   /** Per platform: the head this process last pushed to its subscribers. */
   private readonly pushed = new Map<string, number>();
@@ -79,7 +79,7 @@ export class RevocationService implements Revocations {
     private readonly metrics: RevocationMetricsSink,
     private readonly onError: (error: unknown) => void = () => {},
   ) {
-    this.documents = new LocalCache<SignedDocument>(10_000, options.documentReuseMs);
+    this.documents = new BoundedCache<SignedDocument>(10_000, options.documentReuseMs);
     bus.subscribe((message) => {
       if (message.kind === 'revocation') this.notify(message.platformIds, message.at);
       // After a Redis reconnect messages may be lost: compare every subscribed head with the database.

@@ -4,8 +4,8 @@
 import type { Redis } from 'ioredis';
 import type { Metrics } from '../../metrics/metrics.js';
 import { WriteDeadlineError, type AgentView, type LockOptions, type PlatformRecord, type Store } from '../types.js';
-import type { Invalidation, InvalidationBus } from './invalidation-bus.js';
-import { LocalCache } from './local-cache.js';
+import type { Invalidation, InvalidationBus } from '../invalidation.js';
+import { BoundedCache } from '../../support/bounded-cache.js';
 
 export interface CacheOptions {
   redis: Redis | undefined;
@@ -23,15 +23,15 @@ const SECOND_DELETE_MS = 750;
 const SCAN_COUNT = 1000;
 
 export class CachedStore implements Store {
-  private readonly views: LocalCache<AgentView | null>;
-  private readonly platforms: LocalCache<PlatformRecord | null>;
+  private readonly views: BoundedCache<AgentView | null>;
+  private readonly platforms: BoundedCache<PlatformRecord | null>;
 
   constructor(
     private readonly inner: Store,
     private readonly options: CacheOptions,
   ) {
-    this.views = new LocalCache(options.localMaxEntries, options.localTtlMs);
-    this.platforms = new LocalCache(Math.min(options.localMaxEntries, 10_000), options.localTtlMs);
+    this.views = new BoundedCache(options.localMaxEntries, options.localTtlMs);
+    this.platforms = new BoundedCache(Math.min(options.localMaxEntries, 10_000), options.localTtlMs);
     options.bus.subscribe((message) => this.applyInvalidation(message));
   }
 
@@ -66,7 +66,7 @@ export class CachedStore implements Store {
 
   /** L1 → L2 → inner, filling the layers on the way back. Negative answers are kept in L1 only. */
   private async readThrough<V extends object>(
-    local: LocalCache<V | null>,
+    local: BoundedCache<V | null>,
     id: string,
     redisKey: string,
     load: () => Promise<V | null>,

@@ -1,22 +1,10 @@
-// Invalidation messages between instances: Redis pub/sub when REDIS_URL is set, else in process.
+// The invalidation bus (interface in ../invalidation.ts): Redis pub/sub when REDIS_URL is set, else in process.
 // Delivery is best effort; the caches' TTLs bound staleness when a message is lost.
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
+import type { Invalidation, InvalidationBus } from '../invalidation.js';
 
-export type Invalidation =
-  | { kind: 'agent'; apiKeyId: string }
-  | { kind: 'agents'; apiKeyIds: string[] }
-  | { kind: 'platform'; platformId: string }
-  | { kind: 'keys' }
-  /** Revocation entries were appended for these platforms (`at`: ms, for the publish-to-send metric). */
-  | { kind: 'revocation'; platformIds: string[]; at: number }
-  | { kind: 'all' };
-
-export interface InvalidationBus {
-  publish(message: Invalidation): Promise<void>;
-  subscribe(handler: (message: Invalidation) => void): void;
-  close(): Promise<void>;
-}
+export type { Invalidation, InvalidationBus };
 
 export class LocalBus implements InvalidationBus {
   private readonly emitter = new EventEmitter();

@@ -1,12 +1,13 @@
-// In-process cache: bounded (least recently used goes first) and time-limited. The generation counter
-// closes the read/invalidate race: a value loaded before an invalidation is never stored after it.
+// A bounded (least recently used goes first), time-limited map, used by the in-process caches of the store
+// and of verified secrets. The generation counter closes the read/invalidate race: a value loaded before
+// an invalidation is never stored after it.
 
 interface Entry<V> {
   value: V;
   expiresAt: number;
 }
 
-export class LocalCache<V> {
+export class BoundedCache<V> {
   private readonly entries = new Map<string, Entry<V>>();
   private generationCounter = 0;
 

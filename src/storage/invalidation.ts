@@ -1,0 +1,16 @@
+// What changed, told to every instance so that caches drop it: the interface the domain depends on.
+// Implementations (in process, Redis pub/sub) are in cache/invalidation-bus.ts.
+export type Invalidation =
+  | { kind: 'agent'; apiKeyId: string }
+  | { kind: 'agents'; apiKeyIds: string[] }
+  | { kind: 'platform'; platformId: string }
+  | { kind: 'keys' }
+  /** Revocation entries were appended for these platforms (`at`: ms, for the publish-to-send metric). */
+  | { kind: 'revocation'; platformIds: string[]; at: number }
+  | { kind: 'all' };
+
+export interface InvalidationBus {
+  publish(message: Invalidation): Promise<void>;
+  subscribe(handler: (message: Invalidation) => void): void;
+  close(): Promise<void>;
+}

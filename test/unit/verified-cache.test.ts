@@ -1,0 +1,50 @@
+// The verified-secret memory: exact secret only, forgotten on any change, never stored across an
+// invalidation that happened during the argon2 check, bounded by the grace period of a previous secret.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { VerifiedCredentials } from '../../src/domain/credentials/verified-cache.js';
+
+afterEach(() => vi.useRealTimers());
+
+describe('VerifiedCredentials', () => {
+  it('matches the exact secret of the exact key only', () => {
+    const verified = new VerifiedCredentials(10, 60_000);
+    verified.remember('k1', 's1', 'agent-1', verified.generation);
+    expect(verified.match('k1', 's1')).toBe('agent-1');
+    expect(verified.match('k1', 's1x')).toBeUndefined();
+    expect(verified.match('k2', 's1')).toBeUndefined();
+  });
+
+  it('refuses to remember a check that raced an invalidation, and forgets on change', () => {
+    const verified = new VerifiedCredentials(10, 60_000);
+    const generation = verified.generation; // argon2 check starts…
+    verified.forget('k1'); // …the agent changes meanwhile
+    verified.remember('k1', 's1', 'agent-1', generation);
+    expect(verified.match('k1', 's1')).toBeUndefined();
+    verified.remember('k1', 's1', 'agent-1', verified.generation);
+    verified.forget('k1');
+    expect(verified.match('k1', 's1')).toBeUndefined();
+  });
+
+  it('keeps two secrets per key (rotation grace), the previous one only until its grace ends', () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const verified = new VerifiedCredentials(10, 60_000);
+    verified.remember('k1', 'old', 'agent-1', verified.generation, Date.now() + 5_000);
+    verified.remember('k1', 'new', 'agent-1', verified.generation);
+    expect(verified.match('k1', 'old')).toBe('agent-1');
+    vi.advanceTimersByTime(5_001);
+    expect(verified.match('k1', 'old')).toBeUndefined();
+    expect(verified.match('k1', 'new')).toBe('agent-1');
+    vi.advanceTimersByTime(60_000);
+    expect(verified.match('k1', 'new')).toBeUndefined();
+  });
+
+  it('is bounded: the least recently used key goes first; size 0 remembers nothing', () => {
+    const verified = new VerifiedCredentials(2, 60_000);
+    for (const k of ['a', 'b', 'c']) verified.remember(k, 's', k, verified.generation);
+    expect(verified.match('a', 's')).toBeUndefined();
+    expect(verified.match('c', 's')).toBe('c');
+    const none = new VerifiedCredentials(0, 60_000);
+    none.remember('a', 's', 'a', none.generation);
+    expect(none.match('a', 's')).toBeUndefined();
+  });
+});
