@@ -14,7 +14,7 @@ import { ADMIN_ACTOR, auditEvents, type AuditEvent, type AuditSink } from '../do
 import { parseEventQuery, presentEvent, readEvents } from '../domain/audit/query.js';
 import type { AuditStore } from '../storage/audit-types.js';
 import { parseJsonBody } from './json-body.js';
-import { json, type Handler, type HttpRequest, type Route } from './types.js';
+import { allowHeader, json, routesByPath, type Handler, type HttpRequest, type Route } from './types.js';
 
 export interface AdminDeps {
   adminToken: string;
@@ -221,10 +221,8 @@ export function adminRoutes(deps: AdminDeps): Route[] {
   ];
   // A known path with another method: 405 with Allow, but only after the token check, so the API cannot
   // be mapped without the token. (First matching route wins, so these catch only the missing methods.)
-  const byPath = new Map<string, Route[]>();
-  for (const route of routes) if (route.method !== 'ANY') byPath.set(route.path, [...(byPath.get(route.path) ?? []), route]);
-  for (const [path, group] of byPath) {
-    const allow = [...new Set(group.flatMap((r) => (r.method === 'GET' ? ['GET', 'HEAD'] : [r.method])))].join(', ');
+  for (const [path, group] of routesByPath(routes.filter((r) => r.method !== 'ANY'))) {
+    const allow = allowHeader(group);
     routes.push({
       method: 'ANY', path, name: group[0].name,
       handler: () => {

@@ -10,7 +10,7 @@ import { clientAddress, type ProxyTrust } from './client-address.js';
 import { framingRefusal, type FramingFields } from './framing.js';
 import { InFlight, type Completion } from './in-flight.js';
 import { LingeringRefusal } from './lingering-refusal.js';
-import type { HttpReply, HttpRequest, RequestHeaders, Route } from './types.js';
+import { allowHeader, routesByPath, type HttpReply, type HttpRequest, type RequestHeaders, type Route } from './types.js';
 
 /** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
 export function assertNativeUws(): void {
@@ -40,6 +40,18 @@ const statusLine = (status: number): string => {
 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** One request being answered: what `send` needs besides the reply. */
+interface Exchange {
+  res: uWS.HttpResponse;
+  state: Completion;
+  /** Low-cardinality route name (metrics, access log). */
+  routeName: string;
+  method: string;
+  /** performance.now() when the request arrived. */
+  started: number;
+  requestId: string;
+}
 const NEVER_ABORTED = new AbortController().signal;
 const decoder = new TextDecoder();
 
@@ -51,11 +63,9 @@ export class HttpServer {
 
   constructor(routes: Route[], private readonly options: ServerOptions) {
     this.app = uWS.App();
-    const byPath = new Map<string, Route[]>();
-    for (const route of routes) byPath.set(route.path, [...(byPath.get(route.path) ?? []), route]);
-    for (const [path, group] of byPath) {
+    for (const [path, group] of routesByPath(routes)) {
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
-      const allow = [...new Set(group.flatMap((r) => (r.method === 'GET' ? ['GET', 'HEAD'] : [r.method])))].join(', ');
+      const allow = allowHeader(group);
       this.app.any(path, (res, req) => {
         if (this.refusedFraming(res, req)) return;
         const method = req.getMethod().toUpperCase();
@@ -101,7 +111,8 @@ export class HttpServer {
       state.complete();
     });
     const reply = this.errorReply(new ServiceError(refusal.code, refusal.detail), 'framing');
-    setImmediate(() => this.send(res, state, reply, 'framing', method, started, randomUUID(), true));
+    const exchange: Exchange = { res, state, routeName: 'framing', method, started, requestId: randomUUID() };
+    setImmediate(() => this.send(exchange, reply, true));
     return true;
   }
 
@@ -172,6 +183,7 @@ export class HttpServer {
       controller?.abort();
       state.complete();
     });
+    const exchange: Exchange = { res, state, routeName: route.name, method, started, requestId };
 
     const run = (body: Buffer | null) => {
       const request: HttpRequest = { method, path, query, params, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
@@ -182,11 +194,11 @@ export class HttpServer {
         result = Promise.reject(error);
       }
       // Synchronous handlers (JWKS, health) answer at once, without a promise round.
-      if (!(result instanceof Promise)) return this.send(res, state, result, route.name, method, started, requestId, false);
+      if (!(result instanceof Promise)) return this.send(exchange, result);
       result
         // A client that went away aborted its work: nothing to answer, nothing to log.
         .catch((error: unknown) => (state.aborted ? null : this.errorReply(error, route.name)))
-        .then((r) => r && this.send(res, state, r, route.name, method, started, requestId, false));
+        .then((r) => r && this.send(exchange, r));
     };
 
     if (!route.body) return run(null);
@@ -195,7 +207,7 @@ export class HttpServer {
     const limit = this.options.maxBodyBytes;
     const declared = Number(headers.contentLength);
     if (headers.contentLength !== '' && Number.isFinite(declared) && declared > limit) {
-      return this.send(res, state, this.errorReply(new ServiceError('payload_too_large'), route.name), route.name, method, started, requestId, true);
+      return this.send(exchange, this.errorReply(new ServiceError('payload_too_large'), route.name), true);
     }
     const chunks: Buffer[] = [];
     let size = 0;
@@ -206,7 +218,7 @@ export class HttpServer {
       if (size > limit) {
         // Closing now, with the client's bytes still unread, makes the kernel send a reset that can
         // destroy the 413 before the client reads it: discard the rest first (bounded), then answer.
-        const refuse = () => this.send(res, state, this.errorReply(new ServiceError('payload_too_large'), route.name), route.name, method, started, requestId, true);
+        const refuse = () => this.send(exchange, this.errorReply(new ServiceError('payload_too_large'), route.name), true);
         refusal = new LingeringRefusal(refuse, () => state.done);
         return refusal.received(0, isLast);
       }
@@ -240,25 +252,17 @@ export class HttpServer {
       state.complete();
     });
     // Drop any request body unread: answer at once and let uWS discard the rest.
-    this.send(res, state, this.errorReply(error, routeName), routeName, method, started, requestId, false);
+    this.send({ res, state, routeName, method, started, requestId }, this.errorReply(error, routeName));
   }
 
-  private send(
-    res: uWS.HttpResponse,
-    state: Completion,
-    reply: HttpReply,
-    routeName: string,
-    method: string,
-    started: number,
-    requestId: string,
-    closeConnection: boolean,
-  ): void {
+  private send(exchange: Exchange, reply: HttpReply, closeConnection = false): void {
+    const { res, state, method } = exchange;
     if (state.done) return;
     const body = reply.body ?? '';
     const close = closeConnection || this.draining;
     res.cork(() => {
       res.writeStatus(statusLine(reply.status));
-      res.writeHeader('X-Request-Id', requestId);
+      res.writeHeader('X-Request-Id', exchange.requestId);
       if (reply.headers) for (const name in reply.headers) res.writeHeader(name, reply.headers[name]);
       // 304 and HEAD carry no body; their Content-Length is the full representation's (RFC 9110 §8.6).
       if (reply.status === 304 || method === 'HEAD') {
@@ -267,10 +271,10 @@ export class HttpServer {
       } else res.end(body, close);
     });
     state.complete();
-    const seconds = (performance.now() - started) / 1000;
-    this.options.metrics.observeHttp(routeName, method, reply.status, seconds);
+    const seconds = (performance.now() - exchange.started) / 1000;
+    this.options.metrics.observeHttp(exchange.routeName, method, reply.status, seconds);
     if (this.options.accessLog) {
-      this.options.logger.info({ reqId: requestId, route: routeName, method, status: reply.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
+      this.options.logger.info({ reqId: exchange.requestId, route: exchange.routeName, method, status: reply.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
     }
   }
 }

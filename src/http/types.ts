@@ -50,6 +50,21 @@ export interface Route {
 
 export const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 
+/** Request bodies above this are refused with 413 (the token, listing and admin bodies are far smaller). */
+export const MAX_BODY_BYTES = 16 * 1024;
+
 export function json(status: number, value: unknown, headers: Record<string, string> = {}): HttpReply {
   return { status, headers: { ...JSON_HEADERS, ...headers }, body: JSON.stringify(value) };
+}
+
+/** Routes grouped by path pattern, in the order they were declared (405 answers need the group). */
+export function routesByPath(routes: Route[]): Map<string, Route[]> {
+  const byPath = new Map<string, Route[]>();
+  for (const route of routes) byPath.set(route.path, [...(byPath.get(route.path) ?? []), route]);
+  return byPath;
+}
+
+/** The Allow header of a 405 for a path served by `group`: its methods, GET bringing HEAD along. */
+export function allowHeader(group: Route[]): string {
+  return [...new Set(group.filter((r) => r.method !== 'ANY').flatMap((r) => (r.method === 'GET' ? ['GET', 'HEAD'] : [r.method])))].join(', ');
 }

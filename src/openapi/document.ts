@@ -1,5 +1,6 @@
 // OpenAPI 3.1 document of the public contract, generated from the same TypeBox schemas the service
 // validates with (never written by hand).
+import { MAX_BODY_BYTES } from '../http/types.js';
 import type { TSchema } from '@sinclair/typebox';
 import { ERRORS } from '../errors/catalog.js';
 import {
@@ -34,7 +35,7 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
     '400': errorResponse(
       `Body is not JSON (${codes('invalid_json')}), or its length is ambiguous (${codes('bad_request')}: more than one Content-Length, or chunked twice); the connection then closes.`,
     ),
-    '413': errorResponse(`Body over 16 KiB (${codes('payload_too_large')}).`),
+    '413': errorResponse(`Body over ${MAX_BODY_BYTES / 1024} KiB (${codes('payload_too_large')}).`),
     '415': errorResponse(`Content-Type is not application/json (${codes('unsupported_media_type')}).`),
     '501': errorResponse(`Transfer-Encoding other than chunked (${codes('not_implemented')}); the connection then closes.`),
   };

@@ -1,0 +1,25 @@
+// What a started service must undo, run in reverse order of start (servers before pools before stores).
+import type { Logger } from '../log/logger.js';
+
+export class Cleanups {
+  private readonly steps: (() => Promise<unknown> | unknown)[] = [];
+
+  add(step: () => Promise<unknown> | unknown): void {
+    this.steps.push(step);
+  }
+
+  /** Runs every step, last added first; a failing step is logged and the others still run. */
+  async run(logger: Logger): Promise<void> {
+    for (const step of this.steps.splice(0).reverse()) {
+      try {
+        await step();
+      } catch (error) {
+        logger.warn({ err: { message: (error as Error).message } }, 'cleanup step failed');
+      }
+    }
+  }
+}
+
+export function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | false> {
+  return Promise.race([promise, new Promise<false>((resolve) => setTimeout(() => resolve(false), ms).unref())]);
+}

@@ -1,0 +1,106 @@
+// The two listeners of one process: the public port (token, listing, JWKS, scope files, revocation
+// feed) and the internal port (admin API, readiness, metrics), with the readiness check.
+import type { Config } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { AdminAuthLimiter } from '../ratelimit/admin-auth-limiter.js';
+import { HttpServer } from '../http/server.js';
+import { MAX_BODY_BYTES } from '../http/types.js';
+import { NO_PROXY, parseProxyList } from '../http/client-address.js';
+import { publicRoutes } from '../http/public-routes.js';
+import { adminRoutes } from '../http/admin-routes.js';
+import { opsRoutes } from '../http/ops-routes.js';
+import { attachRevocationSockets, revocationRoutes } from '../http/revocation-routes.js';
+import { buildOpenApiDocument } from '../openapi/document.js';
+import type { Stores } from './stores.js';
+import type { Domain } from './domain.js';
+import { withDeadline, type Cleanups } from './cleanups.js';
+
+export interface Servers {
+  public: HttpServer;
+  admin: HttpServer;
+}
+
+export interface ServerContext {
+  config: Config;
+  logger: Logger;
+  metrics: Metrics;
+  stores: Stores;
+  domain: Domain;
+  adminToken: string;
+  /** /metrics body (cluster workers answer with the sum over every process). */
+  metricsText: () => Promise<{ contentType: string; body: string }>;
+  shuttingDown: () => boolean;
+}
+
+export function createServers(context: ServerContext, cleanups: Cleanups): Servers {
+  const { config, logger, metrics, stores, domain } = context;
+  const { tokens, authenticator, platforms, keys, audit, revocations, revocationMetrics, agents } = domain;
+  const openApiBody = Buffer.from(
+    JSON.stringify(buildOpenApiDocument({ apiKeyPrefix: config.apiKeyPrefix, serverUrl: config.publicBaseUrl, version: '1.0.0' })),
+  );
+  const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics, logger, accessLog: config.accessLog };
+
+  const publicServer = new HttpServer(
+    [
+      ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, keys, metrics, openApi: () => openApiBody, audit: audit.sink }),
+      ...revocationRoutes(revocations),
+    ],
+    { ...serverOptions, name: 'public', proxy: { hops: config.trustProxyHops, proxies: parseProxyList(config.trustProxyCidrs).proxies } },
+  );
+  const stopSockets = attachRevocationSockets(publicServer.app, revocations, revocationMetrics, {
+    heartbeatMs: config.revocationHeartbeatSeconds * 1000,
+    logger,
+  });
+  revocations.start();
+  cleanups.add(() => {
+    stopSockets();
+    revocations.stop();
+  });
+
+  const authLimiter = new AdminAuthLimiter(
+    { redis: stores.redis, keyPrefix: config.redisKeyPrefix, points: config.adminAuthFailPoints, windowSeconds: config.adminAuthFailWindowSeconds },
+    () => metrics.rateLimited('admin_auth_fail_per_address'),
+  );
+  const onAuthFailure = (address: string) => {
+    metrics.adminAuthFailed();
+    logger.warn({ address }, 'admin request with a missing or wrong bearer token');
+  };
+  const adminServer = new HttpServer(
+    [
+      ...opsRoutes({ ready: () => readiness(context), metrics: context.metricsText }),
+      ...adminRoutes({ adminToken: context.adminToken, authLimiter, onAuthFailure, platforms, agents, keys, audit: audit.sink, auditStore: audit.store }),
+    ],
+    // The internal port has no proxy in front of it (never route ace-internal through an Ingress):
+    // X-Forwarded-For there is the caller's own text, so the socket address counts.
+    { ...serverOptions, name: 'admin', accessLog: false, readsAuthorization: true, proxy: NO_PROXY },
+  );
+  return { public: publicServer, admin: adminServer };
+}
+
+/** /readyz: Postgres, the worker pools and a signing key. */
+async function readiness({ stores, domain, metrics, shuttingDown }: ServerContext) {
+  const { redis } = stores;
+  const [postgresUp, redisUp, poolsUp] = await Promise.all([
+    stores.postgres.ping().then(() => true, () => false),
+    redis ? withDeadline(redis.ping().then(() => true, () => false), 1000) : Promise.resolve(true),
+    domain.pools.ping(1000),
+  ]);
+  metrics.setStoreUp('postgres', postgresUp);
+  if (redis) metrics.setStoreUp('redis', redisUp);
+  let signingKey = true;
+  try {
+    domain.keys.activeKey();
+  } catch {
+    signingKey = false;
+  }
+  // Redis is an accelerator, not a dependency: without it tokens still come from Postgres with an
+  // in-process limiter, so a Redis outage must not pull every pod out of the load balancer.
+  const draining = shuttingDown();
+  const ready = !draining && postgresUp && poolsUp && signingKey;
+  metrics.setReady(ready);
+  return {
+    ready,
+    checks: { postgres: postgresUp, redis: redis ? redisUp : 'not configured', worker_pools: poolsUp, signing_key: signingKey, shutting_down: draining },
+  };
+}

@@ -1,0 +1,66 @@
+// Composition root of one service process: stores, domain services and the two HTTP listeners (public and
+// internal), wired from the validated configuration. Each step is a module of this folder.
+import type { Config } from '../config/config.js';
+import type { Logger } from '../log/logger.js';
+import { Metrics } from '../metrics/metrics.js';
+import { resolveAdminToken } from './admin-token.js';
+import { Cleanups } from './cleanups.js';
+import { startStores } from './stores.js';
+import { startDomain } from './domain.js';
+import { createServers } from './servers.js';
+
+export interface RunningApp {
+  publicPort: number;
+  adminPort: number;
+  adminTokenPath?: string;
+  /** Graceful stop: not ready at once, stop accepting, finish in-flight work, close everything. */
+  shutdown(): Promise<void>;
+}
+
+export interface AppOptions {
+  config: Config;
+  logger: Logger;
+  /** Cluster workers pass a collector that answers /metrics with the sum over every process. */
+  metricsText?: (local: Metrics) => () => Promise<{ contentType: string; body: string }>;
+}
+
+export async function startApp({ config, logger, metricsText }: AppOptions): Promise<RunningApp> {
+  const metrics = new Metrics();
+  const cleanups = new Cleanups();
+  let shuttingDown = false;
+  try {
+    const stores = await startStores(config, logger, metrics, cleanups);
+    const domain = await startDomain(config, logger, metrics, stores, cleanups);
+    const admin = resolveAdminToken(config);
+    const servers = createServers(
+      {
+        config, logger, metrics, stores, domain,
+        adminToken: admin.token,
+        metricsText: metricsText ? metricsText(metrics) : async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+        shuttingDown: () => shuttingDown,
+      },
+      cleanups,
+    );
+    const publicPort = await servers.public.listen(config.host, config.port);
+    const adminPort = await servers.admin.listen(config.adminHost, config.adminPort);
+    metrics.setReady(true);
+    return {
+      publicPort,
+      adminPort,
+      adminTokenPath: admin.path,
+      async shutdown() {
+        if (shuttingDown) return;
+        shuttingDown = true;
+        metrics.setReady(false);
+        servers.public.stopAccepting();
+        await servers.public.idle(config.shutdownTimeoutMs);
+        servers.public.closeAll();
+        servers.admin.closeAll();
+        await cleanups.run(logger);
+      },
+    };
+  } catch (error) {
+    await cleanups.run(logger);
+    throw error;
+  }
+}
