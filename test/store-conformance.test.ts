@@ -1,6 +1,7 @@
 // The Store conformance suite against each implementation: Postgres, PGlite (the embedded default), and the
 // cached store with Redis and with its in-process cache only. Two cached stores over one database play two
-// instances, so invalidation bugs show up where they live.
+// instances, so invalidation bugs show up where they live. The audit trail's and the revocation feed's
+// stores get their own suites (support/records-conformance.ts) on Postgres and PGlite.
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,6 +19,9 @@ import { Metrics } from '../src/metrics/metrics.js';
 import type { Store } from '../src/storage/types.js';
 import { createDatabase, REDIS_URL, type TestDatabase } from './support/service.js';
 import { storeConformance, type StoreUnderTest } from './support/store-conformance.js';
+import { auditStoreConformance, revocationStoreConformance, type RecordsUnderTest } from './support/records-conformance.js';
+import { PostgresAuditStore } from '../src/storage/postgres/audit-store.js';
+import { PostgresRevocationStore } from '../src/storage/postgres/revocation-store.js';
 
 const TIMEOUT_MS = 5000;
 
@@ -100,4 +104,41 @@ describe('Store conformance: cached store over Postgres + Redis, two instances',
     await db?.drop();
   });
   storeConformance(() => subject);
+});
+
+describe('Audit and revocation stores: Postgres', () => {
+  let db: TestDatabase;
+  let sql: Sql;
+  let subject: RecordsUnderTest;
+  beforeAll(async () => {
+    db = await createDatabase();
+    const opened = await postgresStore(db.url);
+    sql = opened.sql;
+    subject = { audit: new PostgresAuditStore(sql, TIMEOUT_MS), revocations: new PostgresRevocationStore(sql, TIMEOUT_MS), store: opened.store, concurrentSessions: true };
+  });
+  afterAll(async () => {
+    await subject?.store.close();
+    await db?.drop();
+  });
+  auditStoreConformance(() => subject);
+  revocationStoreConformance(() => subject);
+});
+
+describe('Audit and revocation stores: PGlite (embedded default)', () => {
+  let dir: string;
+  let embedded: EmbeddedPostgres;
+  let subject: RecordsUnderTest;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'ace-records-'));
+    embedded = await startEmbeddedPostgres(dir);
+    const { store, sql } = await postgresStore(embedded.url, 1);
+    subject = { audit: new PostgresAuditStore(sql, TIMEOUT_MS), revocations: new PostgresRevocationStore(sql, TIMEOUT_MS), store, concurrentSessions: false };
+  });
+  afterAll(async () => {
+    await subject?.store.close();
+    await embedded?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  auditStoreConformance(() => subject);
+  revocationStoreConformance(() => subject);
 });
