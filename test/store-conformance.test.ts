@@ -31,6 +31,19 @@ async function postgresStore(url: string, poolSize = 4): Promise<{ store: Postgr
   return { store: new PostgresStore(sql, { timeoutMs: TIMEOUT_MS }), sql };
 }
 
+/** An embedded PGlite in a fresh directory; `stop` also removes the directory. */
+async function embeddedDatabase(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ace-store-'));
+  const embedded: EmbeddedPostgres = await startEmbeddedPostgres(dir);
+  return {
+    url: embedded.url,
+    stop: async () => {
+      await embedded.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 function cached(inner: Store, bus: InvalidationBus, redis: Redis | undefined, keyPrefix: string): CachedStore {
   return new CachedStore(inner, { redis, keyPrefix, redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new Metrics() });
 }
@@ -51,12 +64,10 @@ describe('Store conformance: Postgres', () => {
 });
 
 describe('Store conformance: PGlite (embedded default)', () => {
-  let dir: string;
-  let embedded: EmbeddedPostgres;
+  let embedded: Awaited<ReturnType<typeof embeddedDatabase>>;
   let subject: StoreUnderTest;
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), 'ace-store-'));
-    embedded = await startEmbeddedPostgres(dir);
+    embedded = await embeddedDatabase();
     const { store } = await postgresStore(embedded.url, 1);
     // The embedded default runs the cached store with an in-process bus and no Redis.
     const bus = new LocalBus();
@@ -66,7 +77,6 @@ describe('Store conformance: PGlite (embedded default)', () => {
   afterAll(async () => {
     await subject?.store.close();
     await embedded?.stop();
-    rmSync(dir, { recursive: true, force: true });
   });
   storeConformance(() => subject);
 });
@@ -125,19 +135,16 @@ describe('Audit and revocation stores: Postgres', () => {
 });
 
 describe('Audit and revocation stores: PGlite (embedded default)', () => {
-  let dir: string;
-  let embedded: EmbeddedPostgres;
+  let embedded: Awaited<ReturnType<typeof embeddedDatabase>>;
   let subject: RecordsUnderTest;
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), 'ace-records-'));
-    embedded = await startEmbeddedPostgres(dir);
+    embedded = await embeddedDatabase();
     const { store, sql } = await postgresStore(embedded.url, 1);
     subject = { audit: new PostgresAuditStore(sql, TIMEOUT_MS), revocations: new PostgresRevocationStore(sql, TIMEOUT_MS), store, concurrentSessions: false };
   });
   afterAll(async () => {
     await subject?.store.close();
     await embedded?.stop();
-    rmSync(dir, { recursive: true, force: true });
   });
   auditStoreConformance(() => subject);
   revocationStoreConformance(() => subject);

@@ -6,7 +6,8 @@ import { expect, it } from 'vitest';
 import type { AuditEvent, EventType } from '../../src/domain/audit/events.js';
 import type { AuditStore } from '../../src/storage/audit-types.js';
 import type { RevocationStore } from '../../src/storage/revocation.js';
-import type { PlatformInput, Store } from '../../src/storage/types.js';
+import type { Store } from '../../src/storage/types.js';
+import { platformInput } from './store-conformance.js';
 
 const DAY_MS = 86_400_000;
 
@@ -18,18 +19,6 @@ export interface RecordsUnderTest {
   /** Two sessions can hold transactions at once (not PGlite). */
   concurrentSessions: boolean;
 }
-
-const platformInput = (): PlatformInput => ({
-  name: `platform ${randomBytes(3).toString('hex')}`,
-  domain: null,
-  status: 'active',
-  verificationStatus: 'verified',
-  scopes: [
-    { name: 'orders:read', description: 'Read orders' },
-    { name: 'orders:write', description: 'Write orders' },
-  ],
-  routes: [{ method: 'GET', path: '/orders', scopes: ['orders:read'] }],
-});
 
 function event(over: Partial<AuditEvent> & { at: number }): AuditEvent {
   return {

@@ -15,7 +15,7 @@ export interface StoreUnderTest {
   concurrentSessions: boolean;
 }
 
-const platformInput = (over: Partial<PlatformInput> = {}): PlatformInput => ({
+export const platformInput = (over: Partial<PlatformInput> = {}): PlatformInput => ({
   name: `platform ${randomBytes(3).toString('hex')}`,
   domain: null,
   status: 'active',
