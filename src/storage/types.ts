@@ -17,14 +17,9 @@ export interface RouteRule {
   scopes: string[];
 }
 
-export interface PlatformRecord {
+/** A stored platform: what was given (PlatformInput) plus its id and times. */
+export interface PlatformRecord extends PlatformInput {
   id: string;
-  name: string;
-  domain: string | null;
-  status: PlatformStatus;
-  verificationStatus: VerificationStatus;
-  scopes: ScopeDefinition[];
-  routes: RouteRule[];
   createdAt: string;
   updatedAt: string;
 }
