@@ -19,7 +19,3 @@ export class Cleanups {
     }
   }
 }
-
-export function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | false> {
-  return Promise.race([promise, new Promise<false>((resolve) => setTimeout(() => resolve(false), ms).unref())]);
-}

@@ -14,7 +14,8 @@ import { attachRevocationSockets, revocationRoutes } from '../http/revocation-ro
 import { buildOpenApiDocument } from '../openapi/document.js';
 import type { Stores } from './stores.js';
 import type { Domain } from './domain.js';
-import { withDeadline, type Cleanups } from './cleanups.js';
+import type { Cleanups } from './cleanups.js';
+import { withDeadline } from './deadline.js';
 
 export interface Servers {
   public: HttpServer;

@@ -11,7 +11,8 @@ import { connectRedis } from '../storage/cache/redis.js';
 import { LocalBus, RedisBus } from '../storage/cache/invalidation-bus.js';
 import type { InvalidationBus } from '../storage/invalidation.js';
 import { CachedStore } from '../storage/cache/cached-store.js';
-import { Cleanups, withDeadline } from './cleanups.js';
+import type { Cleanups } from './cleanups.js';
+import { withDeadline } from './deadline.js';
 
 export interface Stores {
   /** The Postgres URL in use (the embedded server's when DATABASE_URL is unset). */
