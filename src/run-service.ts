@@ -4,7 +4,7 @@ import cluster from 'node:cluster';
 import { loadConfig, ConfigError, type Config } from './config/config.js';
 import { createLogger, type Logger } from './log/logger.js';
 import { assertNativeUws } from './http/server.js';
-import { startApp } from './app/start-app.js';
+import { startApp } from './app/index.js';
 import { READY_MESSAGE } from './cluster/messages.js';
 import { runPrimary } from './cluster/primary.js';
 import { clusterMetricsText } from './cluster/worker.js';
