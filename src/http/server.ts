@@ -40,8 +40,10 @@ const statusLine = (status: number): string => {
 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const NEVER_ABORTED = new AbortController().signal;
+const decoder = new TextDecoder();
 
-/** One request being answered: what `send` needs besides the reply. */
+/** One request being answered: what `send` needs besides the reply (one per request). */
 interface Exchange {
   res: uWS.HttpResponse;
   state: Completion;
@@ -52,8 +54,6 @@ interface Exchange {
   started: number;
   requestId: string;
 }
-const NEVER_ABORTED = new AbortController().signal;
-const decoder = new TextDecoder();
 
 export class HttpServer {
   readonly app: uWS.TemplatedApp;
