@@ -7,7 +7,7 @@ import { resolveAdminToken } from './admin-token.js';
 import { Cleanups } from './cleanups.js';
 import { startStores } from './stores.js';
 import { startDomain } from './domain.js';
-import { createServers } from './servers.js';
+import { createServers, type Servers } from './servers.js';
 
 export interface RunningApp {
   publicPort: number;
@@ -28,11 +28,12 @@ export async function startApp({ config, logger, metricsText }: AppOptions): Pro
   const metrics = new Metrics();
   const cleanups = new Cleanups();
   let shuttingDown = false;
+  let servers: Servers | undefined;
   try {
     const stores = await startStores(config, logger, metrics, cleanups);
     const domain = await startDomain(config, logger, metrics, stores, cleanups);
     const admin = resolveAdminToken(config);
-    const servers = createServers(
+    servers = createServers(
       {
         config, logger, metrics, stores, domain,
         adminToken: admin.token,
@@ -44,6 +45,7 @@ export async function startApp({ config, logger, metricsText }: AppOptions): Pro
     const publicPort = await servers.public.listen(config.host, config.port);
     const adminPort = await servers.admin.listen(config.adminHost, config.adminPort);
     metrics.setReady(true);
+    const started = servers;
     return {
       publicPort,
       adminPort,
@@ -52,14 +54,17 @@ export async function startApp({ config, logger, metricsText }: AppOptions): Pro
         if (shuttingDown) return;
         shuttingDown = true;
         metrics.setReady(false);
-        servers.public.stopAccepting();
-        await servers.public.idle(config.shutdownTimeoutMs);
-        servers.public.closeAll();
-        servers.admin.closeAll();
+        started.public.stopAccepting();
+        await started.public.idle(config.shutdownTimeoutMs);
+        started.public.closeAll();
+        started.admin.closeAll();
         await cleanups.run(logger);
       },
     };
   } catch (error) {
+    // A listener that did start (the public one, when the admin port is taken) must not outlive the failure.
+    servers?.public.closeAll();
+    servers?.admin.closeAll();
     await cleanups.run(logger);
     throw error;
   }
