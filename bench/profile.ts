@@ -4,7 +4,9 @@
 // Postgres backends, and the load generator — from /proc, so the figure holds on a busy machine too.
 // With --cpu-prof, also the main thread's busiest functions (V8 sampling profile).
 //
-//   node dist/bench/profile.js [--seconds 10] [--connections 64] [--cpu-prof] [--env NAME=value ...]
+// With --cold, every request is an agent never seen before (bulk rows, one argon2 verification each).
+//
+//   node dist/bench/profile.js [--seconds 10] [--connections 64] [--cold] [--cpu-prof] [--env NAME=value ...]
 import { readdirSync, readFileSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,7 +14,10 @@ import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { startBenchService } from './lib/service.js';
-import { Workload, post, TOKEN_PATH } from './lib/workload.js';
+import { hashSync } from '@node-rs/argon2';
+import { Workload, ColdPool, BULK_SECRET, post, TOKEN_PATH } from './lib/workload.js';
+import { BulkAgents } from './lib/bulk.js';
+import { loadArgon2Options } from './limits/argon2-options.js';
 import { load } from './lib/load.js';
 import { BenchContext } from './lib/context.js';
 import { parseOptions } from './lib/args.js';
@@ -22,6 +27,7 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '10' },
     connections: { type: 'string', default: '64' },
     'cpu-prof': { type: 'boolean', default: false },
+    cold: { type: 'boolean', default: false },
     env: { type: 'string', multiple: true, default: [] },
   },
 });
@@ -71,15 +77,27 @@ async function main(): Promise<void> {
     const work = new Workload(ctx, service);
     await work.seed(100);
     await work.prewarm(service.httpProcesses);
-    const requests = post(TOKEN_PATH, work.tokenBodies());
-    await load({ url: service.publicUrl, connections: Number(values.connections), duration: 2, requests });
+    let requests = post(TOKEN_PATH, work.tokenBodies());
+    let cold: ColdPool | undefined;
+    if (values.cold) {
+      const { options } = await loadArgon2Options();
+      const bulk = new BulkAgents(service.databaseUrl!, hashSync(BULK_SECRET, options));
+      await bulk.add(Math.ceil(200 * (seconds + 2)), 'cold');
+      const ids = await bulk.apiKeyIds('cold');
+      await bulk.settle();
+      await bulk.end();
+      cold = new ColdPool(ids.map((id) => JSON.stringify({ api_key_id: id, secret: BULK_SECRET, platform_id: work.platformId })));
+      requests = cold.requests();
+    }
+    await load({ url: service.publicUrl, connections: Number(values.connections), duration: 2, requests, onStart: cold?.onStart });
 
     const sql = postgres(service.databaseUrl!, { max: 1, onnotice: () => {} });
     const backends = (await sql`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).map((r) => r.pid as number);
     await sql.end();
     const redis = pidsOf('redis-server');
     const before = { service: threadTicks(service.pid), redis: redis.map((p) => ticks(`/proc/${p}/stat`)), pg: backends.map((p) => ticks(`/proc/${p}/stat`)), self: process.cpuUsage() };
-    const result = await load({ url: service.publicUrl, connections: Number(values.connections), duration: seconds, requests });
+    const result = await load({ url: service.publicUrl, connections: Number(values.connections), duration: seconds, requests, onStart: cold?.onStart });
+    if (cold?.exhausted) console.log('the pool of cold agents ran out: figures cover fewer seconds');
     const after = { service: threadTicks(service.pid), redis: redis.map((p) => ticks(`/proc/${p}/stat`)), pg: backends.map((p) => ticks(`/proc/${p}/stat`)), self: process.cpuUsage(before.self) };
 
     const n = Math.max(1, result.ok2xx);
@@ -102,7 +120,7 @@ async function main(): Promise<void> {
     rows.push(['redis-server', ms(after.redis.reduce((s, t, i) => s + t - before.redis[i], 0))]);
     rows.push(['postgres backends (its database)', ms(after.pg.reduce((s, t, i) => s + t - before.pg[i], 0))]);
     rows.push(['load generator (this process)', ((after.self.user + after.self.system) / 1000) / n]);
-    console.log(`warm tokens: ${Math.round(result.rps)} req/s over ${seconds}s, ${values.connections} connections, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}; load average ${os.loadavg()[0].toFixed(2)}`);
+    console.log(`${values.cold ? 'cold' : 'warm'} tokens: ${Math.round(result.rps)} req/s over ${seconds}s, ${values.connections} connections, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}; load average ${os.loadavg()[0].toFixed(2)}`);
     console.log('CPU ms per token:');
     for (const [name, v] of rows) console.log(`  ${name.padEnd(36)} ${v.toFixed(3)}`);
   } finally {

@@ -1,7 +1,7 @@
 // The Store conformance suite against each implementation: Postgres, PGlite (the embedded default), and the
 // cached store with Redis and with its in-process cache only. Two cached stores over one database play two
 // instances, so invalidation bugs show up where they live. The audit trail's and the revocation feed's
-// stores get their own suites (support/records-conformance.ts) on Postgres and PGlite.
+// stores (Postgres only, no cache) run their own suites against Postgres and PGlite.
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,8 +19,9 @@ import { Metrics } from '../src/metrics/metrics.js';
 import type { Store } from '../src/storage/types.js';
 import { createDatabase, REDIS_URL, type TestDatabase } from './support/service.js';
 import { storeConformance, type StoreUnderTest } from './support/store-conformance.js';
-import { auditStoreConformance, revocationStoreConformance, type RecordsUnderTest } from './support/records-conformance.js';
-import { PostgresAuditStore } from '../src/storage/postgres/audit-store.js';
+import { auditStoreConformance, type AuditStoreUnderTest } from './support/audit-store-conformance.js';
+import { revocationStoreConformance, type RevocationStoreUnderTest } from './support/revocation-store-conformance.js';
+import { MAINTENANCE_LOCK, PostgresAuditStore } from '../src/storage/postgres/audit-store.js';
 import { PostgresRevocationStore } from '../src/storage/postgres/revocation-store.js';
 
 const TIMEOUT_MS = 5000;
@@ -116,36 +117,64 @@ describe('Store conformance: cached store over Postgres + Redis, two instances',
   storeConformance(() => subject);
 });
 
-describe('Audit and revocation stores: Postgres', () => {
+/**
+ * The audit and revocation stores over one database, migrated here, wired as the service does: the feed on
+ * the main pool, the trail on a pool of its own.
+ */
+async function recordStores(url: string, poolSize: number, concurrentSessions: boolean) {
+  const main = connectPostgres({ url, poolSize, timeoutMs: TIMEOUT_MS });
+  await migrate(main);
+  const openAudit = () => new PostgresAuditStore(connectPostgres({ url, poolSize, timeoutMs: TIMEOUT_MS }), TIMEOUT_MS);
+  const audit: AuditStoreUnderTest = {
+    store: openAudit(),
+    open: openAudit,
+    holdMaintenanceLock: concurrentSessions
+      ? (during) => main.begin(async (tx) => {
+          await tx`SELECT pg_advisory_xact_lock(hashtext(${MAINTENANCE_LOCK}))`;
+          await during();
+        })
+      : undefined,
+  };
+  const revocation: RevocationStoreUnderTest = {
+    revocations: new PostgresRevocationStore(main, TIMEOUT_MS),
+    store: new PostgresStore(main, { timeoutMs: TIMEOUT_MS }),
+  };
+  return {
+    audit,
+    revocation,
+    async close() {
+      await audit.store.close();
+      await main.end({ timeout: 2 });
+    },
+  };
+}
+
+describe('Audit and revocation store conformance: Postgres', () => {
   let db: TestDatabase;
-  let sql: Sql;
-  let subject: RecordsUnderTest;
+  let stores: Awaited<ReturnType<typeof recordStores>>;
   beforeAll(async () => {
     db = await createDatabase();
-    const opened = await postgresStore(db.url);
-    sql = opened.sql;
-    subject = { audit: new PostgresAuditStore(sql, TIMEOUT_MS), revocations: new PostgresRevocationStore(sql, TIMEOUT_MS), store: opened.store, concurrentSessions: true };
+    stores = await recordStores(db.url, 4, true);
   });
   afterAll(async () => {
-    await subject?.store.close();
+    await stores?.close();
     await db?.drop();
   });
-  auditStoreConformance(() => subject);
-  revocationStoreConformance(() => subject);
+  auditStoreConformance(() => stores.audit);
+  revocationStoreConformance(() => stores.revocation);
 });
 
-describe('Audit and revocation stores: PGlite (embedded default)', () => {
+describe('Audit and revocation store conformance: PGlite (embedded default)', () => {
   let embedded: Awaited<ReturnType<typeof embeddedDatabase>>;
-  let subject: RecordsUnderTest;
+  let stores: Awaited<ReturnType<typeof recordStores>>;
   beforeAll(async () => {
     embedded = await embeddedDatabase();
-    const { store, sql } = await postgresStore(embedded.url, 1);
-    subject = { audit: new PostgresAuditStore(sql, TIMEOUT_MS), revocations: new PostgresRevocationStore(sql, TIMEOUT_MS), store, concurrentSessions: false };
+    stores = await recordStores(embedded.url, 1, false);
   });
   afterAll(async () => {
-    await subject?.store.close();
+    await stores?.close();
     await embedded?.stop();
   });
-  auditStoreConformance(() => subject);
-  revocationStoreConformance(() => subject);
+  auditStoreConformance(() => stores.audit);
+  revocationStoreConformance(() => stores.revocation);
 });

@@ -8,7 +8,7 @@ import type { AuditEvent, EventData, EventType } from '../../domain/audit/events
 import type { AuditStore, EventQuery, MaintenanceResult } from '../audit-types.js';
 
 /** Advisory lock of partition maintenance and retention: one replica at a time. */
-const MAINTENANCE_LOCK = 'ace:audit-maintenance';
+export const MAINTENANCE_LOCK = 'ace:audit-maintenance';
 const DAY_MS = 86_400_000;
 const PARTITION = /^audit_events_p(\d{4})(\d{2})(\d{2})$/;
 
