@@ -1,11 +1,11 @@
 // Taking tokens back: admin changes append entries to per-platform revocation feeds, the feed is served
 // as a signed document (for polling and catch-up) and pushed to connected subscribers. This module knows
 // no transport: the HTTP layer gives it a FeedTransport (uWS topics) and serves what it signs.
-import { createHash } from 'node:crypto';
 import { importPKCS8, SignJWT } from 'jose';
 import type { KeyManager } from '../keys/key-manager.js';
 import type { InvalidationBus } from '../../storage/invalidation.js';
 import { BoundedCache } from '../../support/bounded-cache.js';
+import { strongEtag } from '../../support/etag.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../storage/revocation.js';
 import { FEED_TYP, type FeedEntry, type FeedPayload } from '@agent-credential-exchange/middleware/feed-document';
 
@@ -180,7 +180,7 @@ export class RevocationService implements Revocations {
     const body = await new SignJWT(payload as unknown as Record<string, unknown>)
       .setProtectedHeader({ alg: 'RS256', kid: active.kid, typ: FEED_TYP })
       .sign(await key);
-    const document = { body, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"`, seq: head };
+    const document = { body, etag: strongEtag(body), seq: head };
     this.documents.set(cacheKey, document);
     return document;
   }
