@@ -33,6 +33,12 @@ export class BoundedCache<V> {
     return entry.value;
   }
 
+  /** The live value, leaving the recency order (and an expired entry) as they are. */
+  peek(key: string): V | undefined {
+    const entry = this.entries.get(key);
+    return entry && entry.expiresAt > Date.now() ? entry.value : undefined;
+  }
+
   /** Stores unless an invalidation happened since `generation` was read (then the value may be stale). */
   set(key: string, value: V, generation = this.generationCounter, ttlMs = this.ttlMs): void {
     if (generation !== this.generationCounter || this.maxEntries === 0 || ttlMs <= 0) return;

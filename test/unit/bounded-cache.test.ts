@@ -63,4 +63,16 @@ describe('BoundedCache', () => {
     cache.set('a', 1, cache.generation, 0);
     expect(cache.get('a')).toBeUndefined();
   });
+
+  it('peek reads a live value without making it the most recently used', () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const cache = new BoundedCache<number>(2, 1000);
+    cache.set('a', 1);
+    cache.set('b', 2);
+    expect(cache.peek('a')).toBe(1); // 'a' stays the least recently used…
+    cache.set('c', 3); // …so it is the one evicted
+    expect([cache.peek('a'), cache.peek('b'), cache.peek('c')]).toEqual([undefined, 2, 3]);
+    vi.setSystemTime(1_001_000);
+    expect(cache.peek('b')).toBeUndefined();
+  });
 });

@@ -47,4 +47,33 @@ describe('VerifiedCredentials', () => {
     none.remember('a', 's', 'a', none.generation);
     expect(none.match('a', 's')).toBeUndefined();
   });
+
+  it('clear also refuses a check that raced it', () => {
+    const verified = new VerifiedCredentials(10, 60_000);
+    const generation = verified.generation;
+    verified.clear();
+    verified.remember('k1', 's1', 'agent-1', generation);
+    expect(verified.match('k1', 's1')).toBeUndefined();
+  });
+
+  it('a third secret for a key pushes out the oldest', () => {
+    const verified = new VerifiedCredentials(10, 60_000);
+    for (const secret of ['s1', 's2', 's3']) verified.remember('k1', secret, 'agent-1', verified.generation);
+    expect(['s1', 's2', 's3'].map((s) => verified.match('k1', s))).toEqual([undefined, 'agent-1', 'agent-1']);
+  });
+
+  it('the bound evicts the least recently remembered key: a match does not keep a key', () => {
+    const verified = new VerifiedCredentials(2, 60_000);
+    verified.remember('a', 's', 'a', verified.generation);
+    verified.remember('b', 's', 'b', verified.generation);
+    expect(verified.match('a', 's')).toBe('a');
+    verified.remember('c', 's', 'c', verified.generation);
+    expect(['a', 'b', 'c'].map((k) => verified.match(k, 's'))).toEqual([undefined, 'b', 'c']);
+  });
+
+  it('a zero TTL remembers nothing', () => {
+    const verified = new VerifiedCredentials(10, 0);
+    verified.remember('k1', 's1', 'agent-1', verified.generation);
+    expect(verified.match('k1', 's1')).toBeUndefined();
+  });
 });

@@ -36,7 +36,8 @@ export class VerifiedCredentials {
 
   /** The agent id if this exact secret was verified for this key and is still remembered. */
   match(apiKeyId: string, secret: string): string | undefined {
-    const list = this.entries.get(apiKeyId);
+    // peek: only remembering moves a key up in the bound, a match does not (as before BoundedCache).
+    const list = this.entries.peek(apiKeyId);
     if (!list) return undefined;
     const mac = this.mac(apiKeyId, secret);
     const now = Date.now();
@@ -53,7 +54,7 @@ export class VerifiedCredentials {
   remember(apiKeyId: string, secret: string, agentId: string, generation: number, validUntil?: number): void {
     const now = Date.now();
     const expiresAt = Math.min(now + this.ttlMs, validUntil ?? Infinity);
-    const list = (this.entries.get(apiKeyId) ?? []).filter((e) => e.expiresAt > now);
+    const list = (this.entries.peek(apiKeyId) ?? []).filter((e) => e.expiresAt > now);
     list.push({ mac: this.mac(apiKeyId, secret), agentId, expiresAt });
     while (list.length > PER_KEY) list.shift();
     const lastExpiry = Math.max(...list.map((e) => e.expiresAt));
