@@ -13,7 +13,8 @@ import { connectPostgres, PostgresStore } from '../src/storage/postgres/postgres
 import { migrate } from '../src/storage/postgres/migrate.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/storage/embedded/pglite-server.js';
 import { CachedStore } from '../src/storage/cache/cached-store.js';
-import { LocalBus, RedisBus, type InvalidationBus } from '../src/storage/cache/invalidation-bus.js';
+import { LocalBus, RedisBus } from '../src/storage/cache/invalidation-bus.js';
+import type { InvalidationBus } from '../src/storage/invalidation.js';
 import { connectRedis } from '../src/storage/cache/redis.js';
 import { Metrics } from '../src/metrics/metrics.js';
 import type { Store } from '../src/storage/types.js';

@@ -38,7 +38,7 @@ describe('VerifiedCredentials', () => {
     expect(verified.match('k1', 'new')).toBeUndefined();
   });
 
-  it('is bounded: the least recently used key goes first; size 0 remembers nothing', () => {
+  it('is bounded: the least recently remembered key goes first; size 0 remembers nothing', () => {
     const verified = new VerifiedCredentials(2, 60_000);
     for (const k of ['a', 'b', 'c']) verified.remember(k, 's', k, verified.generation);
     expect(verified.match('a', 's')).toBeUndefined();

@@ -4,8 +4,6 @@ import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import type { Invalidation, InvalidationBus } from '../invalidation.js';
 
-export type { Invalidation, InvalidationBus };
-
 export class LocalBus implements InvalidationBus {
   private readonly emitter = new EventEmitter();
 
