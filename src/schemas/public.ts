@@ -45,7 +45,6 @@ export function credentialsRequestSchema(prefix: string) {
     { $id: 'AgentCredentials', additionalProperties: true },
   );
 }
-export type CredentialsRequest = Static<ReturnType<typeof credentialsRequestSchema>>;
 
 export const TokenResponse = Type.Object(
   {
