@@ -42,8 +42,6 @@ export function hashSecret(task: HashTask): string {
   return hashSync(task.secret, { ...ARGON2_OPTIONS, salt: task.salt });
 }
 
-export { NEED_KEY, type SignTask };
-
 const keys = new Map<string, Awaited<ReturnType<typeof importPKCS8>>>();
 const encoder = new TextEncoder();
 

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Metrics } from '../metrics/metrics.js';
 import { unavailable } from '../errors/catalog.js';
-import type { HashTask, SignTask, VerifyTask } from '../../workers/crypto-worker.js';
+import type { HashTask, VerifyTask } from '../../workers/crypto-worker.js';
+import type { SignTask } from '../../workers/sign-protocol.js';
 import { SignBatcher } from './sign-batcher.js';
 import { PoolCapacity, RetrySpread } from './retry-spread.js';
 

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { SignBatcher, type RunBatch } from '../../src/crypto/sign-batcher.js';
 import { ServiceError } from '../../src/errors/catalog.js';
-import type { SignTask } from '../../workers/crypto-worker.js';
+import { NEED_KEY, type SignTask } from '../../workers/sign-protocol.js';
 
 /** A fake thread pool whose batches finish only when the test says so. */
 function controllablePool(options: { knownKids?: Set<string> } = {}) {
@@ -15,7 +15,7 @@ function controllablePool(options: { knownKids?: Set<string> } = {}) {
         finish: () =>
           resolve(
             batch.map((t) => {
-              if (known && !known.has(t.kid) && !t.privateKeyPem) return ''; // NEED_KEY
+              if (known && !known.has(t.kid) && !t.privateKeyPem) return NEED_KEY;
               if (t.privateKeyPem) known?.add(t.kid);
               return `signed:${t.kid}:${t.payload}`;
             }),
