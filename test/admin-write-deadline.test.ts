@@ -150,7 +150,20 @@ describe('admin writes past the store deadline', () => {
     } finally {
       proxy.forward();
     }
-    await waitFor('/readyz 200 again', async () => (await fetch(`${service.adminUrl}/readyz`)).status === 200, 20_000, 200);
+    // The last /readyz answer goes into the failure message: which check stayed down.
+    let lastReady = '';
+    await waitFor(
+      '/readyz 200 again',
+      async () => {
+        const response = await fetch(`${service.adminUrl}/readyz`);
+        lastReady = `${response.status} ${await response.text()}`;
+        return response.status === 200;
+      },
+      20_000,
+      200,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; last answer: ${lastReady}`);
+    });
     // The black-holed transactions never reached COMMIT: the key set is what it was.
     const after = (await admin.listKeys()).keys.map((k) => `${k.kid}:${k.state === 'retired'}`).sort();
     expect(after).toEqual(before);

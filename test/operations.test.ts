@@ -55,7 +55,14 @@ describe('graceful shutdown', () => {
       const readyBefore = (await fetch(`${service.adminUrl}/readyz`)).status;
       signalled = Date.now();
       service.process.kill('SIGTERM');
-      const readyAfter = await fetch(`${service.adminUrl}/readyz`).then((r) => r.status, () => 'closed');
+      // The signal is handled on the service's next event-loop turn: a /readyz already on its way may still
+      // say 200. Not-ready must follow promptly, though (or the listener is already gone).
+      const notReadyBy = Date.now() + 2000;
+      let readyAfter: number | string = 200;
+      while (readyAfter === 200 && Date.now() < notReadyBy) {
+        readyAfter = await fetch(`${service.adminUrl}/readyz`).then((r) => r.status, () => 'closed');
+        if (readyAfter === 200) await sleep(20);
+      }
       const exit = await service.stop('SIGTERM');
       const exitedAfterMs = Date.now() - signalled;
       await load;
