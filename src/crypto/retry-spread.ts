@@ -8,7 +8,7 @@
 export interface RetrySpreadOptions {
   /** Longest Retry-After given (clients give up beyond their own limit; the agent client's default is 60). */
   maxSeconds: number;
-  /** argon2 verifications per second the pool completes. */
+  /** argon2 verifications per second the pool can do (PoolCapacity). */
   rate: () => number;
   /**
    * Returns booked per second, relative to the rate. Slightly over 1: clients add jitter on top of
