@@ -3,6 +3,7 @@
 import cluster from 'node:cluster';
 import { loadConfig, ConfigError, type Config } from './config/config.js';
 import { createLogger, type Logger } from './log/logger.js';
+import { tolerateDroppedSocketErrors } from './log/dropped-socket-errors.js';
 import { assertNativeUws } from './http/server.js';
 import { startApp } from './app/index.js';
 import { READY_MESSAGE } from './cluster/messages.js';
@@ -22,6 +23,7 @@ function readConfig(): Config {
 }
 
 async function runServer(config: Config, logger: Logger): Promise<void> {
+  tolerateDroppedSocketErrors(logger);
   const inCluster = cluster.isWorker;
   const app = await startApp({ config, logger, metricsText: inCluster ? (m) => clusterMetricsText(m.registry) : undefined });
   const publicHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;

@@ -155,14 +155,19 @@ describe('admin writes past the store deadline', () => {
     await waitFor(
       '/readyz 200 again',
       async () => {
-        const response = await fetch(`${service.adminUrl}/readyz`);
-        lastReady = `${response.status} ${await response.text()}`;
-        return response.status === 200;
+        try {
+          const response = await fetch(`${service.adminUrl}/readyz`, { signal: AbortSignal.timeout(5000) });
+          lastReady = `${response.status} ${await response.text()}`;
+          return response.status === 200;
+        } catch (error) {
+          lastReady = `no answer: ${(error as Error).message} ${String((error as { cause?: unknown }).cause ?? '')}`;
+          return false;
+        }
       },
       20_000,
       200,
     ).catch((error: Error) => {
-      throw new Error(`${error.message}; last answer: ${lastReady}`);
+      throw new Error(`${error.message}; last answer: ${lastReady}\nservice output:\n${service.output().slice(-3000)}`);
     });
     // The black-holed transactions never reached COMMIT: the key set is what it was.
     const after = (await admin.listKeys()).keys.map((k) => `${k.kid}:${k.state === 'retired'}`).sort();

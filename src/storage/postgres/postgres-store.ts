@@ -122,8 +122,11 @@ export class PostgresStore implements Store {
    * Runs `fn` in a transaction bounded by the store deadline, on the server and here:
    * - the server cancels any statement or lock wait past the deadline (SET LOCAL statement_timeout and
    *   lock_timeout) and ends a session left idle inside the transaction (a client that vanished);
-   * - here, at the deadline the running query is cancelled (the driver sends a CancelRequest) and the
-   *   transaction can no longer reach COMMIT: whatever happens later, it rolls back.
+   * - here, at the deadline the transaction can no longer send a query nor reach COMMIT: whatever happens
+   *   later, it rolls back. No CancelRequest is sent: it needs a new connection, the very thing that fails
+   *   when the store is unreachable, and postgres.js drops the promise of a failed cancel (an unhandled
+   *   rejection that ended the process when a black-holed connection was reset); the server's own
+   *   statement and lock timeouts, equal to the deadline, end the statement instead.
    * So a failure is "not applied", except when COMMIT was already sent and did not answer within a short
    * grace: then the outcome is unknown and the error is WriteDeadlineError.
    */
@@ -132,16 +135,18 @@ export class PostgresStore implements Store {
     const graceMs = Math.min(1000, Math.ceil(timeoutMs / 2));
     let expired = false;
     let committing = false;
-    let current: PendingQuery<any> | undefined;
     const work = this.sql.begin(async (tx) => {
       if (expired) throw new Abandoned();
       await tx`
         SELECT set_config('statement_timeout', ${String(timeoutMs)}, true),
                set_config('lock_timeout', ${String(timeoutMs)}, true),
                set_config('idle_in_transaction_session_timeout', ${String(timeoutMs + graceMs)}, true)`;
-      // Every query of `fn` goes through this proxy, so the one running at the deadline can be cancelled.
+      // Every query of `fn` goes through this proxy: none starts after the deadline.
       const tracked = new Proxy(tx, {
-        apply: (target, self, args) => (current = Reflect.apply(target, self, args) as PendingQuery<any>),
+        apply: (target, self, args) => {
+          if (expired) throw new Abandoned();
+          return Reflect.apply(target, self, args) as PendingQuery<any>;
+        },
       });
       const result = await fn(tracked);
       if (expired) throw new Abandoned(); // too late: the caller was told "not applied"
@@ -161,7 +166,6 @@ export class PostgresStore implements Store {
       const timer = setTimeout(() => {
         expired = true;
         if (!committing) {
-          current?.cancel();
           reject(new StoreUnavailableError('postgres', new Error(`write not done within ${timeoutMs} ms; rolled back`)));
           return;
         }
