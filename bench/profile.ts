@@ -12,8 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
-import postgres from 'postgres';
 import { startBenchService } from './lib/service.js';
+import { cpuSeconds, databaseBackendPids, threadCpuSeconds } from './lib/cpu.js';
 import { hashSync } from '@node-rs/argon2';
 import { Workload, ColdPool, BULK_SECRET, post, TOKEN_PATH } from './lib/workload.js';
 import { BulkAgents } from './lib/bulk.js';
@@ -34,27 +34,6 @@ const { values } = parseArgs({
 const seconds = Number(values.seconds);
 const env = Object.fromEntries((values.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
 
-const TICK = 100; // clock ticks per second (USER_HZ)
-function ticks(statPath: string): number {
-  try {
-    const fields = readFileSync(statPath, 'utf8').replace(/^.*\) /, '').split(' ');
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return 0;
-  }
-}
-const threadTicks = (pid: number) => {
-  const out = new Map<number, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) out.set(Number(tid), ticks(`/proc/${pid}/task/${tid}/stat`));
-  return out;
-};
-const threadName = (pid: number, tid: number) => {
-  try {
-    return readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
-  } catch {
-    return '?';
-  }
-};
 const pidsOf = (name: string) => {
   try {
     return execFileSync('pgrep', ['-x', name], { encoding: 'utf8' }).trim().split('\n').map(Number).filter(Boolean);
@@ -91,34 +70,29 @@ async function main(): Promise<void> {
     }
     await load({ url: service.publicUrl, connections: Number(values.connections), duration: 2, requests, onStart: cold?.onStart });
 
-    const sql = postgres(service.databaseUrl!, { max: 1, onnotice: () => {} });
-    const backends = (await sql`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).map((r) => r.pid as number);
-    await sql.end();
+    const backends = await databaseBackendPids(service.databaseUrl!);
     const redis = pidsOf('redis-server');
-    const before = { service: threadTicks(service.pid), redis: redis.map((p) => ticks(`/proc/${p}/stat`)), pg: backends.map((p) => ticks(`/proc/${p}/stat`)), self: process.cpuUsage() };
+    const sum = (pids: number[]) => pids.reduce((total, pid) => total + cpuSeconds(pid), 0);
+    const before = { service: threadCpuSeconds(service.pid), redis: sum(redis), pg: sum(backends), self: process.cpuUsage() };
     const result = await load({ url: service.publicUrl, connections: Number(values.connections), duration: seconds, requests, onStart: cold?.onStart });
     if (cold?.exhausted) console.log('the pool of cold agents ran out: figures cover fewer seconds');
-    const after = { service: threadTicks(service.pid), redis: redis.map((p) => ticks(`/proc/${p}/stat`)), pg: backends.map((p) => ticks(`/proc/${p}/stat`)), self: process.cpuUsage(before.self) };
+    const after = { service: threadCpuSeconds(service.pid), redis: sum(redis), pg: sum(backends), self: process.cpuUsage(before.self) };
 
     const n = Math.max(1, result.ok2xx);
-    const ms = (t: number) => ((t / TICK) * 1000) / n;
-    const rows: [string, number][] = [];
+    const ms = (seconds: number) => (seconds * 1000) / n;
+    let main = 0;
     let others = 0;
     for (const [tid, t] of after.service) {
       const d = t - (before.service.get(tid) ?? 0);
-      if (tid === service.pid) rows.push(['service main thread', ms(d)]);
-      else others += d;
+      if (tid === service.pid) main += d;
+      else others += d; // signing thread, argon2 threads, libuv's pool (RSA): all named "node"
     }
-    const byName = new Map<string, number>();
-    for (const [tid, t] of after.service) {
-      if (tid === service.pid) continue;
-      const name = threadName(service.pid, tid);
-      byName.set(name, (byName.get(name) ?? 0) + t - (before.service.get(tid) ?? 0));
-    }
-    rows.push(['service other threads', ms(others)]);
-    for (const [name, t] of byName) rows.push([`  thread "${name}"`, ms(t)]);
-    rows.push(['redis-server', ms(after.redis.reduce((s, t, i) => s + t - before.redis[i], 0))]);
-    rows.push(['postgres backends (its database)', ms(after.pg.reduce((s, t, i) => s + t - before.pg[i], 0))]);
+    const rows: [string, number][] = [
+      ['service main thread', ms(main)],
+      ['service other threads', ms(others)],
+      ['redis-server', ms(after.redis - before.redis)],
+      ['postgres backends (its database)', ms(after.pg - before.pg)],
+    ];
     rows.push(['load generator (this process)', ((after.self.user + after.self.system) / 1000) / n]);
     console.log(`${values.cold ? 'cold' : 'warm'} tokens: ${Math.round(result.rps)} req/s over ${seconds}s, ${values.connections} connections, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}; load average ${os.loadavg()[0].toFixed(2)}`);
     console.log('CPU ms per token:');

@@ -2,9 +2,9 @@
 // default), alternating off, on, off, on … so that both see the same machine, each on a fresh service
 // and database with the same seed. With Postgres, also the trail's size on disk per event (heap, TOAST
 // and indexes of every partition, divided by the rows), measured on the last audit-on service.
-import { readFileSync } from 'node:fs';
 import postgres from 'postgres';
 import { childPids } from './rss.js';
+import { cpuSeconds, databaseBackendPids } from './cpu.js';
 import { startBenchService, type BenchService } from './service.js';
 import { Admin, tokenBody } from './seed.js';
 import { measure } from './load.js';
@@ -25,16 +25,6 @@ export interface AuditBenchOptions {
 const TOKEN_PATH = '/api/v1/auth/token';
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
-/** utime + stime of a process, in seconds (clock ticks of 10 ms on Linux). */
-function cpuSeconds(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return 0;
-  }
-}
-
 /**
  * CPU spent by the service's processes and by the Postgres backends serving its database. On a shared,
  * busy machine throughput swings with the neighbours' load, but CPU time per token does not: it is the
@@ -42,15 +32,7 @@ function cpuSeconds(pid: number): number {
  */
 async function cpuMeter(service: BenchService) {
   const servicePids = [service.pid, ...childPids(service.pid)];
-  let backendPids: number[] = [];
-  if (service.databaseUrl) {
-    const sql = postgres(service.databaseUrl, { max: 1, onnotice: () => {} });
-    try {
-      backendPids = (await sql`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).map((r) => r.pid as number);
-    } finally {
-      await sql.end();
-    }
-  }
+  const backendPids = service.databaseUrl ? await databaseBackendPids(service.databaseUrl) : [];
   const read = () => ({
     service: servicePids.reduce((s, pid) => s + cpuSeconds(pid), 0),
     postgres: backendPids.reduce((s, pid) => s + cpuSeconds(pid), 0),
