@@ -73,10 +73,10 @@ async function main(): Promise<void> {
     const backends = await databaseBackendPids(service.databaseUrl!);
     const redis = pidsOf('redis-server');
     const sum = (pids: number[]) => pids.reduce((total, pid) => total + cpuSeconds(pid), 0);
-    const before = { service: threadCpuSeconds(service.pid), redis: sum(redis), pg: sum(backends), self: process.cpuUsage() };
+    const before = { process: cpuSeconds(service.pid), service: threadCpuSeconds(service.pid), redis: sum(redis), pg: sum(backends), self: process.cpuUsage() };
     const result = await load({ url: service.publicUrl, connections: Number(values.connections), duration: seconds, requests, onStart: cold?.onStart });
     if (cold?.exhausted) console.log('the pool of cold agents ran out: figures cover fewer seconds');
-    const after = { service: threadCpuSeconds(service.pid), redis: sum(redis), pg: sum(backends), self: process.cpuUsage(before.self) };
+    const after = { process: cpuSeconds(service.pid), service: threadCpuSeconds(service.pid), redis: sum(redis), pg: sum(backends), self: process.cpuUsage(before.self) };
 
     const n = Math.max(1, result.ok2xx);
     const ms = (seconds: number) => (seconds * 1000) / n;
@@ -90,6 +90,8 @@ async function main(): Promise<void> {
     const rows: [string, number][] = [
       ['service main thread', ms(main)],
       ['service other threads', ms(others)],
+      // The whole process, exited threads included (a pool that retires idle threads loses their ticks above).
+      ['service process (all threads)', ms(after.process - before.process)],
       ['redis-server', ms(after.redis - before.redis)],
       ['postgres backends (its database)', ms(after.pg - before.pg)],
     ];

@@ -5,10 +5,11 @@ import { Piscina } from 'piscina';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Metrics } from '../metrics/metrics.js';
-import { unavailable } from '../errors/catalog.js';
+import { unavailable, type ServiceError } from '../errors/catalog.js';
 import type { HashTask, VerifyTask } from '../../workers/crypto-worker.js';
 import type { SignTask } from '../../workers/sign-protocol.js';
 import { SignBatcher } from './sign-batcher.js';
+import { WaitingLine } from './waiting-line.js';
 import { PoolCapacity, RetrySpread } from './retry-spread.js';
 
 const WORKER_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../workers/crypto-worker.js');
@@ -24,31 +25,44 @@ export interface PoolOptions {
 
 type PoolName = 'argon2' | 'sign';
 
+interface Argon2Call {
+  name: 'verifySecret' | 'hashSecret';
+  task: VerifyTask | HashTask;
+}
+
 export class CryptoPools {
   private readonly pools: Record<PoolName, Piscina>;
   /** A task that did not finish in this long is treated as a hung worker: aborting it replaces the thread. */
   private readonly taskTimeoutMs: Record<PoolName, number>;
   private readonly signBatcher: SignBatcher;
+  /** argon2 work waits here, not in Piscina: a client hanging up must not stop a running task (waiting-line.ts). */
+  private readonly argon2Line: WaitingLine<Argon2Call, unknown>;
   /** The Retry-After of argon2 work shed, booked at the pool's capacity (retry-spread.ts). */
   private readonly argon2Retry: RetrySpread;
+  private closing = false;
 
   constructor(options: PoolOptions, private readonly metrics: Metrics) {
     this.taskTimeoutMs = { argon2: options.argon2TaskTimeoutMs, sign: options.signTaskTimeoutMs };
-    const make = (threads: number, maxQueue: number) =>
-      new Piscina({
+    // Tasks never queue inside Piscina (one per thread at most): the waiting lines are ours.
+    const make = (pool: PoolName, threads: number) => {
+      const piscina = new Piscina({
         filename: WORKER_FILE,
         minThreads: threads,
         maxThreads: threads,
-        maxQueue,
         idleTimeout: 60_000,
         // One task at a time per thread: argon2 runs synchronously, and a sign task is a whole batch.
         concurrentTasksPerWorker: 1,
       });
-    this.pools = {
-      argon2: make(options.argon2Threads, options.argon2MaxQueue),
-      sign: make(options.signThreads, options.signMaxQueue),
+      // Piscina stops a thread only when its task crashed or overran its deadline (min = max threads).
+      piscina.on('workerDestroy', () => {
+        if (!this.closing) metrics.workerThreadReplaced(pool);
+      });
+      return piscina;
     };
-    // Batches are never queued inside Piscina (one per thread at most): the sign queue is the batcher's.
+    this.pools = {
+      argon2: make('argon2', options.argon2Threads),
+      sign: make('sign', options.signThreads),
+    };
     this.signBatcher = new SignBatcher((batch) => this.run<string[]>('sign', 'signTokens', batch), options.signThreads, options.signMaxQueue);
     // Before any task ran, assume ~25 ms per verification per thread.
     const argon2 = this.pools.argon2;
@@ -59,15 +73,21 @@ export class CryptoPools {
       return ms >= 1 ? ms : NaN;
     }, 40);
     this.argon2Retry = new RetrySpread({ maxSeconds: 30, overbook: 1.2, rate: () => capacity.perSecond() });
-    metrics.registerQueueDepth(() => ({ argon2: this.pools.argon2.queueSize, sign: this.signBatcher.queued }));
+    this.argon2Line = new WaitingLine(
+      async ([call]) => [await this.run('argon2', call.name, call.task)],
+      options.argon2Threads,
+      options.argon2MaxQueue,
+      () => this.shed('argon2'),
+    );
+    metrics.registerQueueDepth(() => ({ argon2: this.argon2Line.queued, sign: this.signBatcher.queued }));
   }
 
-  verifySecret(task: VerifyTask, signal?: AbortSignal): Promise<number> {
-    return this.run<number>('argon2', 'verifySecret', task, signal);
+  async verifySecret(task: VerifyTask, signal?: AbortSignal): Promise<number> {
+    return (await this.argon2Line.run({ name: 'verifySecret', task }, signal)) as number;
   }
 
-  hashSecret(secret: string, salt: Uint8Array): Promise<string> {
-    return this.run<string>('argon2', 'hashSecret', { secret, salt } satisfies HashTask);
+  async hashSecret(secret: string, salt: Uint8Array): Promise<string> {
+    return (await this.argon2Line.run({ name: 'hashSecret', task: { secret, salt } satisfies HashTask })) as string;
   }
 
   /** Signs with the key `kid`; its PEM crosses to a thread only the first time that thread needs it. */
@@ -87,6 +107,7 @@ export class CryptoPools {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     await Promise.all([this.pools.argon2.close(), this.pools.sign.close()]);
   }
 
@@ -95,29 +116,26 @@ export class CryptoPools {
    * trip on a check that would be shed anyway (a restarting fleet is refused many times over).
    */
   refuseIfArgon2Full(): void {
-    this.shedIfFull('argon2');
+    if (this.argon2Line.isFull) throw this.shed('argon2');
   }
 
-  private shedIfFull(pool: PoolName): void {
-    const piscina = this.pools[pool];
-    if (piscina.options.maxQueue !== undefined && piscina.queueSize >= (piscina.options.maxQueue as number)) {
-      this.metrics.workerTaskRejected(pool);
-      throw unavailable(pool === 'argon2' ? this.argon2Retry.next() : 1, 'The service is busy; retry shortly.');
-    }
+  /** The 503 of a full waiting line: argon2 callers are booked into the coming seconds at the pool's rate. */
+  private shed(pool: PoolName): ServiceError {
+    this.metrics.workerTaskRejected(pool);
+    return unavailable(pool === 'argon2' ? this.argon2Retry.next() : 1, 'The service is busy; retry shortly.');
   }
 
-  private async run<T>(pool: PoolName, name: string, task: unknown, signal?: AbortSignal): Promise<T> {
+  /**
+   * One task on a free thread (the waiting lines dispatch only then). The deadline counts from here, so it
+   * bounds the task's run, not its wait; it is the only signal Piscina sees: overrunning it stops the thread.
+   */
+  private async run<T>(pool: PoolName, name: string, task: unknown): Promise<T> {
     const piscina = this.pools[pool];
-    // Shed load before queueing: a full queue answers 503 at once instead of waiting.
-    this.shedIfFull(pool);
-    const timeout = AbortSignal.timeout(this.taskTimeoutMs[pool]);
-    const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
     const started = performance.now();
     try {
-      return (await piscina.run(task, { name, signal: combined })) as T;
-    } catch (error) {
-      if (signal?.aborted) throw error; // the client went away; nobody reads the answer
-      // Queue full, worker crashed or hung (Piscina replaces the thread): the request gets a 503.
+      return (await piscina.run(task, { name, signal: AbortSignal.timeout(this.taskTimeoutMs[pool]) })) as T;
+    } catch {
+      // Worker crashed or hung (Piscina replaces the thread): the request gets a 503.
       this.metrics.workerTaskRejected(pool);
       throw unavailable(1, 'The service is busy; retry shortly.');
     } finally {

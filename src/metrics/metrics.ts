@@ -12,6 +12,7 @@ export class Metrics {
   private readonly tokens: client.Counter<'outcome'>;
   private readonly workerTask: client.Histogram<'pool'>;
   private readonly workerRejected: client.Counter<'pool'>;
+  private readonly workerReplaced: client.Counter<'pool'>;
   private readonly cacheRequests: client.Counter<'cache' | 'result'>;
   private readonly rateLimitRefusals: client.Counter<'limiter'>;
   private readonly credentialChecks: client.Counter;
@@ -69,7 +70,7 @@ export class Metrics {
     });
     this.workerTask = new client.Histogram({
       name: 'ace_worker_task_duration_seconds',
-      help: 'Crypto task time including queueing, per pool.',
+      help: 'Crypto task time on a thread (dispatch to answer; the wait in line is not included), per pool.',
       labelNames: ['pool'],
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2.5],
       registers,
@@ -77,6 +78,12 @@ export class Metrics {
     this.workerRejected = new client.Counter({
       name: 'ace_worker_tasks_rejected_total',
       help: 'Crypto tasks refused (queue full) or failed (worker crashed or hung), per pool.',
+      labelNames: ['pool'],
+      registers,
+    });
+    this.workerReplaced = new client.Counter({
+      name: 'ace_worker_threads_replaced_total',
+      help: 'Crypto worker threads stopped and replaced because a task crashed or overran its deadline, per pool.',
       labelNames: ['pool'],
       registers,
     });
@@ -165,7 +172,10 @@ export class Metrics {
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
     for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
     for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
-    for (const pool of ['argon2', 'sign']) this.workerRejected.inc({ pool }, 0);
+    for (const pool of ['argon2', 'sign']) {
+      this.workerRejected.inc({ pool }, 0);
+      this.workerReplaced.inc({ pool }, 0);
+    }
   }
 
   // Label sets are few and fixed: keep their bound children instead of hashing labels per request.
@@ -196,6 +206,10 @@ export class Metrics {
 
   workerTaskRejected(pool: string): void {
     this.workerRejected.inc({ pool });
+  }
+
+  workerThreadReplaced(pool: string): void {
+    this.workerReplaced.inc({ pool });
   }
 
   cache(cache: CacheName, hit: boolean): void {

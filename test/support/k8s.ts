@@ -389,6 +389,7 @@ export const SERVICE_METRICS: Record<string, { type: 'counter' | 'gauge' | 'hist
   ace_worker_queue_depth: { type: 'gauge', labels: ['pool'] },
   ace_worker_task_duration_seconds: { type: 'histogram', labels: ['pool'] },
   ace_worker_tasks_rejected_total: { type: 'counter', labels: ['pool'] },
+  ace_worker_threads_replaced_total: { type: 'counter', labels: ['pool'] },
   ace_cache_requests_total: { type: 'counter', labels: ['cache', 'result'] },
   ace_rate_limit_refusals_total: { type: 'counter', labels: ['limiter'] },
   ace_credential_checks_total: { type: 'counter', labels: [] },

@@ -98,9 +98,11 @@ describe('SignBatcher', () => {
     const batcher = new SignBatcher(pool.run, 1, 100);
     void batcher.sign('k', 'pem', 'busy');
     const gone = new AbortController();
-    void batcher.sign('k', 'pem', 'gone', gone.signal);
+    const left = batcher.sign('k', 'pem', 'gone', gone.signal);
     const kept = batcher.sign('k', 'pem', 'kept');
     gone.abort();
+    await expect(left).rejects.toThrow(); // at once, not when a thread frees
+    expect(batcher.queued).toBe(1);
     pool.calls[0].finish();
     await flush();
     expect(pool.calls[1].batch.map((t) => t.payload)).toEqual(['kept']);

@@ -1,0 +1,102 @@
+// A bounded waiting line in front of a thread pool. At most `slots` dispatches are in flight (one per
+// thread); the rest wait here in arrival order and leave in batches of up to `maxBatch`.
+//
+// Why not Piscina's own queue: Piscina stops the whole thread when the AbortSignal of a *running* task
+// fires. Handing it the client's signal meant every client that hung up during its argon2 check killed an
+// argon2 thread (and its ~20 ms of work) and made the pool start a new one: a cheap way to burn the
+// service's CPU, and what a fleet's timeouts did under load. Here the client's signal only takes a caller
+// out of the line while it waits (its promise rejects at once, so the caller's slots are freed); once
+// dispatched, a task runs to its end and its answer is dropped.
+export type RunBatch<T, R> = (batch: T[]) => Promise<R[]>;
+
+interface Waiting<T, R> {
+  item: T;
+  signal?: AbortSignal;
+  onAbort?: () => void;
+  /** Left the line (client gone); skipped at dispatch. */
+  gone: boolean;
+  resolve: (result: R) => void;
+  reject: (error: unknown) => void;
+}
+
+export class WaitingLine<T, R> {
+  private waiting: Waiting<T, R>[] = [];
+  /** Callers in `waiting` that have not left it. */
+  private live = 0;
+  private inFlight = 0;
+
+  constructor(
+    private readonly runBatch: RunBatch<T, R>,
+    private readonly slots: number,
+    private readonly maxWaiting: number,
+    /** The error a caller gets when every slot is busy and `maxWaiting` callers already wait. */
+    private readonly full: () => unknown,
+    private readonly maxBatch = 1,
+  ) {}
+
+  /** Callers waiting for a slot. */
+  get queued(): number {
+    return this.live;
+  }
+
+  /** True when a caller arriving now would be refused. */
+  get isFull(): boolean {
+    return this.inFlight >= this.slots && this.live >= this.maxWaiting;
+  }
+
+  run(item: T, signal?: AbortSignal): Promise<R> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.isFull) return Promise.reject(this.full());
+    return new Promise<R>((resolve, reject) => {
+      const entry: Waiting<T, R> = { item, signal, gone: false, resolve, reject };
+      if (signal) {
+        entry.onAbort = () => {
+          if (entry.gone) return;
+          entry.gone = true;
+          this.live--;
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', entry.onAbort, { once: true });
+      }
+      // Callers that left stay in the array until dispatch passes them; bound that while threads are stuck.
+      if (this.waiting.length > 2 * this.live + 64) this.waiting = this.waiting.filter((w) => !w.gone);
+      this.waiting.push(entry);
+      this.live++;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.inFlight < this.slots && this.live > 0) {
+      // Share what waits evenly among the free slots, so every thread works on a burst.
+      const size = Math.min(this.maxBatch, Math.ceil(this.live / (this.slots - this.inFlight)));
+      const batch: Waiting<T, R>[] = [];
+      let taken = 0;
+      while (batch.length < size && taken < this.waiting.length) {
+        const entry = this.waiting[taken++];
+        if (entry.gone) continue;
+        entry.gone = true; // dispatched: no longer in the line, and its signal no longer applies
+        if (entry.onAbort) entry.signal!.removeEventListener('abort', entry.onAbort);
+        batch.push(entry);
+      }
+      this.waiting = taken === this.waiting.length ? [] : this.waiting.slice(taken);
+      this.live -= batch.length;
+      this.inFlight++;
+      void this.dispatch(batch).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+    // Entries that left while waiting are dropped once nobody live is behind them.
+    if (this.live === 0) this.waiting = [];
+  }
+
+  private async dispatch(batch: Waiting<T, R>[]): Promise<void> {
+    try {
+      const results = await this.runBatch(batch.map((entry) => entry.item));
+      batch.forEach((entry, i) => entry.resolve(results[i]));
+    } catch (error) {
+      for (const entry of batch) entry.reject(error);
+    }
+  }
+}

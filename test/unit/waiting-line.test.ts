@@ -1,0 +1,101 @@
+// The waiting line in front of a thread pool: a caller whose client left gets out of the line at once and
+// costs no thread; once dispatched, its task is never interrupted (Piscina would stop the thread).
+import { describe, expect, it } from 'vitest';
+import { WaitingLine } from '../../src/crypto/waiting-line.js';
+
+/** A fake pool: each dispatch waits until the test finishes it; it records what it was given. */
+function pool() {
+  const calls: { batch: string[]; finish: () => void }[] = [];
+  const run = (batch: string[]) =>
+    new Promise<string[]>((resolve) => calls.push({ batch, finish: () => resolve(batch.map((x) => `done:${x}`)) }));
+  return { run, calls };
+}
+
+const full = () => new Error('full');
+const flush = () => new Promise((r) => setImmediate(r));
+
+describe('WaitingLine', () => {
+  it('dispatches at once while a slot is free, then queues in arrival order', async () => {
+    const p = pool();
+    const line = new WaitingLine(p.run, 2, 10, full);
+    const answers = ['a', 'b', 'c'].map((x) => line.run(x));
+    expect(p.calls.map((c) => c.batch)).toEqual([['a'], ['b']]);
+    expect(line.queued).toBe(1);
+    p.calls[1].finish();
+    await flush();
+    expect(p.calls[2].batch).toEqual(['c']);
+    p.calls[0].finish();
+    p.calls[2].finish();
+    expect(await Promise.all(answers)).toEqual(['done:a', 'done:b', 'done:c']);
+  });
+
+  it('a waiting caller whose client left is rejected at once, frees its place and never reaches a thread', async () => {
+    const p = pool();
+    const line = new WaitingLine(p.run, 1, 1, full);
+    void line.run('running');
+    const client = new AbortController();
+    const left = line.run('left', client.signal);
+    expect(line.isFull).toBe(true);
+    client.abort(new Error('client gone'));
+    await expect(left).rejects.toThrow('client gone');
+    expect(line.queued).toBe(0);
+    expect(line.isFull).toBe(false);
+    const next = line.run('next');
+    p.calls[0].finish();
+    await flush();
+    expect(p.calls.map((c) => c.batch)).toEqual([['running'], ['next']]);
+    p.calls[1].finish();
+    expect(await next).toBe('done:next');
+  });
+
+  it('a dispatched task runs to its end when its client leaves (its answer still settles)', async () => {
+    const p = pool();
+    const line = new WaitingLine(p.run, 1, 1, full);
+    const client = new AbortController();
+    const answer = line.run('x', client.signal);
+    client.abort();
+    p.calls[0].finish();
+    expect(await answer).toBe('done:x');
+  });
+
+  it('refuses when every slot is busy and the line is full, even with a line of 0', async () => {
+    const p = pool();
+    const line = new WaitingLine(p.run, 1, 0, full);
+    const first = line.run('a');
+    await expect(line.run('b')).rejects.toThrow('full');
+    p.calls[0].finish();
+    await first;
+    await flush();
+    const third = line.run('c');
+    p.calls[1].finish();
+    expect(await third).toBe('done:c');
+  });
+
+  it('takes batches of up to maxBatch, shared among the free slots', async () => {
+    const p = pool();
+    const line = new WaitingLine(p.run, 1, 100, full, 3);
+    const all = ['0', '1', '2', '3', '4', '5'].map((x) => line.run(x));
+    p.calls[0].finish();
+    await flush();
+    expect(p.calls[1].batch).toEqual(['1', '2', '3']);
+    p.calls[1].finish();
+    await flush();
+    expect(p.calls[2].batch).toEqual(['4', '5']);
+    p.calls[2].finish();
+    await Promise.all(all);
+  });
+
+  it('callers that left do not pile up while the threads are stuck', async () => {
+    const p = pool();
+    const line = new WaitingLine(p.run, 1, 10, full);
+    void line.run('stuck');
+    for (let i = 0; i < 10_000; i++) {
+      const client = new AbortController();
+      const left = line.run(`left${i}`, client.signal);
+      client.abort();
+      await left.catch(() => undefined);
+    }
+    expect(line.queued).toBe(0);
+    expect((line as unknown as { waiting: unknown[] }).waiting.length).toBeLessThan(100);
+  });
+});
