@@ -104,6 +104,8 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
     ...(useRedis ? { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: redisKeyPrefix! } : {}),
     // WORKERS, ARGON2_THREADS and SIGN_THREADS stay at the service's defaults; the bench reads how many
     // HTTP processes really started from the start-up log.
+    // For profiling any scenario's service (e.g. BENCH_SERVICE_NODE_OPTIONS=--perf-basic-prof, then perf).
+    ...(process.env.BENCH_SERVICE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVICE_NODE_OPTIONS } : {}),
     ...options.env,
   };
 

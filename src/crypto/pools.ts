@@ -95,14 +95,24 @@ export class CryptoPools {
     return this.signBatcher.sign(kid, privateKeyPem, payload, signal);
   }
 
-  /** True when a thread of each pool answers within `timeoutMs`. */
+  /**
+   * True when a thread of each pool answers within `timeoutMs`. The pings skip the waiting lines (a long
+   * line is load, not a fault) and carry no AbortSignal: one aborted just as a thread picked it up would
+   * stop that thread. A ping still waiting at the deadline stays queued and runs when a thread frees.
+   */
   async ping(timeoutMs = 1000): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    const answered = Promise.all([this.pools.argon2.run(null, { name: 'ping' }), this.pools.sign.run(null, { name: 'ping' })]).then(
+      () => true,
+      () => false,
+    );
     try {
-      const signal = AbortSignal.timeout(timeoutMs);
-      await Promise.all([this.pools.argon2.run(null, { name: 'ping', signal }), this.pools.sign.run(null, { name: 'ping', signal })]);
-      return true;
-    } catch {
-      return false;
+      return await Promise.race([answered, late]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
