@@ -99,7 +99,10 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
     // All the bench's load comes from one address (127.0.0.1); the per-address share of the argon2 queue
     // (ARGON2_MAX_PER_ADDRESS, default queue / 16 = 4) would turn cold requests into instant 429s. The
     // fleet scenario keeps the default and gives each agent its own address instead (X-Forwarded-For).
-    ARGON2_MAX_PER_ADDRESS: '64',
+    // Room for twice the default 64 connections: when a run ends, checks already running for its closed
+    // connections finish on their threads (and hold the address's share) while the next run opens its own.
+    ARGON2_MAX_QUEUE: '128',
+    ARGON2_MAX_PER_ADDRESS: '128',
     ...(options.embedded ? {} : { DATABASE_URL: databaseUrl! }),
     ...(useRedis ? { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: redisKeyPrefix! } : {}),
     // WORKERS, ARGON2_THREADS and SIGN_THREADS stay at the service's defaults; the bench reads how many

@@ -94,9 +94,9 @@ async function runFleet(ctx: BenchContext, defer: (fn: () => Promise<void> | voi
   const service = await startBenchService({
     embedded: false,
     uvThreads: opts.uvThreads,
-    // The defaults (ARGON2_MAX_PER_ADDRESS 4 = ARGON2_MAX_QUEUE 64 / 16), not the bench's lifted limits;
-    // one trusted proxy hop carries each agent's address.
-    env: { RATE_LIMIT_TOKEN_POINTS: '120', RATE_LIMIT_AUTH_FAIL_POINTS: '20', ARGON2_MAX_PER_ADDRESS: '4', TRUST_PROXY_HOPS: '1' },
+    // The defaults (ARGON2_MAX_QUEUE 64, ARGON2_MAX_PER_ADDRESS 4 = 64 / 16), not the bench's lifted
+    // limits; one trusted proxy hop carries each agent's address.
+    env: { RATE_LIMIT_TOKEN_POINTS: '120', RATE_LIMIT_AUTH_FAIL_POINTS: '20', ARGON2_MAX_QUEUE: '64', ARGON2_MAX_PER_ADDRESS: '4', TRUST_PROXY_HOPS: '1' },
   });
   defer(() => service.dispose());
   const work = new Workload(ctx, service);
