@@ -63,7 +63,8 @@ export class CryptoPools {
       argon2: make('argon2', options.argon2Threads),
       sign: make('sign', options.signThreads),
     };
-    this.signBatcher = new SignBatcher((batch) => this.run<string[]>('sign', 'signTokens', batch), options.signThreads, options.signMaxQueue);
+    const signBatch = (batch: SignTask[]) => this.run<string[]>('sign', 'signTokens', batch);
+    this.signBatcher = new SignBatcher(signBatch, options.signThreads, options.signMaxQueue, undefined, () => this.shed('sign'));
     // Before any task ran, assume ~25 ms per verification per thread.
     const argon2 = this.pools.argon2;
     const capacity = new PoolCapacity(options.argon2Threads, () => {
@@ -129,7 +130,10 @@ export class CryptoPools {
     if (this.argon2Line.isFull) throw this.shed('argon2');
   }
 
-  /** The 503 of a full waiting line: argon2 callers are booked into the coming seconds at the pool's rate. */
+  /**
+   * The 503 of a full waiting line, counted in ace_worker_tasks_rejected_total: argon2 callers are booked
+   * into the coming seconds at the pool's rate.
+   */
   private shed(pool: PoolName): ServiceError {
     this.metrics.workerTaskRejected(pool);
     return unavailable(pool === 'argon2' ? this.argon2Retry.next() : 1, 'The service is busy; retry shortly.');

@@ -21,8 +21,10 @@ export class SignBatcher {
     threads: number,
     maxPending: number,
     maxBatch = 32,
+    /** The refusal when `maxPending` wait already (the pools count it in their metrics). */
+    full: () => unknown = () => unavailable(1, 'The service is busy; retry shortly.'),
   ) {
-    this.line = new WaitingLine((batch) => this.dispatch(batch), threads, maxPending, () => unavailable(1, 'The service is busy; retry shortly.'), maxBatch);
+    this.line = new WaitingLine((batch) => this.dispatch(batch), threads, maxPending, full, maxBatch);
   }
 
   get queued(): number {

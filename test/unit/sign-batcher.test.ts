@@ -93,6 +93,15 @@ describe('SignBatcher', () => {
     expect((refused as ServiceError).headers?.['Retry-After']).toBeDefined();
   });
 
+  it('refuses with the error its owner gives (the pools count it in their metrics)', async () => {
+    const pool = controllablePool();
+    let refusals = 0;
+    const batcher = new SignBatcher(pool.run, 1, 0, 32, () => new Error(`refusal ${++refusals}`));
+    void batcher.sign('k', 'pem', 'in flight');
+    await expect(batcher.sign('k', 'pem', 'refused')).rejects.toThrow('refusal 1');
+    expect(refusals).toBe(1);
+  });
+
   it('drops requests whose client went away before dispatch', async () => {
     const pool = controllablePool();
     const batcher = new SignBatcher(pool.run, 1, 100);
