@@ -96,7 +96,7 @@ async function main(): Promise<void> {
       ['postgres backends (its database)', ms(after.pg - before.pg)],
     ];
     rows.push(['load generator (this process)', ((after.self.user + after.self.system) / 1000) / n]);
-    console.log(`${values.cold ? 'cold' : 'warm'} tokens: ${Math.round(result.rps)} req/s over ${seconds}s, ${values.connections} connections, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}; load average ${os.loadavg()[0].toFixed(2)}`);
+    console.log(`${values.cold ? 'cold' : 'warm'} tokens: ${Math.round(result.rps)} req/s over ${seconds}s, ${values.connections} connections, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx} ${JSON.stringify(result.statusCodes)}; load average ${os.loadavg()[0].toFixed(2)}`);
     console.log('CPU ms per token:');
     for (const [name, v] of rows) console.log(`  ${name.padEnd(36)} ${v.toFixed(3)}`);
   } finally {
