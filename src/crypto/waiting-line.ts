@@ -20,7 +20,9 @@ interface Waiting<T, R> {
 }
 
 export class WaitingLine<T, R> {
+  /** Arrival order; entries before `head` were dispatched or skipped (dropped at a cheap moment, not one by one). */
   private waiting: Waiting<T, R>[] = [];
+  private head = 0;
   /** Callers in `waiting` that have not left it. */
   private live = 0;
   private inFlight = 0;
@@ -59,7 +61,7 @@ export class WaitingLine<T, R> {
         signal.addEventListener('abort', entry.onAbort, { once: true });
       }
       // Callers that left stay in the array until dispatch passes them; bound that while threads are stuck.
-      if (this.waiting.length > 2 * this.live + 64) this.waiting = this.waiting.filter((w) => !w.gone);
+      if (this.waiting.length - this.head > 2 * this.live + 64) this.compact((w) => !w.gone);
       this.waiting.push(entry);
       this.live++;
       this.pump();
@@ -71,15 +73,13 @@ export class WaitingLine<T, R> {
       // Share what waits evenly among the free slots, so every thread works on a burst.
       const size = Math.min(this.maxBatch, Math.ceil(this.live / (this.slots - this.inFlight)));
       const batch: Waiting<T, R>[] = [];
-      let taken = 0;
-      while (batch.length < size && taken < this.waiting.length) {
-        const entry = this.waiting[taken++];
+      while (batch.length < size && this.head < this.waiting.length) {
+        const entry = this.waiting[this.head++];
         if (entry.gone) continue;
         entry.gone = true; // dispatched: no longer in the line, and its signal no longer applies
         if (entry.onAbort) entry.signal!.removeEventListener('abort', entry.onAbort);
         batch.push(entry);
       }
-      this.waiting = taken === this.waiting.length ? [] : this.waiting.slice(taken);
       this.live -= batch.length;
       this.inFlight++;
       void this.dispatch(batch).finally(() => {
@@ -87,8 +87,18 @@ export class WaitingLine<T, R> {
         this.pump();
       });
     }
-    // Entries that left while waiting are dropped once nobody live is behind them.
-    if (this.live === 0) this.waiting = [];
+    // Dispatched entries and those that left are dropped once nobody live is behind them, or once they
+    // are most of the array (no copy per dispatch).
+    if (this.live === 0) {
+      this.waiting = [];
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.waiting.length) this.compact(() => true);
+  }
+
+  /** Drops the dispatched entries, keeping those after `head` that pass `keep`. */
+  private compact(keep: (entry: Waiting<T, R>) => boolean): void {
+    this.waiting = this.waiting.slice(this.head).filter(keep);
+    this.head = 0;
   }
 
   private async dispatch(batch: Waiting<T, R>[]): Promise<void> {

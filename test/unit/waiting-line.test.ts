@@ -85,6 +85,30 @@ describe('WaitingLine', () => {
     await Promise.all(all);
   });
 
+  it('keeps arrival order through a long backlog, skipping callers that left, without keeping what it served', async () => {
+    const p = pool();
+    const line = new WaitingLine(p.run, 1, 10_000, full, 4);
+    const clients = Array.from({ length: 3000 }, () => new AbortController());
+    const answers = clients.map((c, i) => line.run(String(i), c.signal).catch(() => 'left'));
+    clients.forEach((c, i) => i % 3 === 1 && c.abort());
+    const served: string[] = [];
+    const held = () => (line as unknown as { waiting: unknown[] }).waiting.length;
+    let heldWhileBusy = Infinity;
+    while (p.calls.length > 0) {
+      const call = p.calls.shift()!;
+      served.push(...call.batch);
+      call.finish();
+      await flush();
+      if (line.queued > 0) heldWhileBusy = Math.min(heldWhileBusy, held());
+    }
+    // What was served is dropped in chunks while the backlog drains, and all of it at the end.
+    expect(heldWhileBusy).toBeLessThan(1500);
+    expect(held()).toBe(0);
+    const expected = clients.map((_, i) => String(i)).filter((_, i) => i % 3 !== 1);
+    expect(served).toEqual(expected);
+    expect((await Promise.all(answers)).filter((a) => a === 'left')).toHaveLength(1000);
+  });
+
   it('callers that left do not pile up while the threads are stuck', async () => {
     const p = pool();
     const line = new WaitingLine(p.run, 1, 10, full);
