@@ -90,7 +90,7 @@ async function main(): Promise<void> {
     const rows: [string, number][] = [
       ['service main thread', ms(main)],
       ['service other threads', ms(others)],
-      // The whole process, exited threads included (a pool that retires idle threads loses their ticks above).
+      // The whole process, exited threads included (a replaced or retired thread takes its ticks out of the rows above).
       ['service process (all threads)', ms(after.process - before.process)],
       ['redis-server', ms(after.redis - before.redis)],
       ['postgres backends (its database)', ms(after.pg - before.pg)],
