@@ -115,3 +115,45 @@ describe('overload of the argon2 pool', () => {
     expect(after.status).toBe(200);
   });
 });
+
+// The signing line: with no room to wait (SIGN_MAX_QUEUE=0) a burst of warm tokens fills the one signing
+// slot at once; the rest are refused like a full argon2 queue (503 + Retry-After, contract shape) and
+// counted in ace_worker_tasks_rejected_total{pool="sign"}, and the service signs again right after.
+describe('overload of the signing line', () => {
+  let service: ServiceHandle;
+  let admin: AdminClient;
+
+  beforeAll(async () => {
+    service = await startService({
+      mode: 'real',
+      env: { SIGN_MAX_QUEUE: '0', RATE_LIMIT_TOKEN_POINTS: '1000000' },
+    });
+    admin = new AdminClient(service);
+  });
+
+  afterAll(async () => {
+    await service?.dispose();
+  });
+
+  it('refuses what cannot wait with 503 + Retry-After, counts it, and signs again after the burst', async () => {
+    const { platform, agent } = await admin.seed(['orders:read']);
+    const url = `${service.publicUrl}/api/v1/auth/token`;
+    const body = { api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id };
+    expect((await postJson(url, body)).status).toBe(200); // warm from here on: no argon2 in the burst
+    const metrics = async () => (await fetch(`${service.adminUrl}/metrics`)).text();
+    const rejectedBefore = metricSum(await metrics(), 'ace_worker_tasks_rejected_total', { pool: 'sign' });
+
+    const answers = await Promise.all(Array.from({ length: 100 }, () => postJson(url, body)));
+    const refused = answers.filter((a) => a.status === 503);
+    expect(answers.every((a) => a.status === 200 || a.status === 503)).toBe(true);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(answers.some((a) => a.status === 200)).toBe(true);
+    for (const a of refused) {
+      expect(contractErrorProblem(503, a.headers.get('content-type') ?? undefined, a.text)).toBeNull();
+      expect(a.body.error_code).toBe('service_unavailable');
+      expect(a.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+    }
+    expect(metricSum(await metrics(), 'ace_worker_tasks_rejected_total', { pool: 'sign' })).toBe(rejectedBefore + refused.length);
+    expect((await postJson(url, body)).status).toBe(200);
+  });
+});
