@@ -55,10 +55,13 @@ describe('Retry-After of a shed argon2 burst', () => {
     expect(inOneSecond).toBeLessThan(shed.length / 2);
     expect(new Set(waits).size).toBeGreaterThanOrEqual(3);
     // Never beyond the agent client's default patience (60 s).
-    expect(Math.max(...waits)).toBeLessThanOrEqual(30);
+    expect(Math.max(...waits)).toBeLessThanOrEqual(60);
     // Booked at what the pool can verify, not at what it did in the last second: counting completions made
-    // the quiet logins above a rate of ~3 per second, which put most of the burst at 30 s (a 2,000-agent
-    // fleet took 42 s instead of 14 that way).
-    expect(waits.filter((w) => w === 30).length).toBeLessThan(shed.length / 2);
+    // the quiet logins above a rate of ~3 per second, which spread the burst over the whole minute (median
+    // ~50 s; a 2,000-agent fleet took 42 s instead of 14 that way). At the pool's rate (tens per second)
+    // the burst fits in a few seconds.
+    const median = [...waits].sort((a, b) => a - b)[Math.floor(waits.length / 2)];
+    expect(median).toBeLessThanOrEqual(20);
+    expect(waits.filter((w) => w === 60).length).toBeLessThan(shed.length / 2);
   });
 });

@@ -25,6 +25,13 @@ export interface PoolOptions {
 
 type PoolName = 'argon2' | 'sign';
 
+/**
+ * The longest argon2 Retry-After: the agent client's default patience (`maxRetryDelaySeconds` 60). A fleet
+ * whose checks take longer than this to work through gets one refusal per minute at most instead of one
+ * per 30 s, so the client's default 3 retries carry it through about 4 minutes of backlog.
+ */
+const ARGON2_RETRY_AFTER_MAX_SECONDS = 60;
+
 interface Argon2Call {
   name: 'verifySecret' | 'hashSecret';
   task: VerifyTask | HashTask;
@@ -68,12 +75,14 @@ export class CryptoPools {
     // Before any task ran, assume ~25 ms per verification per thread.
     const argon2 = this.pools.argon2;
     const capacity = new PoolCapacity(options.argon2Threads, () => {
-      const ms = argon2.histogram.runTime.p50;
+      // The mean, not the median: busy threads finish threads / mean run time tasks a second, and under
+      // CPU contention the slow (preempted) runs are the ones the median leaves out.
+      const ms = argon2.histogram.runTime.mean;
       argon2.histogram.resetRunTime();
       // Under 1 ms the window held only readiness pings (a verification takes tens of ms): no estimate.
       return ms >= 1 ? ms : NaN;
     }, 40);
-    this.argon2Retry = new RetrySpread({ maxSeconds: 30, overbook: 1.2, rate: () => capacity.perSecond() });
+    this.argon2Retry = new RetrySpread({ maxSeconds: ARGON2_RETRY_AFTER_MAX_SECONDS, overbook: 1.2, rate: () => capacity.perSecond() });
     this.argon2Line = new WaitingLine(
       async ([call]) => [await this.run('argon2', call.name, call.task)],
       options.argon2Threads,

@@ -45,7 +45,7 @@ export class RetrySpread {
 }
 
 /**
- * What the pool can verify per second: threads × 1000 / median time a task spends in a thread (Piscina's
+ * What the pool can verify per second: threads × 1000 / mean time a task spends in a thread (Piscina's
  * run-time histogram, queue wait excluded), read at most once a second over the tasks of that second.
  * Counting completions instead measures the demand of a pool that is not saturated: one agent created a
  * second before a fleet restart made the whole fleet wait 30 s, booked one caller per second.
@@ -56,7 +56,7 @@ export class PoolCapacity {
 
   constructor(
     private readonly threads: number,
-    /** Median run time (ms) of the tasks since the last reset, or NaN/0 when there were none; then resets. */
+    /** Mean run time (ms) of the tasks since the last reset, or NaN/0 when there were none; then resets. */
     private readonly takeMedianRunMs: () => number,
     /** Assumed before any task ran. */
     initialPerThread: number,
