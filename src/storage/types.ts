@@ -79,11 +79,28 @@ export interface PlatformInput {
   routes: RouteRule[];
 }
 
+/**
+ * What a cold credential check reads, in one round trip: the hashes to verify and the agent's view to use
+ * once they match.
+ */
+export interface AgentCredentials {
+  hashes: SecretHashes;
+  view: AgentView;
+  /**
+   * Set by a caching store: its invalidation count when this was read. `getAgentView` takes this view
+   * only while nothing has been invalidated since; otherwise it reads the view again.
+   */
+  readAtGeneration?: number;
+}
+
 export interface Store {
   // Token path.
-  getAgentView(apiKeyId: string): Promise<AgentView | null>;
+  /** `alreadyRead`: the credentials just verified; a caching store may answer with their view (see there). */
+  getAgentView(apiKeyId: string, alreadyRead?: AgentCredentials): Promise<AgentView | null>;
   getPlatform(platformId: string): Promise<PlatformRecord | null>;
   getSecretHashes(apiKeyId: string): Promise<SecretHashes | null>;
+  /** The secret hashes and the view together (the cold path's single read). */
+  getAgentCredentials(apiKeyId: string): Promise<AgentCredentials | null>;
 
   // Admin: platforms.
   createPlatform(input: PlatformInput): Promise<PlatformRecord>;

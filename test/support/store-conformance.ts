@@ -134,6 +134,28 @@ export function storeConformance(get: () => StoreUnderTest): void {
     await eventually(async () => expect((await peer.getAgentView(agent.apiKeyId))?.grants).toEqual({}));
   });
 
+  it('reads the secret hashes and the view together; such a view is not used once the agent changed', async () => {
+    const { store, peer } = get();
+    const platform = await store.createPlatform(platformInput());
+    const input = agentInput();
+    const agent = await store.createAgent(input);
+    await store.putGrant(agent.id, platform.id, ['orders:read']);
+    const credentials = (await store.getAgentCredentials(input.apiKeyId))!;
+    expect(credentials.hashes).toEqual(await store.getSecretHashes(input.apiKeyId));
+    expect(credentials.view).toEqual(await store.getAgentView(input.apiKeyId));
+    expect(await store.getAgentView(input.apiKeyId, credentials)).toEqual(credentials.view);
+    expect(await store.getAgentCredentials(`ak_${randomBytes(8).toString('hex')}`)).toBeNull();
+
+    // A change after the read (here, and through the bus at a peer) makes the view be read again.
+    const atPeer = (await peer.getAgentCredentials(input.apiKeyId))!;
+    await store.updateAgent(agent.id, { status: 'inactive' });
+    expect((await store.getAgentView(input.apiKeyId, credentials))?.status).toBe('inactive');
+    await eventually(async () => expect((await peer.getAgentView(input.apiKeyId, atPeer))?.status).toBe('inactive'));
+    const again = (await store.getAgentCredentials(input.apiKeyId))!;
+    await store.updatePlatform(platform.id, { status: 'disabled' });
+    expect((await store.getAgentView(input.apiKeyId, again))?.grants[platform.id]?.platformStatus).toBe('disabled');
+  });
+
   it('rotating a secret keeps the previous hash only while its grace lasts', async () => {
     const { store } = get();
     const input = agentInput();

@@ -9,7 +9,7 @@ import { ServiceError } from '../../errors/catalog.js';
 import type { CryptoPools } from '../../crypto/pools.js';
 import type { Limiters } from '../../ratelimit/limiters.js';
 import type { Metrics } from '../../metrics/metrics.js';
-import type { AgentView, SecretHashes, Store } from '../../storage/types.js';
+import type { AgentCredentials, AgentView, Store } from '../../storage/types.js';
 import type { Argon2Share } from '../../ratelimit/argon2-share.js';
 import type { InvalidationBus } from '../../storage/invalidation.js';
 import { VerifiedCredentials } from './verified-cache.js';
@@ -70,11 +70,13 @@ export class Authenticator {
       refund();
       throw error;
     }
-    const { hashes, matched, generation } = checked;
+    const { credentials, matched, generation } = checked;
     // The audit trail names the agent whose key id exists (never sent to the client).
-    if (!hashes || matched < 0) throw withAgent(new ServiceError('invalid_credentials'), hashes?.agentId);
+    if (!credentials || matched < 0) throw withAgent(new ServiceError('invalid_credentials'), credentials?.hashes.agentId);
     refund();
-    const view = await this.store.getAgentView(caller.apiKeyId);
+    const { hashes } = credentials;
+    // The view read with the hashes, unless something about the agent changed meanwhile (then read again).
+    const view = await this.store.getAgentView(caller.apiKeyId, credentials);
     if (!view) throw new ServiceError('invalid_credentials'); // deleted between the two reads
     const validUntil = matched === 1 ? hashes.previousExpiresAt?.getTime() : undefined;
     this.verified.remember(caller.apiKeyId, caller.secret, view.agentId, generation, validUntil);
@@ -86,7 +88,8 @@ export class Authenticator {
     const leave = this.share.enter(caller.address);
     try {
       const generation = this.verified.generation;
-      const hashes = await this.store.getSecretHashes(caller.apiKeyId);
+      const credentials = await this.store.getAgentCredentials(caller.apiKeyId);
+      const hashes = credentials?.hashes;
       // One verification in one task, whatever the agent's state: the decoy for an unknown id, else the
       // hash the secret's hint points at (both only for hashes older than hints).
       const which = hashes ? hashesToVerify(caller.secret, hashes) : [];
@@ -95,7 +98,7 @@ export class Authenticator {
       this.metrics.credentialChecked(); // counted once it ran (a task refused by a full queue did not)
       // Only a real hash can match (the decoy's secret was random and thrown away), but never trust it.
       const matched = hashes && index >= 0 ? which[index] : -1;
-      return { hashes, matched, generation };
+      return { credentials, matched, generation };
     } finally {
       leave();
     }
@@ -103,7 +106,7 @@ export class Authenticator {
 }
 
 interface Checked {
-  hashes: SecretHashes | null;
+  credentials: AgentCredentials | null;
   /** Index of the matching candidate, or -1. */
   matched: number;
   /** The verified-secret memory's generation before the hashes were read. */

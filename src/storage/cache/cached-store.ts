@@ -3,7 +3,7 @@
 // invalidation that every instance (this one included) applies to its in-process cache.
 import type { Redis } from 'ioredis';
 import type { Metrics } from '../../metrics/metrics.js';
-import { WriteDeadlineError, type AgentView, type LockOptions, type PlatformRecord, type Store } from '../types.js';
+import { WriteDeadlineError, type AgentCredentials, type AgentView, type LockOptions, type PlatformRecord, type Store } from '../types.js';
 import type { Invalidation, InvalidationBus } from '../invalidation.js';
 import { BoundedCache } from '../../support/bounded-cache.js';
 
@@ -86,14 +86,30 @@ export class CachedStore implements Store {
       }
     }
     const value = await load();
-    local.set(id, value, generation);
-    if (redis && value !== null && local.generation === generation) {
-      redis.set(redisKey, JSON.stringify(value), 'EX', this.options.redisTtlSeconds).catch(() => {});
-    }
+    this.fill(local, id, redisKey, value, generation);
     return value;
   }
 
-  getAgentView(apiKeyId: string): Promise<AgentView | null> {
+  /** Caches a value read from the inner store, unless an invalidation came after `generation` was read. */
+  private fill<V extends object>(local: BoundedCache<V | null>, id: string, redisKey: string, value: V | null, generation: number): void {
+    local.set(id, value, generation);
+    const { redis } = this.options;
+    if (redis && value !== null && local.generation === generation) {
+      redis.set(redisKey, JSON.stringify(value), 'EX', this.options.redisTtlSeconds).catch(() => {});
+    }
+  }
+
+  /**
+   * With `alreadyRead` (the credentials a cold check just verified): their view, when no invalidation has
+   * reached this process since they were read, so it is as current as a cached view would be; it is then
+   * cached. That spares the cold path a Redis read and a query. Otherwise the usual read-through.
+   */
+  getAgentView(apiKeyId: string, alreadyRead?: AgentCredentials): Promise<AgentView | null> {
+    const generation = alreadyRead?.readAtGeneration;
+    if (alreadyRead && generation === this.views.generation && alreadyRead.view.apiKeyId === apiKeyId) {
+      this.fill(this.views, apiKeyId, this.viewKey(apiKeyId), alreadyRead.view, generation);
+      return Promise.resolve(alreadyRead.view);
+    }
     return this.readThrough(this.views, apiKeyId, this.viewKey(apiKeyId), () => this.inner.getAgentView(apiKeyId));
   }
 
@@ -104,6 +120,13 @@ export class CachedStore implements Store {
   // Secret hashes are never cached (docs/decisions.md: never in Redis in any form).
   getSecretHashes(apiKeyId: string) {
     return this.inner.getSecretHashes(apiKeyId);
+  }
+
+  /** Never cached either; stamped with the view cache's invalidation count, read before the query. */
+  async getAgentCredentials(apiKeyId: string): Promise<AgentCredentials | null> {
+    const readAtGeneration = this.views.generation;
+    const found = await this.inner.getAgentCredentials(apiKeyId);
+    return found && { ...found, readAtGeneration };
   }
 
   private async deleteRedis(keys: string[]): Promise<void> {

@@ -7,6 +7,7 @@ import postgres, { type PendingQuery, type Sql, type TransactionSql } from 'post
 import { StoreUnavailableError } from '../../errors/catalog.js';
 import { withTimeout } from '../timeout.js';
 import {
+  type AgentCredentials,
   type AgentRecord,
   type AgentStatus,
   type AgentView,
@@ -87,6 +88,27 @@ const toGrant = (r: Row): GrantRecord => ({
   scopes: r.scopes,
   updatedAt: iso(r.updated_at),
 });
+
+/** One agent's rows of agents ⟕ grants ⟕ platforms (one per grant, or one with no grant). */
+const toAgentView = (rows: readonly Row[]): AgentView => {
+  const view: AgentView = { agentId: rows[0].id, apiKeyId: rows[0].api_key_id, status: rows[0].status, grants: {} };
+  for (const r of rows) {
+    if (r.platform_id) view.grants[r.platform_id] = { scopes: r.scopes, platformStatus: r.platform_status };
+  }
+  return view;
+};
+
+/** The previous hash only while its grace period lasts. */
+const toSecretHashes = (r: Row): SecretHashes => {
+  const expires = r.previous_secret_expires_at ? new Date(r.previous_secret_expires_at) : null;
+  const graceOpen = r.previous_secret_hash && expires && expires.getTime() > Date.now();
+  return {
+    agentId: r.id,
+    current: r.secret_hash,
+    previous: graceOpen ? r.previous_secret_hash : null,
+    previousExpiresAt: graceOpen ? expires : null,
+  };
+};
 
 const toKey = (r: Row): SigningKeyRow => ({
   kid: r.kid,
@@ -198,6 +220,7 @@ export class PostgresStore implements Store {
     );
   }
 
+  // Without a cache there is no invalidation to go by: the view is always read again after a check.
   getAgentView(apiKeyId: string): Promise<AgentView | null> {
     return this.run(async () => {
       const rows = await this.sql`
@@ -206,12 +229,7 @@ export class PostgresStore implements Store {
         LEFT JOIN grants g ON g.agent_id = a.id
         LEFT JOIN platforms p ON p.id = g.platform_id
         WHERE a.api_key_id = ${apiKeyId}`;
-      if (rows.length === 0) return null;
-      const view: AgentView = { agentId: rows[0].id, apiKeyId: rows[0].api_key_id, status: rows[0].status, grants: {} };
-      for (const r of rows) {
-        if (r.platform_id) view.grants[r.platform_id] = { scopes: r.scopes, platformStatus: r.platform_status };
-      }
-      return view;
+      return rows.length === 0 ? null : toAgentView(rows);
     });
   }
 
@@ -227,15 +245,21 @@ export class PostgresStore implements Store {
       const [row] = await this.sql`
         SELECT id, secret_hash, previous_secret_hash, previous_secret_expires_at
         FROM agents WHERE api_key_id = ${apiKeyId}`;
-      if (!row) return null;
-      const expires = row.previous_secret_expires_at ? new Date(row.previous_secret_expires_at) : null;
-      const graceOpen = row.previous_secret_hash && expires && expires.getTime() > Date.now();
-      return {
-        agentId: row.id,
-        current: row.secret_hash,
-        previous: graceOpen ? row.previous_secret_hash : null,
-        previousExpiresAt: graceOpen ? expires : null,
-      };
+      return row ? toSecretHashes(row) : null;
+    });
+  }
+
+  getAgentCredentials(apiKeyId: string): Promise<AgentCredentials | null> {
+    return this.run(async () => {
+      // One statement, so the hashes and the view are one snapshot (one row per grant; the hashes repeat).
+      const rows = await this.sql`
+        SELECT a.id, a.api_key_id, a.status, a.secret_hash, a.previous_secret_hash, a.previous_secret_expires_at,
+               g.platform_id, g.scopes, p.status AS platform_status
+        FROM agents a
+        LEFT JOIN grants g ON g.agent_id = a.id
+        LEFT JOIN platforms p ON p.id = g.platform_id
+        WHERE a.api_key_id = ${apiKeyId}`;
+      return rows.length === 0 ? null : { hashes: toSecretHashes(rows[0]), view: toAgentView(rows) };
     });
   }
 
