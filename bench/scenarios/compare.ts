@@ -167,7 +167,6 @@ function coldArm(
   serviceHooks: (extra?: Parameters<typeof loadArm>[4]) => Parameters<typeof loadArm>[4],
   countArgon2: { beforeMeasure: () => Promise<void>; after: (m: Measurement) => Promise<void> },
 ): Arm<Measurement> {
-  let atMeasure = 0;
   let current: ColdPool = pools[0];
   return {
     name: 'token (cold)',
@@ -175,13 +174,12 @@ function coldArm(
       current = pools[round];
       return loadArm(ctx, 'token (cold)', url, () => current.requests(), serviceHooks({
         onStart: current.onStart,
-        beforeMeasure: async () => {
-          atMeasure = current.used;
-          await countArgon2.beforeMeasure();
-        },
+        beforeMeasure: () => countArgon2.beforeMeasure(),
         after: async (m) => {
           await countArgon2.after(m);
-          m.note = `${current.used - atMeasure} fresh agents measured; ${m.note}`;
+          // Tokens answered, not bodies handed out: checks still waiting when the load stops are dropped
+          // unrun (their clients left), so counting bodies overstated the agents by about a connection each.
+          m.note = `${m.ok2xx} tokens to fresh agents; ${m.note}`;
           if (current.exhausted) {
             m.invalid = true;
             m.note += '; POOL RAN OUT: round not counted';

@@ -49,15 +49,25 @@ export class RetrySpread {
  * run-time histogram, queue wait excluded), read at most once a second over the tasks of that second.
  * Counting completions instead measures the demand of a pool that is not saturated: one agent created a
  * second before a fleet restart made the whole fleet wait 30 s, booked one caller per second.
+ *
+ * A reading may raise the estimate at once but lower it by at most FALL_PER_READING. The estimate books
+ * seconds up to a minute ahead, and the seconds a fleet restart is refused in are the worst to measure:
+ * thousands of connections and requests arriving at once slow the first verifications several times over,
+ * then the burst passes. Taken as they were, those readings booked a 5,000-agent restart at ~25/s while
+ * the pool could do ~75/s once the burst had passed: the pool sat idle for 45 s with the line empty,
+ * then the wave booked at the longest wait came back together. The two errors do not cost the same: an
+ * idle pool wastes what argon2 could have done, while an overbooked second costs a few refusals more.
  */
 export class PoolCapacity {
+  /** Fraction of the estimate kept, at least, from one reading to the next. */
+  static readonly FALL_PER_READING = 0.9;
   private perSecondValue: number;
   private readAt = -Infinity;
 
   constructor(
     private readonly threads: number,
     /** Mean run time (ms) of the tasks since the last reset, or NaN/0 when there were none; then resets. */
-    private readonly takeMedianRunMs: () => number,
+    private readonly takeMeanRunMs: () => number,
     /** Assumed before any task ran. */
     initialPerThread: number,
     private readonly now: () => number = Date.now,
@@ -69,8 +79,10 @@ export class PoolCapacity {
     const now = this.now();
     if (now - this.readAt >= 1000) {
       this.readAt = now;
-      const ms = this.takeMedianRunMs();
-      if (Number.isFinite(ms) && ms > 0) this.perSecondValue = (this.threads * 1000) / ms;
+      const ms = this.takeMeanRunMs();
+      if (Number.isFinite(ms) && ms > 0) {
+        this.perSecondValue = Math.max((this.threads * 1000) / ms, this.perSecondValue * PoolCapacity.FALL_PER_READING);
+      }
     }
     return this.perSecondValue;
   }

@@ -40,11 +40,11 @@ describe('RetrySpread', () => {
 });
 
 describe('PoolCapacity', () => {
-  it('is threads × 1000 / median run time, read at most once a second, kept while no task ran', () => {
+  it('is threads × 1000 / mean run time, read at most once a second, kept while no task ran', () => {
     let now = 50_000;
-    const medians = [NaN, 25, 0, 50];
+    const means = [NaN, 25, 0, 20];
     let reads = 0;
-    const capacity = new PoolCapacity(2, () => medians[reads++], 40, () => now);
+    const capacity = new PoolCapacity(2, () => means[reads++], 40, () => now);
     expect(capacity.perSecond()).toBe(80); // no task yet: the assumption (2 threads × 40)
     now += 1000;
     expect(capacity.perSecond()).toBe(80); // 25 ms per task on 2 threads
@@ -53,12 +53,25 @@ describe('PoolCapacity', () => {
     now += 1000;
     expect(capacity.perSecond()).toBe(80); // a second without tasks keeps the last estimate
     now += 1000;
-    expect(capacity.perSecond()).toBe(40); // tasks slowed down (CPU contention): capacity follows
+    expect(capacity.perSecond()).toBe(100); // faster tasks raise it at once
+  });
+
+  it('follows slower tasks down by at most 10 % a reading: a burst does not book the next minute at its pace', () => {
+    let now = 0;
+    const capacity = new PoolCapacity(2, () => 80, 40, () => now); // every reading: 80 ms a task, i.e. 25/s
+    const readings = Array.from({ length: 30 }, () => {
+      now += 1000;
+      return capacity.perSecond();
+    });
+    expect(readings[0]).toBeCloseTo(72); // 80 × 0.9, not 25
+    expect(readings[1]).toBeCloseTo(64.8);
+    for (let i = 1; i < readings.length; i++) expect(readings[i]).toBeLessThanOrEqual(readings[i - 1]);
+    expect(readings[29]).toBe(25); // a lasting slowdown is followed all the way
   });
 
   it('does not mistake a quiet pool for a slow one (the demand is not the capacity)', () => {
     // One task of 30 ms in the last second: the pool could do 2 × 1000 / 30 per second, not 1.
-    const capacity = new PoolCapacity(2, () => 30, 40, () => 0);
+    const capacity = new PoolCapacity(2, () => 30, 20, () => 0); // assumed 40/s before: the reading is above
     expect(Math.round(capacity.perSecond())).toBe(67);
   });
 });
