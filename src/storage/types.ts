@@ -87,10 +87,11 @@ export interface AgentCredentials {
   hashes: SecretHashes;
   view: AgentView;
   /**
-   * Set by a caching store: its invalidation count when this was read. `getAgentView` takes this view
-   * only while nothing has been invalidated since; otherwise it reads the view again.
+   * Set by a caching store when it read these: its invalidation count and the time. `getAgentView` takes
+   * this view only while an in-process cache entry read then would still be served (nothing invalidated
+   * since, younger than its TTL); otherwise it reads the view again.
    */
-  readAtGeneration?: number;
+  cacheStamp?: { generation: number; at: number };
 }
 
 export interface Store {

@@ -100,14 +100,23 @@ export class CachedStore implements Store {
   }
 
   /**
-   * With `alreadyRead` (the credentials a cold check just verified): their view, when no invalidation has
-   * reached this process since they were read, so it is as current as a cached view would be; it is then
-   * cached. That spares the cold path a Redis read and a query. Otherwise the usual read-through.
+   * With `alreadyRead` (the credentials a cold check just verified): their view, when the in-process cache
+   * would still serve an entry read at the same moment (no invalidation has reached this process since,
+   * younger than the cache's TTL, the safety net behind pub/sub), so it is exactly as current as a cached
+   * view; it is then cached. That spares the cold path a Redis read and a query. Otherwise the usual
+   * read-through.
    */
   getAgentView(apiKeyId: string, alreadyRead?: AgentCredentials): Promise<AgentView | null> {
-    const generation = alreadyRead?.readAtGeneration;
-    if (alreadyRead && generation === this.views.generation && alreadyRead.view.apiKeyId === apiKeyId) {
-      this.fill(this.views, apiKeyId, this.viewKey(apiKeyId), alreadyRead.view, generation);
+    const stamp = alreadyRead?.cacheStamp;
+    const { localMaxEntries, localTtlMs } = this.options;
+    if (
+      stamp &&
+      stamp.generation === this.views.generation &&
+      localMaxEntries > 0 &&
+      Date.now() - stamp.at < localTtlMs &&
+      alreadyRead.view.apiKeyId === apiKeyId
+    ) {
+      this.fill(this.views, apiKeyId, this.viewKey(apiKeyId), alreadyRead.view, stamp.generation);
       return Promise.resolve(alreadyRead.view);
     }
     return this.readThrough(this.views, apiKeyId, this.viewKey(apiKeyId), () => this.inner.getAgentView(apiKeyId));
@@ -122,11 +131,11 @@ export class CachedStore implements Store {
     return this.inner.getSecretHashes(apiKeyId);
   }
 
-  /** Never cached either; stamped with the view cache's invalidation count, read before the query. */
+  /** Never cached either; stamped with the view cache's invalidation count and the time, before the query. */
   async getAgentCredentials(apiKeyId: string): Promise<AgentCredentials | null> {
-    const readAtGeneration = this.views.generation;
+    const cacheStamp = { generation: this.views.generation, at: Date.now() };
     const found = await this.inner.getAgentCredentials(apiKeyId);
-    return found && { ...found, readAtGeneration };
+    return found && { ...found, cacheStamp };
   }
 
   private async deleteRedis(keys: string[]): Promise<void> {
