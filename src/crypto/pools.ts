@@ -5,7 +5,7 @@ import { Piscina } from 'piscina';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Metrics } from '../metrics/metrics.js';
-import { unavailable, type ServiceError } from '../errors/catalog.js';
+import { busy, type ServiceError } from '../errors/catalog.js';
 import type { HashTask, VerifyTask } from '../../workers/crypto-worker.js';
 import type { SignTask } from '../../workers/sign-protocol.js';
 import { SignBatcher } from './sign-batcher.js';
@@ -145,7 +145,7 @@ export class CryptoPools {
    */
   private shed(pool: PoolName): ServiceError {
     this.metrics.workerTaskRejected(pool);
-    return unavailable(pool === 'argon2' ? this.argon2Retry.next() : 1, 'The service is busy; retry shortly.');
+    return busy(pool === 'argon2' ? this.argon2Retry.next() : 1);
   }
 
   /**
@@ -160,7 +160,7 @@ export class CryptoPools {
     } catch {
       // Worker crashed or hung (Piscina replaces the thread): the request gets a 503.
       this.metrics.workerTaskRejected(pool);
-      throw unavailable(1, 'The service is busy; retry shortly.');
+      throw busy();
     } finally {
       this.metrics.observeWorkerTask(pool, (performance.now() - started) / 1000);
     }

@@ -2,7 +2,7 @@
 // arrive while every thread is busy wait in the line and leave together in the next batch. An idle service
 // therefore signs each token at once, and a loaded one pays the cross-thread message cost once per
 // batch instead of once per token.
-import { unavailable } from '../errors/catalog.js';
+import { busy } from '../errors/catalog.js';
 import { NEED_KEY, type SignTask } from '../../workers/sign-protocol.js';
 import { WaitingLine } from './waiting-line.js';
 
@@ -22,7 +22,7 @@ export class SignBatcher {
     maxPending: number,
     maxBatch = 32,
     /** The refusal when `maxPending` wait already (the pools count it in their metrics). */
-    full: () => unknown = () => unavailable(1, 'The service is busy; retry shortly.'),
+    full: () => unknown = () => busy(),
   ) {
     this.line = new WaitingLine((batch) => this.dispatch(batch), threads, maxPending, full, maxBatch);
   }

@@ -54,6 +54,11 @@ export function unavailable(retryAfterSeconds = 1, detail?: string): ServiceErro
   return new ServiceError('service_unavailable', detail, { 'Retry-After': String(retryAfterSeconds) });
 }
 
+/** The 503 of crypto work shed or lost: a full waiting line, or a worker thread that crashed or hung. */
+export function busy(retryAfterSeconds = 1): ServiceError {
+  return unavailable(retryAfterSeconds, 'The service is busy; retry shortly.');
+}
+
 /** Maps anything thrown to a ServiceError; unknown errors become a bare 500 with no internals. */
 export function toServiceError(error: unknown): ServiceError {
   if (error instanceof ServiceError) return error;
