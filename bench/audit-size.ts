@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 
 const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const MIGRATION = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/storage/postgres/migrations/002_audit.sql');
+const MIGRATION = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/adapters/postgres/migrations/002_audit.sql');
 
 async function main(): Promise<void> {
   const events = Number(process.argv[2] ?? 1_000_000);

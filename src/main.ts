@@ -4,4 +4,4 @@
 import os from 'node:os';
 
 process.env.UV_THREADPOOL_SIZE ??= String(Math.max(2, os.availableParallelism?.() ?? os.cpus().length));
-await import('./run-service.js');
+await import('./app/run-service.js');

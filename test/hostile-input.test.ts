@@ -464,7 +464,7 @@ describe('hostile input', () => {
 
   // Last, because when it fails it takes the process down: uWS 20.30 terminates the process when a handler
   // answers HEAD synchronously (endWithoutBody) without having attached an abort handler, which is what the
-  // 404/405 path of src/http/server.ts (answerError) did when this test was written.
+  // 404/405 path of src/adapters/http/server.ts (answerError) did when this test was written.
   it('HEAD anywhere (unknown paths, POST-only routes, both ports) answers without killing the process', async () => {
     const targets: [number, string][] = [
       [port, '/.well-known/jwks.json'],

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, type Config } from '../src/config/config.js';
-import { ERRORS } from '../src/errors/catalog.js';
+import { ERRORS } from '../src/core/errors.js';
 import {
   ROOT,
   SERVICE_METRICS,

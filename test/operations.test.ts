@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { Writable } from 'node:stream';
 import http from 'node:http';
-import { createLogger } from '../src/log/logger.js';
+import { createLogger } from '../src/adapters/telemetry/logger.js';
 import { AdminClient, postJson } from './support/admin.js';
 import { startService } from './support/service.js';
 

@@ -4,11 +4,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { CachedStore } from '../src/storage/cache/cached-store.js';
-import { LocalBus } from '../src/storage/cache/invalidation-bus.js';
-import type { Invalidation } from '../src/storage/invalidation.js';
-import { Metrics } from '../src/metrics/metrics.js';
-import { WriteDeadlineError, type AgentView, type Store } from '../src/storage/types.js';
+import { CachedStore } from '../src/adapters/cache/cached-store.js';
+import { LocalBus } from '../src/adapters/cache/invalidation-bus.js';
+import type { Invalidation } from '../src/core/ports/invalidation.js';
+import { Metrics } from '../src/adapters/telemetry/metrics.js';
+import { WriteDeadlineError, type AgentView, type Store } from '../src/core/model.js';
 import { REDIS_URL } from './support/service.js';
 import { waitFor } from './support/faults.js';
 

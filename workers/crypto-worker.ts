@@ -34,7 +34,7 @@ export function verifySecret(task: VerifyTask): number {
 
 export interface HashTask {
   secret: string;
-  /** Chosen by the caller: it carries the secret's hint (src/domain/credentials/secret-hint.ts). */
+  /** Chosen by the caller: it carries the secret's hint (src/core/credentials/secret-hint.ts). */
   salt: Uint8Array;
 }
 

@@ -1,5 +1,5 @@
 // What a started service must undo, run in reverse order of start (servers before pools before stores).
-import type { Logger } from '../log/logger.js';
+import type { Logger } from '../adapters/telemetry/logger.js';
 
 export class Cleanups {
   private readonly steps: (() => Promise<unknown> | unknown)[] = [];

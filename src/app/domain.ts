@@ -1,23 +1,23 @@
 // The domain services of one process and what they run on: crypto pools, rate limiters, signing keys,
 // credentials, the audit trail, tokens, revocations, platforms and agents.
 import type { Config } from '../config/config.js';
-import type { Logger } from '../log/logger.js';
-import type { Metrics } from '../metrics/metrics.js';
-import { CryptoPools } from '../crypto/pools.js';
-import { Limiters } from '../ratelimit/limiters.js';
-import { Argon2Share } from '../ratelimit/argon2-share.js';
-import { VerifiedCredentials } from '../domain/credentials/verified-cache.js';
-import { Authenticator } from '../domain/credentials/authenticator.js';
-import { KeyManager } from '../domain/keys/key-manager.js';
-import { loadOrCreateKeyEncryptionKey } from '../domain/keys/key-encryption.js';
-import { TokenService } from '../domain/tokens/token-service.js';
-import { PlatformService } from '../domain/platforms/platform-service.js';
-import { AgentService } from '../domain/agents/agent-service.js';
-import { PostgresRevocationStore } from '../storage/postgres/revocation-store.js';
-import { RevocationService } from '../domain/revocation/revocation-service.js';
-import { RevocationMetrics } from '../metrics/revocation-metrics.js';
-import { startAudit } from '../audit/start.js';
-import { auditEvents, SCHEDULER_ACTOR } from '../domain/audit/events.js';
+import type { Logger } from '../adapters/telemetry/logger.js';
+import type { Metrics } from '../adapters/telemetry/metrics.js';
+import { CryptoPools } from '../adapters/crypto/pools.js';
+import { Limiters } from '../adapters/ratelimit/limiters.js';
+import { Argon2Share } from '../adapters/ratelimit/argon2-share.js';
+import { VerifiedCredentials } from '../core/credentials/verified-cache.js';
+import { Authenticator } from '../core/credentials/authenticator.js';
+import { KeyManager } from '../core/keys/key-manager.js';
+import { loadOrCreateKeyEncryptionKey } from '../core/keys/key-encryption.js';
+import { TokenService } from '../core/tokens/token-service.js';
+import { PlatformService } from '../core/platforms/platform-service.js';
+import { AgentService } from '../core/agents/agent-service.js';
+import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.js';
+import { RevocationService } from '../core/revocation/revocation-service.js';
+import { RevocationMetrics } from '../adapters/telemetry/revocation-metrics.js';
+import { startAudit } from './audit.js';
+import { auditEvents, SCHEDULER_ACTOR } from '../core/audit/events.js';
 import type { Stores } from './stores.js';
 import type { Cleanups } from './cleanups.js';
 

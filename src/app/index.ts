@@ -3,4 +3,4 @@
 export { startApp, type AppOptions, type RunningApp } from './start-app.js';
 export { resolveAdminToken } from './admin-token.js';
 export { startDatabase } from './stores.js';
-export { MAX_BODY_BYTES } from '../http/types.js';
+export { MAX_BODY_BYTES } from '../adapters/http/types.js';

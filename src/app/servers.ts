@@ -1,17 +1,17 @@
 // The two listeners of one process: the public port (token, listing, JWKS, scope files, revocation
 // feed) and the internal port (admin API, readiness, metrics), with the readiness check.
 import type { Config } from '../config/config.js';
-import type { Logger } from '../log/logger.js';
-import type { Metrics } from '../metrics/metrics.js';
-import { AdminAuthLimiter } from '../ratelimit/admin-auth-limiter.js';
-import { HttpServer } from '../http/server.js';
-import { MAX_BODY_BYTES } from '../http/types.js';
-import { NO_PROXY, parseProxyList } from '../http/client-address.js';
-import { publicRoutes } from '../http/public-routes.js';
-import { adminRoutes } from '../http/admin-routes.js';
-import { opsRoutes } from '../http/ops-routes.js';
-import { attachRevocationSockets, revocationRoutes } from '../http/revocation-routes.js';
-import { buildOpenApiDocument } from '../openapi/document.js';
+import type { Logger } from '../adapters/telemetry/logger.js';
+import type { Metrics } from '../adapters/telemetry/metrics.js';
+import { AdminAuthLimiter } from '../adapters/ratelimit/admin-auth-limiter.js';
+import { HttpServer } from '../adapters/http/server.js';
+import { MAX_BODY_BYTES } from '../adapters/http/types.js';
+import { NO_PROXY, parseProxyList } from '../support/client-address.js';
+import { publicRoutes } from '../adapters/http/public-routes.js';
+import { adminRoutes } from '../adapters/http/admin-routes.js';
+import { opsRoutes } from '../adapters/http/ops-routes.js';
+import { attachRevocationSockets, revocationRoutes } from '../adapters/http/revocation-routes.js';
+import { buildOpenApiDocument } from '../adapters/http/openapi/document.js';
 import type { Stores } from './stores.js';
 import type { Domain } from './domain.js';
 import type { Cleanups } from './cleanups.js';

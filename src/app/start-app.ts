@@ -1,8 +1,8 @@
 // Composition root of one service process: stores, domain services and the two HTTP listeners (public and
 // internal), wired from the validated configuration. Each step is a module of this folder.
 import type { Config } from '../config/config.js';
-import type { Logger } from '../log/logger.js';
-import { Metrics } from '../metrics/metrics.js';
+import type { Logger } from '../adapters/telemetry/logger.js';
+import { Metrics } from '../adapters/telemetry/metrics.js';
 import { resolveAdminToken } from './admin-token.js';
 import { Cleanups } from './cleanups.js';
 import { startStores } from './stores.js';

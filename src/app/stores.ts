@@ -2,15 +2,15 @@
 // invalidation bus when REDIS_URL is set, and the cached store the domain reads through.
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/config.js';
-import type { Logger } from '../log/logger.js';
-import type { Metrics } from '../metrics/metrics.js';
-import { connectPostgres, PostgresStore } from '../storage/postgres/postgres-store.js';
-import { migrate } from '../storage/postgres/migrate.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../storage/embedded/pglite-server.js';
-import { connectRedis } from '../storage/cache/redis.js';
-import { LocalBus, RedisBus } from '../storage/cache/invalidation-bus.js';
-import type { InvalidationBus } from '../storage/invalidation.js';
-import { CachedStore } from '../storage/cache/cached-store.js';
+import type { Logger } from '../adapters/telemetry/logger.js';
+import type { Metrics } from '../adapters/telemetry/metrics.js';
+import { connectPostgres, PostgresStore } from '../adapters/postgres/postgres-store.js';
+import { migrate } from '../adapters/postgres/migrate.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../adapters/postgres/embedded/pglite-server.js';
+import { connectRedis } from '../adapters/cache/redis.js';
+import { LocalBus, RedisBus } from '../adapters/cache/invalidation-bus.js';
+import type { InvalidationBus } from '../core/ports/invalidation.js';
+import { CachedStore } from '../adapters/cache/cached-store.js';
 import type { Cleanups } from './cleanups.js';
 import { withDeadline } from './deadline.js';
 

@@ -2,7 +2,7 @@
 // in settings.ts; this file reads them and checks the rules between them. Every bad value is reported (all
 // at once) with the variable's name and what it expects.
 import { cores, SETTINGS, type DefaultContext, type Setting } from './settings.js';
-import { parseProxyList } from '../http/client-address.js';
+import { parseProxyList } from '../support/client-address.js';
 
 export { defaultBaseUrl } from './settings.js';
 

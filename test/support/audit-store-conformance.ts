@@ -3,8 +3,8 @@
 // platform or time window, and partition maintenance works in 2001, far from every other test's events.
 import { randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
-import { ADMIN_ACTOR, auditEvents, type AuditEvent } from '../../src/domain/audit/events.js';
-import type { AuditStore, EventQuery } from '../../src/storage/audit-types.js';
+import { ADMIN_ACTOR, auditEvents, type AuditEvent } from '../../src/core/audit/events.js';
+import type { AuditStore, EventQuery } from '../../src/core/ports/audit-store.js';
 
 export interface AuditStoreUnderTest {
   store: AuditStore;

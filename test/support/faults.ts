@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { Redis } from 'ioredis';
-import { ERRORS } from '../../src/errors/catalog.js';
+import { ERRORS } from '../../src/core/errors.js';
 import { freePort } from './service.js';
 import { childrenOf } from './proc.js';
 

@@ -3,8 +3,8 @@
 // test makes its own, and reads only their feeds (a key entry goes to every platform of the database).
 import { randomBytes, randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
-import type { RevocationEntry, RevocationStore } from '../../src/storage/revocation.js';
-import type { Store } from '../../src/storage/types.js';
+import type { RevocationEntry, RevocationStore } from '../../src/core/ports/revocation-log.js';
+import type { Store } from '../../src/core/model.js';
 import { platformInput } from './store-conformance.js';
 
 export interface RevocationStoreUnderTest {

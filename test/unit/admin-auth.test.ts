@@ -2,7 +2,7 @@
 // case, the right one) costs exactly one comparison of two 32-byte values, and gets the right answer.
 import { timingSafeEqual } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { adminTokenCheck } from '../../src/http/admin-auth.js';
+import { adminTokenCheck } from '../../src/adapters/http/admin-auth.js';
 
 const TOKEN = 'correct-horse-battery-staple-0123456789';
 

@@ -1,6 +1,6 @@
 // The 405 Allow header, shared by the server's router and the admin routes' guarded 405s.
 import { describe, expect, it } from 'vitest';
-import { allowHeader, routesByPath, type Route } from '../../src/http/types.js';
+import { allowHeader, routesByPath, type Route } from '../../src/adapters/http/types.js';
 
 const route = (method: Route['method'], path: string): Route => ({ method, path, name: path, handler: () => ({ status: 200 }) });
 

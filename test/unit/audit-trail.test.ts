@@ -5,12 +5,12 @@ import { appendFileSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AuditTrail, type TrailObserver } from '../../src/audit/trail.js';
-import { Spool } from '../../src/audit/spool.js';
-import { auditEvents, type AuditEvent } from '../../src/domain/audit/events.js';
-import { encodeCursor, parseEventQuery } from '../../src/domain/audit/query.js';
-import type { AuditStore } from '../../src/storage/audit-types.js';
-import { ServiceError } from '../../src/errors/catalog.js';
+import { AuditTrail, type TrailObserver } from '../../src/adapters/audit-trail/trail.js';
+import { Spool } from '../../src/adapters/audit-trail/spool.js';
+import { auditEvents, type AuditEvent } from '../../src/core/audit/events.js';
+import { encodeCursor, parseEventQuery } from '../../src/core/audit/query.js';
+import type { AuditStore } from '../../src/core/ports/audit-store.js';
+import { ServiceError } from '../../src/core/errors.js';
 
 const dirs: string[] = [];
 afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));

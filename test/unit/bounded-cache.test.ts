@@ -1,6 +1,6 @@
 // BoundedCache (the in-process caches' map): bounded, time-limited, and never storing a value read before an invalidation.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { BoundedCache } from '../../src/support/bounded-cache.js';
+import { BoundedCache } from '../../src/core/support/bounded-cache.js';
 
 afterEach(() => vi.useRealTimers());
 

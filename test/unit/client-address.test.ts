@@ -1,7 +1,7 @@
 // Which address the per-address limits count: the hop the configured proxies appended (counted from the
 // right), validated as an IP address, IPv6 grouped per /64; anything else falls back to the socket peer.
 import { describe, expect, it } from 'vitest';
-import { addressKey, clientAddress, MAX_FORWARDED_CHARS, NO_PROXY, parseIp, parseProxyList } from '../../src/http/client-address.js';
+import { addressKey, clientAddress, MAX_FORWARDED_CHARS, NO_PROXY, parseIp, parseProxyList } from '../../src/support/client-address.js';
 
 const SOCKET = '192.0.2.200';
 const oneHop = { hops: 1 };

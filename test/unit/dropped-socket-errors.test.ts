@@ -1,7 +1,7 @@
 // Which unhandled rejections the service survives: only raw socket errors (a driver's dropped promise on a
 // reset connection), never an application error.
 import { describe, expect, it } from 'vitest';
-import { isDroppedSocketError } from '../../src/log/dropped-socket-errors.js';
+import { isDroppedSocketError } from '../../src/adapters/telemetry/dropped-socket-errors.js';
 
 const systemError = (code: string, syscall?: string) => Object.assign(new Error(`${syscall ?? 'x'} ${code}`), { code, errno: -1, ...(syscall ? { syscall } : {}) });
 

@@ -1,7 +1,7 @@
 // The strong ETag of served documents: one format for the JWKS, the scope files and the revocation feed.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { strongEtag } from '../../src/support/etag.js';
+import { strongEtag } from '../../src/core/support/etag.js';
 
 describe('strongEtag', () => {
   it('is the quoted, 32-character base64url prefix of the SHA-256 of the body', () => {

@@ -1,7 +1,7 @@
 // Request framing rules against smuggling (RFC 9112 §6): one numeric Content-Length, never with
 // Transfer-Encoding, and Transfer-Encoding only as the single coding "chunked".
 import { describe, expect, it } from 'vitest';
-import { framingRefusal } from '../../src/http/framing.js';
+import { framingRefusal } from '../../src/adapters/http/framing.js';
 
 const verdict = (contentLength: string[], transferEncoding: string[] = []) => framingRefusal({ contentLength, transferEncoding })?.code ?? 'ok';
 

@@ -2,11 +2,11 @@
 // onAborted after an answer) must not count twice, or the in-flight count goes negative and graceful
 // shutdown waits its whole bound with nothing in flight.
 import { describe, expect, it } from 'vitest';
-import { InFlight } from '../../src/http/in-flight.js';
-import { HttpServer } from '../../src/http/server.js';
-import { Metrics } from '../../src/metrics/metrics.js';
-import { createLogger } from '../../src/log/logger.js';
-import { json } from '../../src/http/types.js';
+import { InFlight } from '../../src/adapters/http/in-flight.js';
+import { HttpServer } from '../../src/adapters/http/server.js';
+import { Metrics } from '../../src/adapters/telemetry/metrics.js';
+import { createLogger } from '../../src/adapters/telemetry/logger.js';
+import { json } from '../../src/adapters/http/types.js';
 import { exchangeOnOneConnection } from '../support/faults.js';
 
 describe('InFlight', () => {

@@ -1,7 +1,7 @@
 // Key-state computation: the pure function every instance runs to agree on which key signs.
 import { describe, expect, it } from 'vitest';
-import { computeKeyStates } from '../../src/domain/keys/key-states.js';
-import type { SigningKeyRow } from '../../src/storage/types.js';
+import { computeKeyStates } from '../../src/core/keys/key-states.js';
+import type { SigningKeyRow } from '../../src/core/model.js';
 
 const KEEP_MS = 1_000_000;
 const T0 = Date.UTC(2026, 0, 1);

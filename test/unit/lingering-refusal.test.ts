@@ -1,6 +1,6 @@
 // A 413 for a body refused mid-stream goes out once the client stops sending (or at a bound), once.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { LingeringRefusal } from '../../src/http/lingering-refusal.js';
+import { LingeringRefusal } from '../../src/adapters/http/lingering-refusal.js';
 
 describe('LingeringRefusal', () => {
   beforeEach(() => vi.useFakeTimers());

@@ -1,7 +1,7 @@
 // Retry-After of shed argon2 work: 1 s while the next second has room, then callers are booked into
 // the coming seconds at the pool's rate, never beyond the maximum.
 import { describe, expect, it } from 'vitest';
-import { PoolCapacity, RetrySpread } from '../../src/crypto/retry-spread.js';
+import { PoolCapacity, RetrySpread } from '../../src/adapters/crypto/retry-spread.js';
 
 function at(rate: number, maxSeconds: number) {
   let now = 100_000;

@@ -3,8 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { hashSync, verifySync } from '@node-rs/argon2';
 import { randomBytes } from 'node:crypto';
-import { hashesToVerify, hintedSalt, hintOfHash, secretHint } from '../../src/domain/credentials/secret-hint.js';
-import type { SecretHashes } from '../../src/storage/types.js';
+import { hashesToVerify, hintedSalt, hintOfHash, secretHint } from '../../src/core/credentials/secret-hint.js';
+import type { SecretHashes } from '../../src/core/model.js';
 
 // Cheap parameters: only the salt layout matters here.
 const FAST = { memoryCost: 64, timeCost: 1, parallelism: 1 };

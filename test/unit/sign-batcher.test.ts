@@ -1,7 +1,7 @@
 // The sign batcher: one batch per thread in flight, waiting requests leave together, keys sent once per thread.
 import { describe, expect, it } from 'vitest';
-import { SignBatcher, type RunBatch } from '../../src/crypto/sign-batcher.js';
-import { ServiceError } from '../../src/errors/catalog.js';
+import { SignBatcher, type RunBatch } from '../../src/adapters/crypto/sign-batcher.js';
+import { ServiceError } from '../../src/core/errors.js';
 import { NEED_KEY, type SignTask } from '../../workers/sign-protocol.js';
 
 /** A fake thread pool whose batches finish only when the test says so. */

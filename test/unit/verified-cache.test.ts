@@ -1,7 +1,7 @@
 // The verified-secret memory: exact secret only, forgotten on any change, never stored across an
 // invalidation that happened during the argon2 check, bounded by the grace period of a previous secret.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { VerifiedCredentials } from '../../src/domain/credentials/verified-cache.js';
+import { VerifiedCredentials } from '../../src/core/credentials/verified-cache.js';
 
 afterEach(() => vi.useRealTimers());
 

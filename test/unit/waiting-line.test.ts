@@ -1,7 +1,7 @@
 // The waiting line in front of a thread pool: a caller whose client left gets out of the line at once and
 // costs no thread; once dispatched, its task is never interrupted (Piscina would stop the thread).
 import { describe, expect, it } from 'vitest';
-import { WaitingLine } from '../../src/crypto/waiting-line.js';
+import { WaitingLine } from '../../src/adapters/crypto/waiting-line.js';
 
 /** A fake pool: each dispatch waits until the test finishes it; it records what it was given. */
 function pool() {

@@ -1,0 +1,206 @@
+// Group commit of audit events. Requests hand their events to the trail and wait; the trail writes
+// whatever has gathered in one INSERT (at most AUDIT_BATCH_MAX rows, at most AUDIT_MAX_IN_FLIGHT
+// statements at a time, the first one starting AUDIT_FLUSH_MS after its first event) and releases every
+// waiter of the batch when it commits. So a token is answered only once its token.issued event is
+// durable, at the price of a few milliseconds, not of one commit per request.
+//
+// When Postgres does not take a batch (down, refusing, or slower than AUDIT_WRITE_TIMEOUT_MS), the batch
+// goes to the local spool (fsync'd) instead and the trail stays in spool mode: later batches skip
+// Postgres until a probe succeeds, then the spool is drained into Postgres. When the spool cannot take
+// a batch either (full, disk error), its waiters are refused: the token endpoint answers 503.
+import type { AuditEvent, AuditSink } from '../../core/audit/events.js';
+import type { AuditStore } from '../../core/ports/audit-store.js';
+import { withTimeout } from '../../core/support/deadline.js';
+import type { Spool } from './spool.js';
+
+export interface TrailOptions {
+  flushMs: number;
+  batchMax: number;
+  maxInFlight: number;
+  writeTimeoutMs: number;
+  /** How often a trail in spool mode probes Postgres (and drains when it answers). */
+  drainIntervalMs: number;
+}
+
+export interface TrailObserver {
+  written(sink: 'postgres' | 'spool', events: number): void;
+  batch(size: number): void;
+  failed(events: number, error: unknown): void;
+  spoolDepth(depth: number): void;
+  postgresDown(error: unknown): void;
+  drained(events: number): void;
+}
+
+interface Pending {
+  event: AuditEvent;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+const DRAIN_CHUNK = 1000;
+
+export class AuditTrail implements AuditSink {
+  private queue: Pending[] = [];
+  private inFlight = 0;
+  private timer: { cancel: (handle: never) => void; handle: unknown } | undefined;
+  private mode: 'postgres' | 'spool' = 'postgres';
+  private draining: Promise<void> | undefined;
+  private drainTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly store: AuditStore,
+    private readonly spool: Spool,
+    private readonly options: TrailOptions,
+    private readonly observer: TrailObserver,
+  ) {}
+
+  /** Drains what earlier processes left in the spool, then keeps draining whenever spool mode ends. */
+  start(): void {
+    // A failed round (a disk error while sealing, say) is reported and retried; it must never become an
+    // unhandled rejection, which would end the process.
+    const round = () => this.drain().catch((error) => this.observer.failed(0, error));
+    const tick = () => {
+      if (this.closed) return;
+      this.drainTimer = setTimeout(() => void round().finally(tick), this.options.drainIntervalMs);
+      this.drainTimer.unref();
+    };
+    void round().finally(tick);
+  }
+
+  get spooling(): boolean {
+    return this.mode === 'spool';
+  }
+
+  record(event: AuditEvent): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('audit trail closed'));
+    return new Promise((resolve, reject) => {
+      this.queue.push({ event, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  emit(event: AuditEvent): void {
+    this.record(event).catch(() => {}); // counted and logged by the observer
+  }
+
+  private schedule(): void {
+    if (this.inFlight >= this.options.maxInFlight) return; // a finishing flush picks the queue up
+    if (this.queue.length >= this.options.batchMax) return this.fire();
+    if (this.timer) return;
+    // AUDIT_FLUSH_MS=0: still gather what the current turn of the event loop adds.
+    this.timer =
+      this.options.flushMs === 0
+        ? { cancel: clearImmediate, handle: setImmediate(() => this.fire()) }
+        : { cancel: clearTimeout, handle: setTimeout(() => this.fire(), this.options.flushMs) };
+  }
+
+  private fire(): void {
+    if (this.timer) {
+      this.timer.cancel(this.timer.handle as never);
+      this.timer = undefined;
+    }
+    while (this.queue.length > 0 && this.inFlight < this.options.maxInFlight) {
+      const batch = this.queue.splice(0, this.options.batchMax);
+      this.inFlight++;
+      void this.write(batch).finally(() => {
+        this.inFlight--;
+        if (this.queue.length > 0) this.schedule();
+      });
+      // Only a full batch justifies a second statement at once; otherwise let the next one gather.
+      if (this.queue.length < this.options.batchMax) break;
+    }
+  }
+
+  private async write(batch: Pending[]): Promise<void> {
+    const events = batch.map((p) => p.event);
+    this.observer.batch(events.length);
+    if (this.mode === 'postgres') {
+      try {
+        await withTimeout('postgres', this.store.insert(events), this.options.writeTimeoutMs);
+        this.observer.written('postgres', events.length);
+        batch.forEach((p) => p.resolve());
+        return;
+      } catch (error) {
+        // Unknown outcome (it may still commit): the spool copy keeps the same ids, so no duplicate.
+        this.enterSpoolMode(error);
+      }
+    }
+    try {
+      await this.spool.append(events);
+      this.observer.written('spool', events.length);
+      this.observer.spoolDepth(this.spool.depth);
+      batch.forEach((p) => p.resolve());
+    } catch (error) {
+      this.observer.failed(events.length, error);
+      batch.forEach((p) => p.reject(error));
+    }
+  }
+
+  private enterSpoolMode(error: unknown): void {
+    if (this.mode === 'spool') return;
+    this.mode = 'spool';
+    this.observer.postgresDown(error);
+  }
+
+  /** Probes Postgres when spooling; when it answers, seals the spool and drains every drainable segment. */
+  drain(): Promise<void> {
+    this.draining ??= this.drainOnce().finally(() => (this.draining = undefined));
+    return this.draining;
+  }
+
+  private async drainOnce(): Promise<void> {
+    if (this.mode === 'spool') {
+      try {
+        await withTimeout('postgres', this.store.ping(), this.options.writeTimeoutMs);
+      } catch {
+        return;
+      }
+      // New batches go to Postgres again; what the spool holds is drained below.
+      this.mode = 'postgres';
+    }
+    // Also seals a segment that a batch begun before the switch appended to afterwards.
+    await this.spool.seal();
+    for (const segment of this.spool.claimDrainable()) {
+      const events = await this.spool.read(segment).catch(() => undefined);
+      if (!events) continue;
+      if (segment.claimed) this.spool.counted(events.length);
+      const timeout = Math.max(this.options.writeTimeoutMs, 5000);
+      try {
+        for (let i = 0; i < events.length; i += DRAIN_CHUNK) {
+          const chunk = events.slice(i, i + DRAIN_CHUNK);
+          await withTimeout('postgres', this.store.insert(chunk), timeout).catch(async (error) => {
+            // Postgres answers but refuses the chunk: a damaged line. Keep every other event of it.
+            if (!(await this.postgresAnswers())) throw error;
+            for (const event of chunk) await withTimeout('postgres', this.store.insert([event]), timeout).catch(() => this.observer.failed(1, error));
+          });
+        }
+      } catch (error) {
+        this.enterSpoolMode(error);
+        return; // the segment stays; drained again (idempotently) next time
+      }
+      await this.spool.remove(segment, events.length);
+      this.observer.drained(events.length);
+      this.observer.spoolDepth(this.spool.depth);
+    }
+  }
+
+  private postgresAnswers(): Promise<boolean> {
+    return withTimeout('postgres', this.store.ping(), this.options.writeTimeoutMs).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Writes what is queued, then stops. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.drainTimer) clearTimeout(this.drainTimer);
+    while (this.queue.length > 0 || this.inFlight > 0) {
+      this.fire();
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await this.draining;
+    await this.spool.close();
+  }
+}

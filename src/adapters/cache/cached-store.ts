@@ -1,0 +1,281 @@
+// Read-through caching in front of a Store: in-process (L1) then Redis (L2, when configured) then the
+// inner store. Every write goes to the inner store, then deletes the Redis entries and publishes an
+// invalidation that every instance (this one included) applies to its in-process cache.
+import type { Redis } from 'ioredis';
+import type { Metrics } from '../telemetry/metrics.js';
+import { WriteDeadlineError, type AgentCredentials, type AgentView, type LockOptions, type PlatformRecord, type Store } from '../../core/model.js';
+import type { Invalidation, InvalidationBus } from '../../core/ports/invalidation.js';
+import { BoundedCache } from '../../core/support/bounded-cache.js';
+
+export interface CacheOptions {
+  redis: Redis | undefined;
+  keyPrefix: string;
+  redisTtlSeconds: number;
+  localTtlMs: number;
+  localMaxEntries: number;
+  bus: InvalidationBus;
+  metrics: Metrics;
+}
+
+/** A second Redis delete shortly after a write closes the race with a reader that loaded the old row. */
+const SECOND_DELETE_MS = 750;
+/** Redis keys deleted per SCAN/UNLINK round when everything is dropped. */
+const SCAN_COUNT = 1000;
+
+export class CachedStore implements Store {
+  private readonly views: BoundedCache<AgentView | null>;
+  private readonly platforms: BoundedCache<PlatformRecord | null>;
+
+  constructor(
+    private readonly inner: Store,
+    private readonly options: CacheOptions,
+  ) {
+    this.views = new BoundedCache(options.localMaxEntries, options.localTtlMs);
+    this.platforms = new BoundedCache(Math.min(options.localMaxEntries, 10_000), options.localTtlMs);
+    options.bus.subscribe((message) => this.applyInvalidation(message));
+  }
+
+  private viewKey(apiKeyId: string) {
+    return `${this.options.keyPrefix}agent:${apiKeyId}`;
+  }
+
+  private platformKey(platformId: string) {
+    return `${this.options.keyPrefix}platform:${platformId}`;
+  }
+
+  private applyInvalidation(message: Invalidation): void {
+    switch (message.kind) {
+      case 'agent':
+        this.views.delete(message.apiKeyId);
+        break;
+      case 'agents':
+        for (const id of message.apiKeyIds) this.views.delete(id);
+        break;
+      case 'platform':
+        this.platforms.delete(message.platformId);
+        this.views.deleteWhere((_, view) => view !== null && message.platformId in view.grants);
+        break;
+      case 'all':
+        this.views.clear();
+        this.platforms.clear();
+        break;
+      case 'keys':
+        break;
+    }
+  }
+
+  /** L1 → L2 → inner, filling the layers on the way back. Negative answers are kept in L1 only. */
+  private async readThrough<V extends object>(
+    local: BoundedCache<V | null>,
+    id: string,
+    redisKey: string,
+    load: () => Promise<V | null>,
+  ): Promise<V | null> {
+    const cached = local.get(id);
+    this.options.metrics.cache('local', cached !== undefined);
+    if (cached !== undefined) return cached;
+    const generation = local.generation;
+    const { redis } = this.options;
+    if (redis) {
+      const raw = await redis.get(redisKey).catch(() => null);
+      this.options.metrics.cache('redis', raw !== null);
+      if (raw !== null) {
+        const value = JSON.parse(raw) as V;
+        local.set(id, value, generation);
+        return value;
+      }
+    }
+    const value = await load();
+    this.fill(local, id, redisKey, value, generation);
+    return value;
+  }
+
+  /** Caches a value read from the inner store, unless an invalidation came after `generation` was read. */
+  private fill<V extends object>(local: BoundedCache<V | null>, id: string, redisKey: string, value: V | null, generation: number): void {
+    local.set(id, value, generation);
+    const { redis } = this.options;
+    if (redis && value !== null && local.generation === generation) {
+      redis.set(redisKey, JSON.stringify(value), 'EX', this.options.redisTtlSeconds).catch(() => {});
+    }
+  }
+
+  /**
+   * With `alreadyRead` (the credentials a cold check just verified): their view, when the in-process cache
+   * would still serve an entry read at the same moment (no invalidation has reached this process since,
+   * younger than the cache's TTL, the safety net behind pub/sub), so it is exactly as current as a cached
+   * view; it is then cached. That spares the cold path a Redis read and a query. Otherwise the usual
+   * read-through.
+   */
+  getAgentView(apiKeyId: string, alreadyRead?: AgentCredentials): Promise<AgentView | null> {
+    const stamp = alreadyRead?.cacheStamp;
+    const { localMaxEntries, localTtlMs } = this.options;
+    if (
+      stamp &&
+      stamp.generation === this.views.generation &&
+      localMaxEntries > 0 &&
+      Date.now() - stamp.at < localTtlMs &&
+      alreadyRead.view.apiKeyId === apiKeyId
+    ) {
+      this.fill(this.views, apiKeyId, this.viewKey(apiKeyId), alreadyRead.view, stamp.generation);
+      return Promise.resolve(alreadyRead.view);
+    }
+    return this.readThrough(this.views, apiKeyId, this.viewKey(apiKeyId), () => this.inner.getAgentView(apiKeyId));
+  }
+
+  getPlatform(platformId: string): Promise<PlatformRecord | null> {
+    return this.readThrough(this.platforms, platformId, this.platformKey(platformId), () => this.inner.getPlatform(platformId));
+  }
+
+  // Secret hashes are never cached (docs/decisions.md: never in Redis in any form).
+  getSecretHashes(apiKeyId: string) {
+    return this.inner.getSecretHashes(apiKeyId);
+  }
+
+  /** Never cached either; stamped with the view cache's invalidation count and the time, before the query. */
+  async getAgentCredentials(apiKeyId: string): Promise<AgentCredentials | null> {
+    const cacheStamp = { generation: this.views.generation, at: Date.now() };
+    const found = await this.inner.getAgentCredentials(apiKeyId);
+    return found && { ...found, cacheStamp };
+  }
+
+  private async deleteRedis(keys: string[]): Promise<void> {
+    const { redis } = this.options;
+    if (!redis || keys.length === 0) return;
+    const remove = async () => {
+      for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500)).catch(() => 0);
+    };
+    await remove();
+    setTimeout(() => void remove(), SECOND_DELETE_MS).unref();
+  }
+
+  /**
+   * Drops everything cached, here, in Redis and (through the bus) in every instance, the verified-secret
+   * memory included. For a write whose outcome is unknown: it may have been applied, and which keys it
+   * touched cannot be trusted either.
+   */
+  private async invalidateEverything(): Promise<void> {
+    const { redis } = this.options;
+    if (redis) {
+      const remove = async () => {
+        let cursor = '0';
+        do {
+          const [next, keys] = await redis.scan(cursor, 'MATCH', `${this.options.keyPrefix}*`, 'COUNT', SCAN_COUNT);
+          cursor = next;
+          if (keys.length > 0) await redis.unlink(...keys);
+        } while (cursor !== '0');
+      };
+      await remove().catch(() => {});
+    }
+    await this.options.bus.publish({ kind: 'all' });
+  }
+
+  /**
+   * Runs an admin write. When its outcome is unknown (WriteDeadlineError), everything is invalidated at
+   * once, again once the driver learns the outcome, and again a moment later (a reader may have loaded
+   * the old row in between): the token path never disagrees with Postgres for long after a stall ends.
+   */
+  private async writing<T>(write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (error) {
+      if (error instanceof WriteDeadlineError) {
+        const again = () => void this.invalidateEverything();
+        await this.invalidateEverything();
+        void error.settled.then(again);
+        setTimeout(again, SECOND_DELETE_MS).unref();
+        void error.settled.then(() => setTimeout(again, SECOND_DELETE_MS).unref());
+      }
+      throw error;
+    }
+  }
+
+  private async invalidateAgents(apiKeyIds: string[]): Promise<void> {
+    await this.deleteRedis(apiKeyIds.map((id) => this.viewKey(id)));
+    await this.options.bus.publish(apiKeyIds.length === 1 ? { kind: 'agent', apiKeyId: apiKeyIds[0] } : { kind: 'agents', apiKeyIds });
+  }
+
+  async createPlatform(input: Parameters<Store['createPlatform']>[0]) {
+    const platform = await this.writing(() => this.inner.createPlatform(input));
+    await this.options.bus.publish({ kind: 'platform', platformId: platform.id });
+    return platform;
+  }
+
+  async updatePlatform(platformId: string, patch: Parameters<Store['updatePlatform']>[1]) {
+    const platform = await this.writing(() => this.inner.updatePlatform(platformId, patch));
+    if (platform) {
+      const apiKeyIds = await this.inner.apiKeyIdsOnPlatform(platformId);
+      await this.deleteRedis([this.platformKey(platformId), ...apiKeyIds.map((id) => this.viewKey(id))]);
+      await this.options.bus.publish({ kind: 'platform', platformId });
+    }
+    return platform;
+  }
+
+  listPlatforms() {
+    return this.inner.listPlatforms();
+  }
+
+  apiKeyIdsOnPlatform(platformId: string) {
+    return this.inner.apiKeyIdsOnPlatform(platformId);
+  }
+
+  async createAgent(input: Parameters<Store['createAgent']>[0]) {
+    const agent = await this.writing(() => this.inner.createAgent(input));
+    await this.invalidateAgents([agent.apiKeyId]); // drops a negative L1 entry, if any
+    return agent;
+  }
+
+  getAgent(agentId: string) {
+    return this.inner.getAgent(agentId);
+  }
+
+  listAgents() {
+    return this.inner.listAgents();
+  }
+
+  async updateAgent(agentId: string, patch: Parameters<Store['updateAgent']>[1]) {
+    const agent = await this.writing(() => this.inner.updateAgent(agentId, patch));
+    if (agent) await this.invalidateAgents([agent.apiKeyId]);
+    return agent;
+  }
+
+  async rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null) {
+    const agent = await this.writing(() => this.inner.rotateSecret(agentId, secretHash, previousValidUntil));
+    if (agent) await this.invalidateAgents([agent.apiKeyId]);
+    return agent;
+  }
+
+  async putGrant(agentId: string, platformId: string, scopes: string[]) {
+    const grant = await this.writing(() => this.inner.putGrant(agentId, platformId, scopes));
+    const agent = await this.inner.getAgent(agentId);
+    if (agent) await this.invalidateAgents([agent.apiKeyId]);
+    return grant;
+  }
+
+  async deleteGrant(agentId: string, platformId: string) {
+    const deleted = await this.writing(() => this.inner.deleteGrant(agentId, platformId));
+    const agent = await this.inner.getAgent(agentId);
+    if (agent) await this.invalidateAgents([agent.apiKeyId]);
+    return deleted;
+  }
+
+  listGrants(agentId: string) {
+    return this.inner.listGrants(agentId);
+  }
+
+  listSigningKeys() {
+    return this.inner.listSigningKeys();
+  }
+
+  async withLock<T>(lock: string, wait: boolean, fn: Parameters<Store['withLock']>[2], options?: LockOptions) {
+    return this.inner.withLock<T>(lock, wait, fn as never, options);
+  }
+
+  ping() {
+    return this.inner.ping();
+  }
+
+  async close() {
+    await this.options.bus.close();
+    await this.inner.close();
+  }
+}

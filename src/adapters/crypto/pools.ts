@@ -1,0 +1,168 @@
+// The two Piscina pools: argon2 (slow, bounded queue so a flood of cold credentials is shed with 503)
+// and signing (fed in batches by the SignBatcher). Separate pools so warm-credential requests never wait
+// behind argon2 work.
+import { Piscina } from 'piscina';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Metrics } from '../telemetry/metrics.js';
+import { busy, type ServiceError } from '../../core/errors.js';
+import type { HashTask, VerifyTask } from '../../../workers/crypto-worker.js';
+import type { SignTask } from '../../../workers/sign-protocol.js';
+import { SignBatcher } from './sign-batcher.js';
+import { WaitingLine } from './waiting-line.js';
+import { PoolCapacity, RetrySpread } from './retry-spread.js';
+
+const WORKER_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../workers/crypto-worker.js');
+
+export interface PoolOptions {
+  argon2Threads: number;
+  argon2MaxQueue: number;
+  signThreads: number;
+  signMaxQueue: number;
+  argon2TaskTimeoutMs: number;
+  signTaskTimeoutMs: number;
+}
+
+type PoolName = 'argon2' | 'sign';
+
+/**
+ * The longest argon2 Retry-After: the agent client's default patience (`maxRetryDelaySeconds` 60). A fleet
+ * whose checks take longer than this to work through gets one refusal per minute at most instead of one
+ * per 30 s, so the client's default 3 retries carry it through about 4 minutes of backlog.
+ */
+const ARGON2_RETRY_AFTER_MAX_SECONDS = 60;
+
+interface Argon2Call {
+  name: 'verifySecret' | 'hashSecret';
+  task: VerifyTask | HashTask;
+}
+
+export class CryptoPools {
+  private readonly pools: Record<PoolName, Piscina>;
+  /** A task that did not finish in this long is treated as a hung worker: aborting it replaces the thread. */
+  private readonly taskTimeoutMs: Record<PoolName, number>;
+  private readonly signBatcher: SignBatcher;
+  /** argon2 work waits here, not in Piscina: a client hanging up must not stop a running task (waiting-line.ts). */
+  private readonly argon2Line: WaitingLine<Argon2Call, unknown>;
+  /** The Retry-After of argon2 work shed, booked at the pool's capacity (retry-spread.ts). */
+  private readonly argon2Retry: RetrySpread;
+  private closing = false;
+
+  constructor(options: PoolOptions, private readonly metrics: Metrics) {
+    this.taskTimeoutMs = { argon2: options.argon2TaskTimeoutMs, sign: options.signTaskTimeoutMs };
+    // Tasks never queue inside Piscina (one per thread at most): the waiting lines are ours.
+    const make = (pool: PoolName, threads: number) => {
+      const piscina = new Piscina({
+        filename: WORKER_FILE,
+        minThreads: threads,
+        maxThreads: threads,
+        idleTimeout: 60_000,
+        // One task at a time per thread: argon2 runs synchronously, and a sign task is a whole batch.
+        concurrentTasksPerWorker: 1,
+      });
+      // Piscina stops a thread only when its task crashed or overran its deadline (min = max threads).
+      piscina.on('workerDestroy', () => {
+        if (!this.closing) metrics.workerThreadReplaced(pool);
+      });
+      return piscina;
+    };
+    this.pools = {
+      argon2: make('argon2', options.argon2Threads),
+      sign: make('sign', options.signThreads),
+    };
+    const signBatch = (batch: SignTask[]) => this.run<string[]>('sign', 'signTokens', batch);
+    this.signBatcher = new SignBatcher(signBatch, options.signThreads, options.signMaxQueue, undefined, () => this.shed('sign'));
+    // Before any task ran, assume ~25 ms per verification per thread.
+    const argon2 = this.pools.argon2;
+    const capacity = new PoolCapacity(options.argon2Threads, () => {
+      // The mean, not the median: busy threads finish threads / mean run time tasks a second, and under
+      // CPU contention the slow (preempted) runs are the ones the median leaves out.
+      const ms = argon2.histogram.runTime.mean;
+      argon2.histogram.resetRunTime();
+      // Under 1 ms the window held only readiness pings (a verification takes tens of ms): no estimate.
+      return ms >= 1 ? ms : NaN;
+    }, 40);
+    this.argon2Retry = new RetrySpread({ maxSeconds: ARGON2_RETRY_AFTER_MAX_SECONDS, overbook: 1.2, rate: () => capacity.perSecond() });
+    this.argon2Line = new WaitingLine(
+      async ([call]) => [await this.run('argon2', call.name, call.task)],
+      options.argon2Threads,
+      options.argon2MaxQueue,
+      () => this.shed('argon2'),
+    );
+    metrics.registerQueueDepth(() => ({ argon2: this.argon2Line.queued, sign: this.signBatcher.queued }));
+  }
+
+  async verifySecret(task: VerifyTask, signal?: AbortSignal): Promise<number> {
+    return (await this.argon2Line.run({ name: 'verifySecret', task }, signal)) as number;
+  }
+
+  async hashSecret(secret: string, salt: Uint8Array): Promise<string> {
+    return (await this.argon2Line.run({ name: 'hashSecret', task: { secret, salt } satisfies HashTask })) as string;
+  }
+
+  /** Signs with the key `kid`; its PEM crosses to a thread only the first time that thread needs it. */
+  signToken(kid: string, privateKeyPem: string, payload: string, signal?: AbortSignal): Promise<string> {
+    return this.signBatcher.sign(kid, privateKeyPem, payload, signal);
+  }
+
+  /**
+   * True when a thread of each pool answers within `timeoutMs`. The pings skip the waiting lines (a long
+   * line is load, not a fault) and carry no AbortSignal: one aborted just as a thread picked it up would
+   * stop that thread. A ping still waiting at the deadline stays queued and runs when a thread frees.
+   */
+  async ping(timeoutMs = 1000): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    const answered = Promise.all([this.pools.argon2.run(null, { name: 'ping' }), this.pools.sign.run(null, { name: 'ping' })]).then(
+      () => true,
+      () => false,
+    );
+    try {
+      return await Promise.race([answered, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    await Promise.all([this.pools.argon2.close(), this.pools.sign.close()]);
+  }
+
+  /**
+   * Throws the 503 a full argon2 queue answers, before the caller spends a store read and a limiter round
+   * trip on a check that would be shed anyway (a restarting fleet is refused many times over).
+   */
+  refuseIfArgon2Full(): void {
+    if (this.argon2Line.isFull) throw this.shed('argon2');
+  }
+
+  /**
+   * The 503 of a full waiting line, counted in ace_worker_tasks_rejected_total: argon2 callers are booked
+   * into the coming seconds at the pool's rate.
+   */
+  private shed(pool: PoolName): ServiceError {
+    this.metrics.workerTaskRejected(pool);
+    return busy(pool === 'argon2' ? this.argon2Retry.next() : 1);
+  }
+
+  /**
+   * One task on a free thread (the waiting lines dispatch only then). The deadline counts from here, so it
+   * bounds the task's run, not its wait; it is the only signal Piscina sees: overrunning it stops the thread.
+   */
+  private async run<T>(pool: PoolName, name: string, task: unknown): Promise<T> {
+    const piscina = this.pools[pool];
+    const started = performance.now();
+    try {
+      return (await piscina.run(task, { name, signal: AbortSignal.timeout(this.taskTimeoutMs[pool]) })) as T;
+    } catch {
+      // Worker crashed or hung (Piscina replaces the thread): the request gets a 503.
+      this.metrics.workerTaskRejected(pool);
+      throw busy();
+    } finally {
+      this.metrics.observeWorkerTask(pool, (performance.now() - started) / 1000);
+    }
+  }
+}

@@ -1,0 +1,47 @@
+// Adaptive batching of sign tasks. At most one batch per signing thread is in flight; requests that
+// arrive while every thread is busy wait in the line and leave together in the next batch. An idle service
+// therefore signs each token at once, and a loaded one pays the cross-thread message cost once per
+// batch instead of once per token.
+import { busy } from '../../core/errors.js';
+import { NEED_KEY, type SignTask } from '../../../workers/sign-protocol.js';
+import { WaitingLine } from './waiting-line.js';
+
+interface Pending {
+  task: SignTask;
+  privateKeyPem: string;
+}
+
+export type RunBatch = (batch: SignTask[]) => Promise<string[]>;
+
+export class SignBatcher {
+  private readonly line: WaitingLine<Pending, string>;
+
+  constructor(
+    private readonly runBatch: RunBatch,
+    threads: number,
+    maxPending: number,
+    maxBatch = 32,
+    /** The refusal when `maxPending` wait already (the pools count it in their metrics). */
+    full: () => unknown = () => busy(),
+  ) {
+    this.line = new WaitingLine((batch) => this.dispatch(batch), threads, maxPending, full, maxBatch);
+  }
+
+  get queued(): number {
+    return this.line.queued;
+  }
+
+  sign(kid: string, privateKeyPem: string, payload: string, signal?: AbortSignal): Promise<string> {
+    return this.line.run({ task: { kid, payload }, privateKeyPem }, signal);
+  }
+
+  private async dispatch(batch: Pending[]): Promise<string[]> {
+    const tokens = await this.runBatch(batch.map((p) => p.task));
+    const missing = batch.filter((_, i) => tokens[i] === NEED_KEY);
+    if (missing.length === 0) return tokens;
+    // This thread has not seen these keys yet: once per thread and key.
+    const retried = await this.runBatch(missing.map((p) => ({ ...p.task, privateKeyPem: p.privateKeyPem })));
+    let j = 0;
+    return tokens.map((t) => (t === NEED_KEY ? retried[j++] : t));
+  }
+}

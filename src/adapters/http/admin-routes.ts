@@ -1,0 +1,234 @@
+// The internal admin API (docs/admin-api.md). Every /admin/v1/* request carries the admin bearer token,
+// compared in constant time (admin-auth.ts), with a per-address budget of wrong tokens.
+import { ServiceError } from '../../core/errors.js';
+import { AgentCreate, AgentPatch, GrantPut, PlatformCreate, PlatformPatch, SecretRotate } from './schemas/admin.js';
+import { UUID_PATTERN } from './schemas/public.js';
+import { compileValidator } from './schemas/validate.js';
+import type { AgentService } from '../../core/agents/agent-service.js';
+import type { KeyManager } from '../../core/keys/key-manager.js';
+import type { PlatformService } from '../../core/platforms/platform-service.js';
+import type { AgentRecord, GrantRecord, PlatformRecord } from '../../core/model.js';
+import type { AdminAuthLimiter } from '../ratelimit/admin-auth-limiter.js';
+import { adminTokenCheck } from './admin-auth.js';
+import { ADMIN_ACTOR, auditEvents, type AuditEvent, type AuditSink } from '../../core/audit/events.js';
+import { parseEventQuery, presentEvent, readEvents } from '../../core/audit/query.js';
+import type { AuditStore } from '../../core/ports/audit-store.js';
+import { parseJsonBody } from './json-body.js';
+import { allowHeader, json, routesByPath, type Handler, type HttpRequest, type Route } from './types.js';
+
+export interface AdminDeps {
+  adminToken: string;
+  authLimiter: Pick<AdminAuthLimiter, 'assertAllowed' | 'recordFailure'>;
+  /** Metric and log of a wrong token (never the token itself). */
+  onAuthFailure: (address: string) => void;
+  platforms: PlatformService;
+  agents: AgentService;
+  keys: KeyManager;
+  audit: AuditSink;
+  auditStore: AuditStore;
+}
+
+const UUID = new RegExp(UUID_PATTERN);
+
+export const presentPlatform = (p: PlatformRecord) => ({
+  platform_id: p.id,
+  name: p.name,
+  domain: p.domain,
+  status: p.status,
+  verification_status: p.verificationStatus,
+  scopes: p.scopes,
+  routes: p.routes,
+  created_at: p.createdAt,
+  updated_at: p.updatedAt,
+});
+
+export const presentAgent = (a: AgentRecord) => ({
+  agent_id: a.id,
+  name: a.name,
+  status: a.status,
+  api_key_id: a.apiKeyId,
+  created_at: a.createdAt,
+  updated_at: a.updatedAt,
+});
+
+const presentGrant = (g: GrantRecord) => ({ agent_id: g.agentId, platform_id: g.platformId, scopes: g.scopes, updated_at: g.updatedAt });
+
+function uuidParam(request: HttpRequest, name: string): string {
+  const value = request.params[name];
+  if (!UUID.test(value)) throw new ServiceError('not_found', `No record with this ${name}.`);
+  return value.toLowerCase();
+}
+
+export function adminRoutes(deps: AdminDeps): Route[] {
+  const authorised = adminTokenCheck(deps.adminToken);
+  const guard =
+    (handler: Handler): Handler =>
+    async (request) => {
+      // A blocked address is refused before its token is looked at, so a lucky guess is not confirmed.
+      await deps.authLimiter.assertAllowed(request.address);
+      if (!authorised(request.headers.authorization)) {
+        deps.onAuthFailure(request.address);
+        deps.audit.emit(auditEvents.adminAuthFailed({ clientAddress: request.address, method: request.method, path: request.path }));
+        await deps.authLimiter.recordFailure(request.address);
+        throw new ServiceError('unauthorized', undefined, { 'WWW-Authenticate': 'Bearer realm="admin"' });
+      }
+      return handler(request);
+    };
+  // An admin change is answered once its event is durable; if the trail cannot take it, the change
+  // (already made) still answers, and the failure is counted and logged by the trail.
+  const audited = async <T>(result: T, event: (r: T) => AuditEvent): Promise<T> => {
+    await deps.audit.record(event(result)).catch(() => {});
+    return result;
+  };
+  const by = (r: HttpRequest) => ({ actor: ADMIN_ACTOR, clientAddress: r.address });
+  const fieldsOf = (body: object) => Object.keys(body);
+
+  const platformCreate = compileValidator(PlatformCreate);
+  const platformPatch = compileValidator(PlatformPatch);
+  const agentCreate = compileValidator(AgentCreate);
+  const agentPatch = compileValidator(AgentPatch);
+  const grantPut = compileValidator(GrantPut);
+  const secretRotate = compileValidator(SecretRotate);
+  // An empty body on the rotate endpoints means "no options".
+  const optionalBody = (request: HttpRequest) => (request.body && request.body.length > 0 ? parseJsonBody(request) : {});
+
+  const routes: Route[] = [
+    {
+      method: 'POST', path: '/admin/v1/platforms', name: 'admin_platforms', body: true,
+      handler: async (r) => {
+        const body = platformCreate(parseJsonBody(r));
+        const platform = await audited(await deps.platforms.create(body), (p) =>
+          auditEvents.adminChange('platform.created', { ...by(r), platformId: p.id, fields: fieldsOf(body), status: p.status }),
+        );
+        return json(201, presentPlatform(platform));
+      },
+    },
+    {
+      method: 'GET', path: '/admin/v1/platforms', name: 'admin_platforms',
+      handler: async () => json(200, { platforms: (await deps.platforms.list()).map(presentPlatform) }),
+    },
+    {
+      method: 'GET', path: '/admin/v1/platforms/:platform_id', name: 'admin_platform',
+      handler: async (r) => json(200, presentPlatform(await deps.platforms.get(uuidParam(r, 'platform_id')))),
+    },
+    {
+      method: 'PATCH', path: '/admin/v1/platforms/:platform_id', name: 'admin_platform', body: true,
+      handler: async (r) => {
+        const id = uuidParam(r, 'platform_id');
+        const body = platformPatch(parseJsonBody(r));
+        const platform = await audited(await deps.platforms.update(id, body), (p) =>
+          auditEvents.adminChange('platform.updated', { ...by(r), platformId: p.id, fields: fieldsOf(body), ...(body.status ? { status: p.status } : {}) }),
+        );
+        return json(200, presentPlatform(platform));
+      },
+    },
+    {
+      method: 'POST', path: '/admin/v1/agents', name: 'admin_agents', body: true,
+      handler: async (r) => {
+        const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name);
+        await audited(agent, (a) => auditEvents.adminChange('agent.created', { ...by(r), agentId: a.id, fields: ['name'], status: a.status }));
+        return json(201, { ...presentAgent(agent), secret }, { 'Cache-Control': 'no-store' });
+      },
+    },
+    {
+      method: 'GET', path: '/admin/v1/agents', name: 'admin_agents',
+      handler: async () => json(200, { agents: (await deps.agents.list()).map(presentAgent) }),
+    },
+    {
+      method: 'GET', path: '/admin/v1/agents/:agent_id', name: 'admin_agent',
+      handler: async (r) => json(200, presentAgent(await deps.agents.get(uuidParam(r, 'agent_id')))),
+    },
+    {
+      method: 'PATCH', path: '/admin/v1/agents/:agent_id', name: 'admin_agent', body: true,
+      handler: async (r) => {
+        const id = uuidParam(r, 'agent_id');
+        const body = agentPatch(parseJsonBody(r));
+        const agent = await audited(await deps.agents.update(id, body), (a) =>
+          auditEvents.adminChange('agent.updated', { ...by(r), agentId: a.id, fields: fieldsOf(body), ...(body.status ? { status: a.status } : {}) }),
+        );
+        return json(200, presentAgent(agent));
+      },
+    },
+    {
+      method: 'POST', path: '/admin/v1/agents/:agent_id/secret/rotate', name: 'admin_agent_secret_rotate', body: true,
+      handler: async (r) => {
+        const id = uuidParam(r, 'agent_id');
+        const { grace_seconds } = secretRotate(optionalBody(r));
+        const { apiKeyId, secret } = await deps.agents.rotateSecret(id, grace_seconds ?? 0);
+        await audited(id, (agentId) =>
+          auditEvents.adminChange('agent.secret_rotated', { ...by(r), agentId, fields: ['secret'], graceSeconds: grace_seconds ?? 0 }),
+        );
+        return json(200, { api_key_id: apiKeyId, secret }, { 'Cache-Control': 'no-store' });
+      },
+    },
+    {
+      method: 'GET', path: '/admin/v1/agents/:agent_id/grants', name: 'admin_agent_grants',
+      handler: async (r) => json(200, { grants: (await deps.agents.listGrants(uuidParam(r, 'agent_id'))).map(presentGrant) }),
+    },
+    {
+      method: 'PUT', path: '/admin/v1/agents/:agent_id/grants/:platform_id', name: 'admin_agent_grant', body: true,
+      handler: async (r) => {
+        const agentId = uuidParam(r, 'agent_id');
+        const platformId = uuidParam(r, 'platform_id');
+        const { scopes } = grantPut(parseJsonBody(r));
+        const grant = await audited(await deps.agents.putGrant(agentId, platformId, scopes), (g) =>
+          auditEvents.adminChange('grant.put', { ...by(r), agentId: g.agentId, platformId: g.platformId, fields: ['scopes'], scopes: g.scopes }),
+        );
+        return json(200, presentGrant(grant));
+      },
+    },
+    {
+      method: 'DELETE', path: '/admin/v1/agents/:agent_id/grants/:platform_id', name: 'admin_agent_grant',
+      handler: async (r) => {
+        const [agentId, platformId] = [uuidParam(r, 'agent_id'), uuidParam(r, 'platform_id')];
+        await deps.agents.deleteGrant(agentId, platformId);
+        await audited(null, () => auditEvents.adminChange('grant.deleted', { ...by(r), agentId, platformId }));
+        return { status: 204 };
+      },
+    },
+    {
+      method: 'GET', path: '/admin/v1/keys', name: 'admin_keys',
+      handler: () => json(200, { keys: deps.keys.list() }),
+    },
+    {
+      method: 'POST', path: '/admin/v1/keys/rotate', name: 'admin_keys_rotate', body: true,
+      handler: async (r) => {
+        const key = await audited(await deps.keys.rotate(), (k) => auditEvents.adminChange('key.rotated', { ...by(r), kid: k.kid, status: k.state }));
+        return json(200, key);
+      },
+    },
+    {
+      method: 'POST', path: '/admin/v1/keys/:kid/retire', name: 'admin_key_retire', body: true,
+      handler: async (r) => {
+        const key = await audited(await deps.keys.retire(r.params.kid), (k) => auditEvents.adminChange('key.retired', { ...by(r), kid: k.kid, status: k.state }));
+        return json(200, key);
+      },
+    },
+    {
+      method: 'GET', path: '/admin/v1/events', name: 'admin_events', query: true,
+      handler: async (r) => {
+        const page = await readEvents(deps.auditStore, parseEventQuery(r.query));
+        return json(200, { events: page.events.map(presentEvent), next_cursor: page.nextCursor }, { 'Cache-Control': 'no-store' });
+      },
+    },
+    {
+      // Unknown admin paths answer 401 without the token, 404 with it: nothing is learned unauthenticated.
+      method: 'ANY', path: '/admin/v1/*', name: 'admin_unmatched',
+      handler: () => {
+        throw new ServiceError('not_found');
+      },
+    },
+  ];
+  // A known path with another method: 405 with Allow, but only after the token check, so the API cannot
+  // be mapped without the token. (First matching route wins, so these catch only the missing methods.)
+  for (const [path, group] of routesByPath(routes.filter((r) => r.method !== 'ANY'))) {
+    const allow = allowHeader(group);
+    routes.push({
+      method: 'ANY', path, name: group[0].name,
+      handler: () => {
+        throw new ServiceError('method_not_allowed', undefined, { Allow: allow });
+      },
+    });
+  }
+  return routes.map((route) => ({ ...route, handler: guard(route.handler) }));
+}

@@ -1,0 +1,302 @@
+// uWebSockets.js adapter: routing, 404/405, bounded body reading, abort handling, corked writes,
+// metrics and access logs. Everything else happens in handlers that never see uWS.
+import { STATUS_CODES } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import * as uWS from 'uWebSockets.js';
+import { ServiceError, toServiceError } from '../../core/errors.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import { clientAddress, type ProxyTrust } from '../../support/client-address.js';
+import { framingRefusal, type FramingFields } from './framing.js';
+import { InFlight, type Completion } from './in-flight.js';
+import { LingeringRefusal } from './lingering-refusal.js';
+import { allowHeader, routesByPath, type HttpReply, type HttpRequest, type RequestHeaders, type Route } from './types.js';
+
+/** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
+export function assertNativeUws(): void {
+  const source = Function.prototype.toString.call(uWS.App);
+  if (!source.includes('[native code]')) {
+    throw new Error('uWebSockets.js native binary did not load (pure-JS fallback detected); refusing to start. Check the platform and Node ABI.');
+  }
+}
+
+export interface ServerOptions {
+  name: string;
+  maxBodyBytes: number;
+  /** Which X-Forwarded-For hop names the client (client-address.ts). */
+  proxy: ProxyTrust;
+  metrics: Metrics;
+  logger: Logger;
+  accessLog: boolean;
+  /** The admin listener reads Authorization; the public one never needs it. */
+  readsAuthorization?: boolean;
+}
+
+const STATUS_LINES = new Map<number, string>();
+const statusLine = (status: number): string => {
+  let line = STATUS_LINES.get(status);
+  if (!line) STATUS_LINES.set(status, (line = `${status} ${STATUS_CODES[status] ?? 'Unknown'}`));
+  return line;
+};
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const NEVER_ABORTED = new AbortController().signal;
+const decoder = new TextDecoder();
+
+/** One request being answered: what `send` needs besides the reply (one per request). */
+interface Exchange {
+  res: uWS.HttpResponse;
+  state: Completion;
+  /** Low-cardinality route name (metrics, access log). */
+  routeName: string;
+  method: string;
+  /** performance.now() when the request arrived. */
+  started: number;
+  requestId: string;
+}
+
+export class HttpServer {
+  readonly app: uWS.TemplatedApp;
+  private listenSocket: uWS.us_listen_socket | undefined;
+  private draining = false;
+  private readonly inFlight = new InFlight();
+
+  constructor(routes: Route[], private readonly options: ServerOptions) {
+    this.app = uWS.App();
+    for (const [path, group] of routesByPath(routes)) {
+      const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
+      const allow = allowHeader(group);
+      this.app.any(path, (res, req) => {
+        if (this.refusedFraming(res, req)) return;
+        const method = req.getMethod().toUpperCase();
+        const route = group.find((r) => r.method === method || r.method === 'ANY' || (method === 'HEAD' && r.method === 'GET'));
+        if (!route) {
+          this.answerError(res, req, group[0].name, new ServiceError('method_not_allowed', undefined, { Allow: allow }));
+          return;
+        }
+        this.handle(res, req, route, paramNames, method);
+      });
+    }
+    this.app.any('/*', (res, req) => {
+      if (this.refusedFraming(res, req)) return;
+      this.answerError(res, req, 'unmatched', new ServiceError('not_found'));
+    });
+  }
+
+  /**
+   * Every request passes here first: an ambiguous body length (request smuggling) is refused before any
+   * routing or handler work, and the connection closes so no byte after it is served. `getHeader` shows
+   * only a field's first occurrence, so all fields are read.
+   *
+   * The answer waits for the next turn of the event loop. uWS parses every request already received on
+   * the connection before it flushes or closes anything, and a request handled now would reset the
+   * "close after this answer" mark: the bytes after the refused request would be served as a request
+   * of their own. Left pending instead, this answer makes uWS close the connection as soon as another
+   * request follows on it (without our 400: the refusal is then the closed connection); if none
+   * follows, the answer goes out next turn and the connection closes after it.
+   */
+  private refusedFraming(res: uWS.HttpResponse, req: uWS.HttpRequest): boolean {
+    const fields: FramingFields = { contentLength: [], transferEncoding: [] };
+    req.forEach((name, value) => {
+      if (name === 'content-length') fields.contentLength.push(value);
+      else if (name === 'transfer-encoding') fields.transferEncoding.push(value);
+    });
+    const refusal = framingRefusal(fields);
+    if (!refusal) return false;
+    const method = req.getMethod().toUpperCase();
+    const started = performance.now();
+    const state = this.inFlight.begin();
+    res.onAborted(() => {
+      state.aborted = true;
+      state.complete();
+    });
+    const reply = this.errorReply(new ServiceError(refusal.code, refusal.detail), 'framing');
+    const exchange: Exchange = { res, state, routeName: 'framing', method, started, requestId: randomUUID() };
+    setImmediate(() => this.send(exchange, reply, true));
+    return true;
+  }
+
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.app.listen(host, port, (socket) => {
+        if (!socket) return reject(new Error(`${this.options.name}: cannot listen on ${host}:${port}`));
+        this.listenSocket = socket;
+        resolve(uWS.us_socket_local_port(socket));
+      });
+    });
+  }
+
+  /** Stops accepting connections; answers in flight get `Connection: close`. */
+  stopAccepting(): void {
+    this.draining = true;
+    if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
+    this.listenSocket = undefined;
+  }
+
+  /** Resolves when no request is in flight (or at the deadline). */
+  idle(timeoutMs: number): Promise<void> {
+    return this.inFlight.idle(timeoutMs);
+  }
+
+  /** Requests begun and not yet answered or aborted. */
+  get requestsInFlight(): number {
+    return this.inFlight.size;
+  }
+
+  /** Closes the listener and every connection. */
+  closeAll(): void {
+    this.stopAccepting();
+    (this.app as unknown as { close?: () => void }).close?.();
+  }
+
+  /** Reads only the headers this route can use: each read crosses into C++. */
+  private readHeaders(req: uWS.HttpRequest, route: Route): RequestHeaders {
+    const body = route.body === true;
+    return {
+      contentType: body ? req.getHeader('content-type') : '',
+      contentLength: body ? req.getHeader('content-length') : '',
+      ifNoneMatch: route.method === 'GET' ? req.getHeader('if-none-match') : '',
+      authorization: this.options.readsAuthorization ? req.getHeader('authorization') : '',
+      requestId: req.getHeader('x-request-id'),
+      forwardedFor: body && (this.options.proxy.hops > 0 || this.options.proxy.proxies) ? req.getHeader('x-forwarded-for') : '',
+    };
+  }
+
+  private handle(res: uWS.HttpResponse, req: uWS.HttpRequest, route: Route, paramNames: string[], method: string): void {
+    const started = performance.now();
+    // Everything from `req` must be read now: it is invalid after this synchronous part.
+    const headers = this.readHeaders(req, route);
+    const params: Record<string, string> = {};
+    paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i) ?? '')));
+    const path = req.getUrl();
+    const query = route.query ? (req.getQuery() ?? '') : '';
+    // The client address only matters where credentials arrive: routes with a body, and every request to
+    // the listener that reads Authorization (the admin token limit; failed admin token checks are audited).
+    const address =
+      route.body || this.options.readsAuthorization ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.options.proxy) : '';
+    const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
+    // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
+    const controller = route.body ? new AbortController() : undefined;
+    const state = this.inFlight.begin();
+    res.onAborted(() => {
+      state.aborted = true;
+      controller?.abort();
+      state.complete();
+    });
+    const exchange: Exchange = { res, state, routeName: route.name, method, started, requestId };
+
+    const run = (body: Buffer | null) => {
+      const request: HttpRequest = { method, path, query, params, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
+      let result: HttpReply | Promise<HttpReply>;
+      try {
+        result = route.handler(request);
+      } catch (error) {
+        result = Promise.reject(error);
+      }
+      // Synchronous handlers (JWKS, health) answer at once, without a promise round.
+      if (!(result instanceof Promise)) return this.send(exchange, result);
+      result
+        // A client that went away aborted its work: nothing to answer, nothing to log.
+        .catch((error: unknown) => (state.aborted ? null : this.errorReply(error, route.name)))
+        .then((r) => r && this.send(exchange, r));
+    };
+
+    if (!route.body) return run(null);
+
+    // Bounded body: refuse early on a declared length, else count while reading; 413 closes the connection.
+    const limit = this.options.maxBodyBytes;
+    const declared = Number(headers.contentLength);
+    if (headers.contentLength !== '' && Number.isFinite(declared) && declared > limit) {
+      return this.send(exchange, this.errorReply(new ServiceError('payload_too_large'), route.name), true);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let refusal: LingeringRefusal | undefined;
+    res.onData((chunk, isLast) => {
+      if (refusal) return refusal.received(chunk.byteLength, isLast);
+      size += chunk.byteLength;
+      if (size > limit) {
+        // Closing now, with the client's bytes still unread, makes the kernel send a reset that can
+        // destroy the 413 before the client reads it: discard the rest first (bounded), then answer.
+        const refuse = () => this.send(exchange, this.errorReply(new ServiceError('payload_too_large'), route.name), true);
+        refusal = new LingeringRefusal(refuse, () => state.done);
+        return refusal.received(0, isLast);
+      }
+      chunks.push(Buffer.from(Buffer.from(chunk))); // copy: uWS detaches the chunk after this callback
+      if (isLast) run(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+    });
+  }
+
+  private errorReply(error: unknown, routeName: string): HttpReply {
+    const serviceError = toServiceError(error);
+    if (serviceError.status >= 500 && !(error instanceof ServiceError)) {
+      // Log the failure without request data: bodies may hold secrets.
+      this.options.logger.error({ route: routeName, err: { message: (error as Error)?.message, name: (error as Error)?.name } }, 'request failed');
+    }
+    return {
+      status: serviceError.status,
+      headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...serviceError.headers },
+      body: serviceError.body(),
+    };
+  }
+
+  private answerError(res: uWS.HttpResponse, req: uWS.HttpRequest, routeName: string, error: ServiceError): void {
+    const method = req.getMethod().toUpperCase();
+    const started = performance.now();
+    const requestId = randomUUID();
+    const state = this.inFlight.begin();
+    // uWS 20.30 aborts the whole process when a handler ends a response (HEAD: endWithoutBody) without
+    // an abort handler attached: always attach one, even for answers given at once.
+    res.onAborted(() => {
+      state.aborted = true;
+      state.complete();
+    });
+    // Drop any request body unread: answer at once and let uWS discard the rest.
+    this.send({ res, state, routeName, method, started, requestId }, this.errorReply(error, routeName));
+  }
+
+  private send(exchange: Exchange, reply: HttpReply, closeConnection = false): void {
+    const { res, state, method } = exchange;
+    if (state.done) return;
+    const body = reply.body ?? '';
+    const close = closeConnection || this.draining;
+    res.cork(() => {
+      res.writeStatus(statusLine(reply.status));
+      res.writeHeader('X-Request-Id', exchange.requestId);
+      if (reply.headers) for (const name in reply.headers) res.writeHeader(name, reply.headers[name]);
+      // 304 and HEAD carry no body; their Content-Length is the full representation's (RFC 9110 §8.6).
+      if (reply.status === 304 || method === 'HEAD') {
+        const length = reply.status === 304 ? (reply.representationLength ?? 0) : typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+        endWithoutBody(res, length, close);
+      } else res.end(body, close);
+    });
+    state.complete();
+    const seconds = (performance.now() - exchange.started) / 1000;
+    this.options.metrics.observeHttp(exchange.routeName, method, reply.status, seconds);
+    if (this.options.accessLog) {
+      this.options.logger.info({ reqId: exchange.requestId, route: exchange.routeName, method, status: reply.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
+    }
+  }
+}
+
+/**
+ * A bodiless answer (HEAD, 304) announcing the representation's length. `res.endWithoutBody(length)` in
+ * this uWS waits for `length` body bytes that never come: the response stays open, the next request on
+ * the connection closes it and `onAborted` fires after the answer. So the length goes in as a plain
+ * header and uWS ends the response with no length of its own. uWS cannot close the connection after
+ * such an answer, so a closing one (shutdown) says `Connection: close` and the final close ends it.
+ */
+function endWithoutBody(res: uWS.HttpResponse, length: number, close: boolean): void {
+  res.writeHeader('Content-Length', String(length));
+  if (close) res.writeHeader('Connection', 'close');
+  res.endWithoutBody();
+}
+
+function decodeURIComponentSafe(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+

@@ -1,0 +1,82 @@
+// Rate limits (rate-limiter-flexible): per api_key_id on authenticated token requests, and per client
+// address on failed authentications. With Redis the counts are shared by every instance; when Redis is
+// away an in-process insurance limiter takes over, so limiting never stops and never blocks on Redis.
+import type { Redis } from 'ioredis';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { ServiceError } from '../../core/errors.js';
+
+export interface LimiterOptions {
+  redis: Redis | undefined;
+  keyPrefix: string;
+  tokenPoints: number;
+  tokenWindowSeconds: number;
+  authFailPoints: number;
+  authFailWindowSeconds: number;
+}
+
+export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address';
+
+// The library joins keyPrefix and key with ':' itself.
+export function makeLimiter(redis: Redis | undefined, keyPrefix: string, points: number, duration: number): RateLimiterAbstract {
+  const memory = new RateLimiterMemory({ keyPrefix, points, duration });
+  if (!redis) return memory;
+  return new RateLimiterRedis({
+    storeClient: redis,
+    keyPrefix,
+    points,
+    duration,
+    rejectIfRedisNotReady: true,
+    insuranceLimiter: memory,
+  });
+}
+
+export function rateLimitedError(res: RateLimiterRes): ServiceError {
+  const retryAfter = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+  return new ServiceError('rate_limited', undefined, { 'Retry-After': String(retryAfter) });
+}
+
+export class Limiters {
+  private readonly token: RateLimiterAbstract;
+  private readonly authFail: RateLimiterAbstract;
+
+  constructor(options: LimiterOptions, private readonly onRefusal: (limiter: LimiterName) => void) {
+    this.token = makeLimiter(options.redis, `${options.keyPrefix}rl:token`, options.tokenPoints, options.tokenWindowSeconds);
+    this.authFail = makeLimiter(options.redis, `${options.keyPrefix}rl:authfail`, options.authFailPoints, options.authFailWindowSeconds);
+  }
+
+  /** Counts one token request for an authenticated key; throws 429 past the limit. */
+  async consumeToken(apiKeyId: string): Promise<void> {
+    await this.consume(this.token, 'token_per_key', apiKeyId);
+  }
+
+  /**
+   * Reserves one point of the address's failed-authentication budget before any argon2 work, so that one
+   * address never causes more verifications than its budget, however many requests it has in flight.
+   * Throws 429 when the budget is spent. Returns the refund, for an attempt that succeeded or that
+   * failed for our own reasons (store or pool unavailable).
+   */
+  async reserveAuthAttempt(address: string): Promise<() => void> {
+    try {
+      await this.authFail.consume(address);
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) {
+        this.onRefusal('auth_fail_per_address');
+        throw rateLimitedError(rejection);
+      }
+      return () => {}; // the store itself failed and no insurance answered: do not refuse for our fault
+    }
+    return () => void this.authFail.reward(address, 1).catch(() => {});
+  }
+
+  private async consume(limiter: RateLimiterAbstract, name: LimiterName, key: string): Promise<void> {
+    try {
+      await limiter.consume(key);
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) {
+        this.onRefusal(name);
+        throw rateLimitedError(rejection);
+      }
+      // The store itself failed and no insurance answered: do not refuse the request for our fault.
+    }
+  }
+}

@@ -1,0 +1,43 @@
+// Metrics of the revocation feed, registered on the process's registry (no ids in labels).
+import client from 'prom-client';
+import type { RevocationMetricsSink } from '../../core/revocation/revocation-service.js';
+
+export class RevocationMetrics implements RevocationMetricsSink {
+  private readonly subscribers: client.Gauge;
+  private readonly entries: client.Gauge;
+  private readonly latency: client.Histogram;
+
+  constructor(registry: client.Registry) {
+    const registers = [registry];
+    this.subscribers = new client.Gauge({
+      name: 'ace_revocation_subscribers',
+      help: 'WebSocket subscribers of revocation feeds connected to this process.',
+      registers,
+    });
+    this.entries = new client.Gauge({
+      name: 'ace_revocation_entries_live',
+      help: 'Revocation entries not yet expired (one per affected platform), as last counted.',
+      registers,
+      // Every process counts the same table: the cluster-wide value is the maximum, not the sum.
+      aggregator: 'max',
+    });
+    this.latency = new client.Histogram({
+      name: 'ace_revocation_publish_to_send_seconds',
+      help: 'Time from the admin change that appended a revocation entry to its push to this process\'s subscribers.',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+  }
+
+  subscriberDelta(delta: number): void {
+    this.subscribers.inc(delta);
+  }
+
+  published(seconds: number): void {
+    this.latency.observe(seconds);
+  }
+
+  setEntriesLive(count: number): void {
+    this.entries.set(count);
+  }
+}

@@ -1,0 +1,95 @@
+// Wiring of the audit trail for one service process: its own small Postgres pool (so a hung audit write
+// never holds a connection the token path needs), the spool in DATA_DIR, group commit, and partition
+// maintenance with retention.
+import type { AuditConfig } from '../config/config.js';
+import type { Logger } from '../adapters/telemetry/logger.js';
+import type { Metrics } from '../adapters/telemetry/metrics.js';
+import { NO_AUDIT, type AuditSink } from '../core/audit/events.js';
+import { connectPostgres } from '../adapters/postgres/postgres-store.js';
+import { PostgresAuditStore } from '../adapters/postgres/audit-store.js';
+import type { AuditStore } from '../core/ports/audit-store.js';
+import { AuditMaintenance } from '../adapters/audit-trail/maintenance.js';
+import { Spool } from '../adapters/audit-trail/spool.js';
+import { AuditTrail } from '../adapters/audit-trail/trail.js';
+
+export interface RunningAudit {
+  sink: AuditSink;
+  store: AuditStore;
+  trail: AuditTrail | undefined;
+  close(): Promise<void>;
+}
+
+export async function startAudit(options: {
+  config: AuditConfig;
+  databaseUrl: string;
+  embedded: boolean;
+  /** STORE_TIMEOUT_MS: bound on reads of the trail. */
+  readTimeoutMs: number;
+  dataDir: string;
+  logger: Logger;
+  metrics: Metrics;
+}): Promise<RunningAudit> {
+  const { config, logger, metrics } = options;
+  // PGlite runs one statement at a time and its socket server takes few connections.
+  const poolSize = options.embedded ? Math.min(2, config.poolSize) : config.poolSize;
+  const sql = connectPostgres({ url: options.databaseUrl, poolSize, timeoutMs: config.writeTimeoutMs });
+  const store = new PostgresAuditStore(sql, options.readTimeoutMs);
+
+  const maintenance = new AuditMaintenance(store, config.retentionDays, config.maintenanceIntervalSeconds * 1000, (result, error) => {
+    if (error) logger.warn({ err: { message: (error as Error).message } }, 'audit partition maintenance failed');
+    else if (result && (result.created.length || result.dropped.length || result.deleted)) {
+      logger.info({ created: result.created, dropped: result.dropped, deleted: result.deleted }, 'audit partitions maintained');
+    }
+  });
+  await maintenance.runOnce();
+  maintenance.start();
+
+  if (!config.enabled) {
+    logger.warn('AUDIT=off: no audit event is recorded');
+    return {
+      sink: NO_AUDIT,
+      store,
+      trail: undefined,
+      async close() {
+        maintenance.stop();
+        await store.close();
+      },
+    };
+  }
+
+  const spool = new Spool(options.dataDir, config.spoolMaxBytes);
+  const trail = new AuditTrail(
+    store,
+    spool,
+    {
+      flushMs: config.flushMs,
+      batchMax: config.batchMax,
+      maxInFlight: config.maxInFlight,
+      writeTimeoutMs: config.writeTimeoutMs,
+      drainIntervalMs: config.drainIntervalMs,
+    },
+    {
+      written: (sink, events) => metrics.auditWrittenTo(sink, events),
+      batch: (size) => metrics.auditBatchSize(size),
+      failed: (events, error) => {
+        metrics.auditWriteFailed(events);
+        logger.error({ err: { message: (error as Error).message }, events }, 'audit: events could not be written to Postgres nor to the spool, or a spool drain round failed');
+      },
+      spoolDepth: (depth) => metrics.auditSpoolDepth(depth),
+      postgresDown: (error) =>
+        logger.warn({ err: { message: (error as Error).message } }, 'audit: Postgres did not take a batch; spooling to DATA_DIR/audit-spool until it answers'),
+      drained: (events) => logger.info({ events }, 'audit: spooled events drained into Postgres'),
+    },
+  );
+  trail.start();
+  return {
+    sink: trail,
+    store,
+    trail,
+    async close() {
+      maintenance.stop();
+      await trail.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,82 @@
+// What the entry point (main.ts) runs once the thread pool is sized: validate configuration, refuse a non-native uWS, start one process (or a cluster of
+// WORKERS processes), and stop gracefully on SIGTERM.
+import cluster from 'node:cluster';
+import { loadConfig, ConfigError, type Config } from '../config/config.js';
+import { createLogger, type Logger } from '../adapters/telemetry/logger.js';
+import { tolerateDroppedSocketErrors } from '../adapters/telemetry/dropped-socket-errors.js';
+import { assertNativeUws } from '../adapters/http/server.js';
+import { startApp } from './index.js';
+import { READY_MESSAGE } from './cluster/messages.js';
+import { runPrimary } from './cluster/primary.js';
+import { clusterMetricsText } from './cluster/worker.js';
+
+function readConfig(): Config {
+  try {
+    return loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(78); // EX_CONFIG
+    }
+    throw error;
+  }
+}
+
+async function runServer(config: Config, logger: Logger): Promise<void> {
+  tolerateDroppedSocketErrors(logger);
+  const inCluster = cluster.isWorker;
+  const app = await startApp({ config, logger, metricsText: inCluster ? (m) => clusterMetricsText(m.registry) : undefined });
+  const publicHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+  logger.info(
+    {
+      public_url: `http://${publicHost}:${app.publicPort}`,
+      internal_url: `http://${config.adminHost}:${app.adminPort}`,
+      admin_token_file: app.adminTokenPath ?? '(ADMIN_TOKEN is set)',
+      database: config.databaseUrl ? 'postgres (DATABASE_URL)' : `embedded PGlite in ${config.dataDir}`,
+      cache: config.redisUrl ? 'redis (REDIS_URL)' : 'in-process',
+      workers: config.workers,
+    },
+    'agent credential exchange ready',
+  );
+  if (inCluster) process.send!({ type: READY_MESSAGE });
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    setTimeout(() => {
+      logger.error('shutdown deadline passed; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs + 2000).unref();
+    app.shutdown().then(
+      () => {
+        logger.info('stopped');
+        logger.flush?.();
+        process.exit(0);
+      },
+      (error) => {
+        logger.error({ err: { message: (error as Error).message } }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  // In a cluster, the primary's death must not leave orphans serving.
+  if (inCluster) process.on('disconnect', () => stop('primary gone'));
+}
+
+async function main(): Promise<void> {
+  const config = readConfig();
+  const logger = createLogger(config.logLevel);
+  try {
+    assertNativeUws();
+    if (config.workers > 1 && cluster.isPrimary) return runPrimary(config, logger);
+    await runServer(config, logger);
+  } catch (error) {
+    logger.fatal({ err: { message: (error as Error).message, name: (error as Error).name } }, 'failed to start');
+    process.exit(1);
+  }
+}
+
+void main();
