@@ -1,7 +1,7 @@
 // Private PostgreSQL 15 clusters on loopback: a primary (initdb) and hot standbys (pg_basebackup -R), with
 // promotion for switchover tests. Each cluster has its own temp folder (data, socket, log) and port.
 import path from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { chownSync, existsSync, writeFileSync } from 'node:fs';
 import postgres from 'postgres';
 import {
   HOST, PG_BIN, Proc, makeTempDir, registerHandle, removeDir, run, serviceUser, unregisterHandle, waitFor, withPort,
@@ -160,23 +160,48 @@ async function launch(
   return node;
 }
 
+// initdb costs seconds of wall time on a loaded box; it runs once per test process into a template that
+// each new cluster copies (cp -a, as the service user). The copies share a system identifier, which only
+// matters to replication between them, and that goes through pg_basebackup anyway.
+let template: Promise<string> | undefined;
+
+async function initdbTemplate(timeoutMs: number): Promise<string> {
+  const user = serviceUser();
+  const dir = makeTempDir('pg-template', user);
+  const data = path.join(dir, 'data');
+  try {
+    await run(path.join(PG_BIN, 'initdb'), ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], { user, cwd: dir, timeoutMs });
+    // initdb's trust pg_hba already lets 127.0.0.1 replicate; say so explicitly in case its template changes.
+    writeFileSync(path.join(data, 'pg_hba.conf'), 'local all all trust\nlocal replication all trust\nhost all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n');
+    if (user) chownSync(path.join(data, 'pg_hba.conf'), user.uid, user.gid);
+  } catch (err) {
+    removeDir(dir);
+    throw err;
+  }
+  return data;
+}
+
 /**
  * A fresh private cluster (initdb, trust auth for 127.0.0.1 including replication, wal_level replica,
  * max_wal_senders 10), started and accepting connections. Superuser `postgres`, database `postgres`.
  */
 export async function startPostgres(opts: PostgresOptions = {}): Promise<PostgresNode> {
   const user = serviceUser();
+  const timeoutMs = opts.timeoutMs ?? 60_000;
+  let source = template ? await template.catch(() => undefined) : undefined;
+  if (!source || !existsSync(source)) {
+    template = initdbTemplate(timeoutMs);
+    source = await template;
+  }
   const dir = makeTempDir('pg', user);
   try {
-    await run(path.join(PG_BIN, 'initdb'), ['-D', path.join(dir, 'data'), '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], { user, cwd: dir, timeoutMs: opts.timeoutMs ?? 60_000 });
-    // initdb's trust pg_hba already lets 127.0.0.1 replicate; say so explicitly in case its template changes.
-    writeFileSync(path.join(dir, 'data', 'pg_hba.conf'), 'local all all trust\nlocal replication all trust\nhost all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n');
+    await run('cp', ['-a', source, path.join(dir, 'data')], { user, cwd: dir, timeoutMs });
   } catch (err) {
     removeDir(dir);
     throw err;
   }
   return withPort(opts.port, async (port) => {
-    // A retry on another port reuses the initialised data folder: only the port setting differs.
+    // A retry on another port reuses the copied data folder: only the port setting differs.
     return launch(port, dir, 'primary', opts);
   }).catch((err) => {
     removeDir(dir);
