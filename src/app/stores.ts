@@ -15,6 +15,7 @@ import {
   RedisSettingError,
   settingErrorFrom,
   TOPOLOGY_SETTING,
+  untilReadyOr,
   verifyRedis,
   type RedisClient,
   type RedisReport,
@@ -24,7 +25,6 @@ import { LocalBus, RedisBus } from '../adapters/cache/invalidation-bus.js';
 import type { InvalidationBus } from '../core/ports/invalidation.js';
 import { CachedStore } from '../adapters/cache/cached-store.js';
 import type { Cleanups } from './cleanups.js';
-import { withDeadline } from './deadline.js';
 
 export interface Stores {
   /** The Postgres URL in use (the embedded server's when DATABASE_URL is unset). */
@@ -84,6 +84,8 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
     localMaxEntries: config.localCacheMaxEntries,
     bus,
     metrics,
+    onTrust: (trusted, why) =>
+      trusted ? logger.info('Redis cache swept: in use again') : logger.warn({ why }, 'Redis cache bypassed until swept (reads go to Postgres)'),
   });
   redisStatus?.attachCache(store);
   return { databaseUrl: database.url, embedded, sql, postgres, redis, redisStatus, bus, store };
@@ -152,7 +154,7 @@ export class RedisStatus {
     const deadline = Date.now() + timeoutMs;
     while (!this.verified && !this.refusal && Date.now() < deadline) {
       if (this.client.status === 'ready') await this.verify();
-      else await withDeadline(new Promise((resolve) => this.client.once('ready', resolve)), Math.min(100, deadline - Date.now()));
+      else await untilReadyOr(this.client, Math.max(1, Math.min(100, deadline - Date.now())));
     }
     if (this.refusal) throw this.refusal;
     if (!this.verified) {

@@ -8,8 +8,7 @@
 // neither reads nor fills it, and drops its in-process entries, until it has swept every cache key from
 // every master. So an entry a failed delete should have removed is never served from here, and an
 // instance that comes back from a failover re-reads Postgres before it trusts Redis again.
-import { once } from 'node:events';
-import { sweepKeys, watchResets, type RedisClient } from './redis.js';
+import { sweepKeys, untilReadyOr, watchResets, type RedisClient } from './redis.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { WriteDeadlineError, type AgentCredentials, type AgentView, type LockOptions, type PlatformRecord, type Store } from '../../core/model.js';
 import type { Invalidation, InvalidationBus } from '../../core/ports/invalidation.js';
@@ -23,6 +22,8 @@ export interface CacheOptions {
   localMaxEntries: number;
   bus: InvalidationBus;
   metrics: Metrics;
+  /** Told when the Redis layer stops or resumes being used, and why (no key or value is passed). */
+  onTrust?: (trusted: boolean, why: string) => void;
 }
 
 /** A second Redis delete shortly after a write closes the race with a reader that loaded the old row. */
@@ -51,7 +52,7 @@ export class CachedStore implements Store {
     this.platforms = new BoundedCache(Math.min(options.localMaxEntries, 10_000), options.localTtlMs);
     options.bus.subscribe((message) => this.applyInvalidation(message));
     options.metrics.setRedisCacheTrusted(options.redis !== undefined);
-    if (options.redis) watchResets(options.redis, () => this.distrust(true));
+    if (options.redis) watchResets(options.redis, (why) => this.distrust(true, why));
   }
 
   /** Is the Redis layer in use right now (for tests and /readyz)? */
@@ -63,19 +64,20 @@ export class CachedStore implements Store {
    * Stops using Redis until a full sweep succeeds. `dropLocal`: what this process cached may also be
    * stale (a reconnect: invalidations may have been missed).
    */
-  private distrust(dropLocal: boolean): void {
+  private distrust(dropLocal: boolean, why: string): void {
     this.distrusts++;
     if (dropLocal) this.applyInvalidation({ kind: 'all' });
     if (this.redisTrusted) {
       this.redisTrusted = false;
       this.options.metrics.setRedisCacheTrusted(false);
+      this.options.onTrust?.(false, why);
     }
     this.resyncing ??= this.resync().finally(() => (this.resyncing = undefined));
   }
 
   private redisFailed(operation: 'cache_get' | 'cache_set' | 'cache_delete'): void {
     this.options.metrics.redisFailed(operation);
-    this.distrust(false);
+    this.distrust(false, `${operation} failed`);
   }
 
   /** Sweeps every cache key until one sweep completes with no distrust during it; then trusts Redis again. */
@@ -84,7 +86,7 @@ export class CachedStore implements Store {
     while (!this.closed && !this.redisTrusted) {
       if (redis.status !== 'ready') {
         // Wait for Redis to answer again (bounded: status changes can come without a 'ready' in a Cluster).
-        await Promise.race([once(redis, 'ready'), new Promise((r) => setTimeout(r, 1000).unref())]);
+        await untilReadyOr(redis, 1000);
         continue;
       }
       const seen = this.distrusts;
@@ -98,6 +100,7 @@ export class CachedStore implements Store {
       if (seen === this.distrusts) {
         this.redisTrusted = true;
         this.options.metrics.setRedisCacheTrusted(true);
+        this.options.onTrust?.(true, 'swept');
       }
     }
   }
@@ -352,7 +355,7 @@ export class CachedStore implements Store {
   }
 }
 
-/** SCAN MATCH treats * ? [ ] \\ as pattern characters: a key prefix holding them is matched literally. */
+/** SCAN MATCH treats * ? [ ] \ as pattern characters: a key prefix holding them is matched literally. */
 function globEscape(text: string): string {
   return text.replace(/[*?[\]\\]/g, '\\$&');
 }

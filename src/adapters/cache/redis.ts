@@ -126,6 +126,23 @@ export function watchResets(client: RedisClient, onReset: (why: string) => void)
   }
 }
 
+/**
+ * Resolves on the client's next 'ready' or after `ms`, whichever comes first (never rejects: an 'error'
+ * meanwhile is just another reason to wait; events.once would reject on it).
+ */
+export function untilReadyOr(client: RedisClient, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      client.off('ready', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    timer.unref();
+    client.once('ready', done);
+  });
+}
+
 /** The masters holding data: every Cluster master, or the one server/master. */
 export function masters(client: RedisClient): Redis[] {
   return client instanceof Cluster ? client.nodes('master') : [client];
