@@ -36,7 +36,7 @@ export interface ServerContext {
 
 export function createServers(context: ServerContext, cleanups: Cleanups): Servers {
   const { config, logger, metrics, stores, domain } = context;
-  const { tokens, authenticator, platforms, keys, audit, revocations, revocationMetrics, agents } = domain;
+  const { tokens, authenticator, platforms, scopeFiles, keys, audit, revocationFeed, revocationMetrics, agents } = domain;
   const openApiBody = Buffer.from(
     JSON.stringify(buildOpenApiDocument({ apiKeyPrefix: config.apiKeyPrefix, serverUrl: config.publicBaseUrl, version: '1.0.0' })),
   );
@@ -44,19 +44,19 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
 
   const publicServer = new HttpServer(
     [
-      ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, keys, metrics, openApi: () => openApiBody, audit: audit.sink }),
-      ...revocationRoutes(revocations),
+      ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink }),
+      ...revocationRoutes(revocationFeed),
     ],
     { ...serverOptions, name: 'public', proxy: { hops: config.trustProxyHops, proxies: parseProxyList(config.trustProxyCidrs).proxies } },
   );
-  const stopSockets = attachRevocationSockets(publicServer.app, revocations, revocationMetrics, {
+  const stopSockets = attachRevocationSockets(publicServer.app, revocationFeed, revocationMetrics, {
     heartbeatMs: config.revocationHeartbeatSeconds * 1000,
     logger,
   });
-  revocations.start();
+  revocationFeed.start();
   cleanups.add(() => {
     stopSockets();
-    revocations.stop();
+    revocationFeed.stop();
   });
 
   const authLimiter = new AdminAuthLimiter(
