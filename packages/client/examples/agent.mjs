@@ -1,12 +1,14 @@
 // An agent using the client: lists its platforms, then calls the example platform. The client adds the
 // Bearer token, reuses it, and renews it before expiry or after a 401.
-//   SERVICE_URL   default http://localhost:8080
-//   PLATFORM_URL  default http://127.0.0.1:3000
-//   AGENT_FILE    default $EXAMPLE_DIR/agent.json (EXAMPLE_DIR default ./data/example; written by setup.mjs)
+//   ACE_PUBLIC_URL  the credential exchange service, default http://localhost:8080
+//   PLATFORM_URL    default http://127.0.0.1:3000
+//   AGENT_FILE      default $EXAMPLE_DIR/agent.json (EXAMPLE_DIR default ./data/example; written by setup.mjs)
 import { readFileSync } from 'node:fs';
 import { AgentClient } from '@agent-credential-exchange/client';
 
-const serviceUrl = process.env.SERVICE_URL ?? 'http://localhost:8080';
+// An older name, refused rather than ignored: a URL set under it would otherwise be silently replaced by the default.
+if (process.env.SERVICE_URL && !process.env.ACE_PUBLIC_URL) throw new Error('SERVICE_URL is no longer read: set ACE_PUBLIC_URL');
+const serviceUrl = process.env.ACE_PUBLIC_URL || 'http://localhost:8080';
 const platformUrl = process.env.PLATFORM_URL ?? 'http://127.0.0.1:3000';
 const credentials = JSON.parse(readFileSync(process.env.AGENT_FILE ?? `${process.env.EXAMPLE_DIR ?? './data/example'}/agent.json`, 'utf8'));
 
