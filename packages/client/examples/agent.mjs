@@ -6,8 +6,10 @@
 import { readFileSync } from 'node:fs';
 import { AgentClient } from '@agent-credential-exchange/client';
 
-// An older name, refused rather than ignored: a URL set under it would otherwise be silently replaced by the default.
-if (process.env.SERVICE_URL && !process.env.ACE_PUBLIC_URL) throw new Error('SERVICE_URL is no longer read: set ACE_PUBLIC_URL');
+// Older names, refused rather than ignored: a URL set under one would otherwise be silently replaced by a default.
+for (const [old, now] of [['SERVICE_URL', 'ACE_PUBLIC_URL']]) {
+  if (process.env[old] && !process.env[now]) throw new Error(`${old} is no longer read: set ${now}`);
+}
 const serviceUrl = process.env.ACE_PUBLIC_URL || 'http://localhost:8080';
 const platformUrl = process.env.PLATFORM_URL ?? 'http://127.0.0.1:3000';
 const credentials = JSON.parse(readFileSync(process.env.AGENT_FILE ?? `${process.env.EXAMPLE_DIR ?? './data/example'}/agent.json`, 'utf8'));
