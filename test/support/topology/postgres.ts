@@ -12,7 +12,7 @@ export interface PostgresOptions {
   port?: number;
   /** Extra settings, passed as `-c name=value` (they win over the kit's). */
   settings?: Record<string, string | number>;
-  /** Bound on each wait (start, promotion, stop); default 60 s. */
+  /** Bound on each wait (start, promotion, stop); default 30 s. */
   timeoutMs?: number;
 }
 
@@ -144,7 +144,7 @@ async function launch(
   opts: PostgresOptions,
 ): Promise<PostgresNode> {
   const user = serviceUser();
-  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const timeoutMs = opts.timeoutMs ?? 30_000;
   const settings = { ...baseSettings(port, dir), ...opts.settings };
   const proc = new Proc(`postgres ${role} :${port}`, path.join(PG_BIN, 'postgres'), ['-D', path.join(dir, 'data'), ...settingArgs(settings)], path.join(dir, 'postgres.log'), { user, cwd: dir });
   const node = new PostgresNode(port, dir, proc, role, timeoutMs);
@@ -187,7 +187,7 @@ async function initdbTemplate(timeoutMs: number): Promise<string> {
  */
 export async function startPostgres(opts: PostgresOptions = {}): Promise<PostgresNode> {
   const user = serviceUser();
-  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const timeoutMs = opts.timeoutMs ?? 30_000;
   let source = template ? await template.catch(() => undefined) : undefined;
   if (!source || !existsSync(source)) {
     template = initdbTemplate(timeoutMs);
@@ -217,7 +217,7 @@ export async function startStandby(primary: PostgresNode, opts: PostgresOptions 
   const user = serviceUser();
   const dir = makeTempDir('pg-standby', user);
   try {
-    await run(path.join(PG_BIN, 'pg_basebackup'), ['-h', HOST, '-p', String(primary.port), '-U', 'postgres', '-D', path.join(dir, 'data'), '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync'], { user, cwd: dir, timeoutMs: opts.timeoutMs ?? 60_000 });
+    await run(path.join(PG_BIN, 'pg_basebackup'), ['-h', HOST, '-p', String(primary.port), '-U', 'postgres', '-D', path.join(dir, 'data'), '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync'], { user, cwd: dir, timeoutMs: opts.timeoutMs ?? 30_000 });
   } catch (err) {
     removeDir(dir);
     throw err;
@@ -230,7 +230,7 @@ export async function startStandby(primary: PostgresNode, opts: PostgresOptions 
     node.proc.assertRunning();
     const [r] = await node.query<{ status: string }>('SELECT status FROM pg_stat_wal_receiver');
     return r?.status === 'streaming';
-  }, { timeoutMs: opts.timeoutMs ?? 60_000 });
+  }, { timeoutMs: opts.timeoutMs ?? 30_000 });
   return node;
 }
 
