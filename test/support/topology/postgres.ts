@@ -1,7 +1,7 @@
 // Private PostgreSQL 15 clusters on loopback: a primary (initdb) and hot standbys (pg_basebackup -R), with
 // promotion for switchover tests. Each cluster has its own temp folder (data, socket, log) and port.
 import path from 'node:path';
-import { chownSync, existsSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, realpathSync, writeFileSync } from 'node:fs';
 import postgres from 'postgres';
 import {
   HOST, PG_BIN, Proc, makeTempDir, registerHandle, removeDir, run, serviceUser, unregisterHandle, waitFor, withPort,
@@ -71,6 +71,9 @@ export class PostgresNode {
       this.proc.assertRunning();
       try {
         await run(path.join(PG_BIN, 'pg_isready'), ['-h', HOST, '-p', String(this.port), '-q', '-t', '2'], { timeoutMs: 5_000 });
+        // A server of someone else's that won a race for this port must not pass for ours.
+        const [r] = await this.query<{ dir: string }>("SELECT current_setting('data_directory') AS dir");
+        if (r?.dir !== realpathSync(this.dataDir)) throw new Error(`port ${this.port} is served by another cluster (${r?.dir})`);
         return true;
       } catch (err) {
         this.proc.assertRunning();

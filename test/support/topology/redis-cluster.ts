@@ -149,7 +149,7 @@ export class RedisCluster {
     if (this.destroyed) return;
     this.destroyed = true;
     unregisterHandle(this);
-    for (const n of this.nodes) await n.stop();
+    await Promise.all(this.nodes.map((n) => n.stop()));
     removeDir(this.dir);
   }
 }
