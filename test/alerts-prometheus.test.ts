@@ -61,7 +61,6 @@ describe.skipIf(!prometheusFound)('alerts in a real Prometheus', () => {
     await pg?.destroy();
   });
 
-  const active = async () => (await prometheus.alerts()).map((a) => ({ ...a, name: a.labels.alertname! }));
   const describeAlerts = (alerts: PromAlert[]) => alerts.map((a) => `${a.labels.alertname}${JSON.stringify(a.labels)} ${a.state}`).join('\n');
   /** Waits until every wanted alert is firing; returns the pending and firing alerts at that moment. */
   const waitFiring = async (wanted: Record<string, string>[]) => {
@@ -79,14 +78,18 @@ describe.skipIf(!prometheusFound)('alerts in a real Prometheus', () => {
   const waitNone = async (names: string[]) => {
     let last: PromAlert[] = [];
     try {
-      await waitFor(`resolved: ${names.join(', ')}`, async () => {
+      await waitFor(`resolved: ${names.join(', ') || 'every alert'}`, async () => {
         last = await prometheus.alerts();
-        return !last.some((a) => names.includes(a.labels.alertname!));
+        return !last.some((a) => names.length === 0 || names.includes(a.labels.alertname!));
       }, ALERT_WAIT_MS, 250);
     } catch (error) {
       throw new Error(`${(error as Error).message}\nactive alerts:\n${describeAlerts(last)}`);
     }
   };
+  /** Each fault starts from a quiet Prometheus: what fires then is that fault's doing. */
+  const quiet = () => waitNone([]);
+  /** Alerts among `alerts` that would point an operator at the wrong cause, as text ('' when none). */
+  const misleading = (alerts: PromAlert[], wrong: (a: PromAlert) => boolean) => describeAlerts(alerts.filter(wrong));
   const readyzRequests = async () => metricSum(await (await fetch(`${service.adminUrl}/metrics`)).text(), 'ace_http_requests_total', { route: 'readyz' });
 
   it('steady state: every rule evaluates without error over live series, and nothing is pending or firing', async () => {
@@ -107,6 +110,7 @@ describe.skipIf(!prometheusFound)('alerts in a real Prometheus', () => {
   });
 
   it('a flood of bad secrets fires AceHighRateLimitedRatio (auth failure limit), resolved once the flood stops', async () => {
+    await quiet();
     const statuses = new Map<number, number>();
     const badSecret = async () => {
       const response = await postJson(`${service.publicUrl}/api/v1/auth/token`, { api_key_id: agent.api_key_id, secret: 'not-the-secret', platform_id: platform.platform_id });
@@ -120,22 +124,28 @@ describe.skipIf(!prometheusFound)('alerts in a real Prometheus', () => {
       return firing.some((a) => a.labels.alertname === 'AceHighRateLimitedRatio');
     }, ALERT_WAIT_MS, 250);
     expect(firing.find((a) => a.labels.alertname === 'AceHighRateLimitedRatio')!.labels).toMatchObject({ namespace: TARGET.namespace, severity: 'warning' });
-    expect(describeAlerts(firing.filter((a) => a.labels.alertname !== 'AceHighRateLimitedRatio'))).toBe('');
+    // Latency or queue alerts may join on a loaded machine (argon2 work is CPU); nothing may blame a store,
+    // readiness or 5xx answers.
+    const wrong = ['AceStoreDown', 'AcePodNotReady', 'AceNoReadyPods', 'AceHighErrorRatio', 'AceTargetDown'];
+    expect(misleading(firing, (a) => wrong.includes(a.labels.alertname!))).toBe('');
     // Bad secrets answer 401 until the address's failure budget is spent, then 429; never anything else.
     expect([...statuses.keys()].sort()).toEqual([401, 429]);
     await waitNone(['AceHighRateLimitedRatio']);
   });
 
   it('Redis down fires AceStoreDown{store="redis"} (and no readiness alert), resolved when Redis is back', async () => {
+    await quiet();
     await redis.kill();
     const active = await waitFiring([{ alertname: 'AceStoreDown', store: 'redis', namespace: TARGET.namespace, severity: 'critical' }]);
-    // Redis is an accelerator, not a readiness dependency: the pod stays ready.
-    expect(describeAlerts(active.filter((a) => !(a.labels.alertname === 'AceStoreDown' && a.labels.store === 'redis')))).toBe('');
+    // Redis is an accelerator, not a readiness dependency: the pod stays ready, Postgres stays up.
+    const wrong = (a: PromAlert) => ['AcePodNotReady', 'AceNoReadyPods'].includes(a.labels.alertname!) || (a.labels.alertname === 'AceStoreDown' && a.labels.store !== 'redis');
+    expect(misleading(active, wrong)).toBe('');
     await redis.start();
     await waitNone(['AceStoreDown']);
   });
 
   it('Postgres down fires AceStoreDown{store="postgres"}, AcePodNotReady and AceNoReadyPods without any /readyz request, all resolved after it returns', async () => {
+    await quiet();
     const probesBefore = await readyzRequests();
     await pg.stop();
     const firing = await waitFiring([
@@ -147,6 +157,6 @@ describe.skipIf(!prometheusFound)('alerts in a real Prometheus', () => {
     await pg.start();
     await waitNone(['AceStoreDown', 'AcePodNotReady', 'AceNoReadyPods']);
     expect(await readyzRequests(), 'nobody asked /readyz: the service evaluated its readiness itself').toBe(probesBefore);
-    expect(await prometheus.alerts()).toEqual([]);
+    await quiet();
   });
 });
