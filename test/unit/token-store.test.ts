@@ -86,6 +86,25 @@ describe('TokenStore', () => {
     expect(issuer.calls).toHaveLength(3);
   });
 
+  it('a listener that throws changes nothing (no unhandled rejection: vitest would fail the run)', async () => {
+    vi.useFakeTimers({ now: 0, toFake: ['Date'] });
+    const issuer = fakeIssuer();
+    let told = 0;
+    const store = new TokenStore(issuer.issue, 60, () => {
+      told++;
+      throw new Error('listener bug');
+    });
+    const first = store.get('p');
+    issuer.calls[0].answer('t1', 900);
+    await first;
+    vi.setSystemTime(841_000);
+    expect(await store.get('p')).toBe('t1');
+    issuer.calls[1].fail(new Error('service down'));
+    await flush();
+    expect(told).toBe(1);
+    expect(await store.get('p')).toBe('t1');
+  });
+
   it('once the token expired, callers wait on the renewal in flight, and get its failure', async () => {
     vi.useFakeTimers({ now: 0, toFake: ['Date'] });
     const issuer = fakeIssuer();

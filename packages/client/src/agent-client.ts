@@ -1,6 +1,7 @@
 // The agent side of the exchange: lists the agent's platforms once at start, then behaves like fetch,
 // adding `Authorization: Bearer <token>` to requests for those platforms. Tokens are fetched on first
-// use, reused until shortly before expiry, and replaced once (single-flight) when a platform answers 401.
+// use, reused while valid (renewed in the background shortly before expiry), and replaced once
+// (single-flight) when a platform answers 401. Calls to the service are retried within a time budget.
 import { inspect } from 'node:util';
 import { AgentClientError, RetriesExhaustedError } from './errors.js';
 import { parseRetryAfter, retryDelayMs, sleep, type BackoffPolicy } from './backoff.js';

@@ -89,7 +89,12 @@ export class TokenStore {
       // Nobody waits on this renewal while the token is valid: the failure is reported, not thrown. A
       // caller arriving after expiry starts (and waits on) a renewal of its own and gets its error.
       entry.retryRenewalAt = Date.now() + RENEWAL_RETRY_GAP_MS;
-      this.onRenewalError?.(platformId, error);
+      try {
+        this.onRenewalError?.(platformId, error);
+      } catch {
+        // The caller's listener threw: that must not become an unhandled rejection of ours, and the
+        // renewal's own failure was already handed over.
+      }
     });
   }
 
