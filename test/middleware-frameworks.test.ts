@@ -216,7 +216,9 @@ describe('the packed middleware in fresh apps', () => {
         }
       }),
     );
-    for (const name of names) expect([name, refusedAfter[name]! <= 1000]).toEqual([name, true]);
+    // Milliseconds from the revoke's answer to the first refusal seen, per framework (undefined: not within 3 s).
+    const late = names.filter((name) => !(refusedAfter[name]! <= 1000));
+    expect(late.map((name) => [name, refusedAfter[name]])).toEqual([]);
 
     // 8. expired.
     while (Date.now() <= expiresAt * 1000 + 100) await new Promise((r) => setTimeout(r, 50));
