@@ -9,8 +9,10 @@
 // every master. So an entry a failed delete should have removed is never served from here, and an
 // instance that comes back from a failover re-reads Postgres before it trusts Redis again.
 import { sweepKeys, untilReadyOr, watchResets, type RedisClient } from './redis.js';
-import type { Metrics } from '../telemetry/metrics.js';
-import { WriteDeadlineError, type AgentCredentials, type AgentView, type LockOptions, type PlatformRecord, type Store } from '../../core/model.js';
+import type { Metrics } from '../telemetry/index.js';
+import { WriteDeadlineError } from '../../core/errors.js';
+import type { AgentCredentials, AgentView, PlatformRecord } from '../../core/model.js';
+import type { LockOptions, Store } from '../../core/ports/store.js';
 import type { Invalidation, InvalidationBus } from '../../core/ports/invalidation.js';
 import { BoundedCache } from '../../core/support/bounded-cache.js';
 

@@ -1,7 +1,7 @@
 // Private PostgreSQL 15 clusters on loopback: a primary (initdb) and hot standbys (pg_basebackup -R), with
 // promotion for switchover tests. Each cluster has its own temp folder (data, socket, log) and port.
 import path from 'node:path';
-import { chownSync, existsSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, realpathSync, writeFileSync } from 'node:fs';
 import postgres from 'postgres';
 import {
   HOST, PG_BIN, Proc, makeTempDir, registerHandle, removeDir, run, serviceUser, unregisterHandle, waitFor, withPort,
@@ -12,7 +12,7 @@ export interface PostgresOptions {
   port?: number;
   /** Extra settings, passed as `-c name=value` (they win over the kit's). */
   settings?: Record<string, string | number>;
-  /** Bound on each wait (start, promotion, stop); default 60 s. */
+  /** Bound on each wait (start, promotion, stop); default 30 s. */
   timeoutMs?: number;
 }
 
@@ -71,6 +71,9 @@ export class PostgresNode {
       this.proc.assertRunning();
       try {
         await run(path.join(PG_BIN, 'pg_isready'), ['-h', HOST, '-p', String(this.port), '-q', '-t', '2'], { timeoutMs: 5_000 });
+        // A server of someone else's that won a race for this port must not pass for ours.
+        const [r] = await this.query<{ dir: string }>("SELECT current_setting('data_directory') AS dir");
+        if (r?.dir !== realpathSync(this.dataDir)) throw new Error(`port ${this.port} is served by another cluster (${r?.dir})`);
         return true;
       } catch (err) {
         this.proc.assertRunning();
@@ -144,7 +147,7 @@ async function launch(
   opts: PostgresOptions,
 ): Promise<PostgresNode> {
   const user = serviceUser();
-  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const timeoutMs = opts.timeoutMs ?? 30_000;
   const settings = { ...baseSettings(port, dir), ...opts.settings };
   const proc = new Proc(`postgres ${role} :${port}`, path.join(PG_BIN, 'postgres'), ['-D', path.join(dir, 'data'), ...settingArgs(settings)], path.join(dir, 'postgres.log'), { user, cwd: dir });
   const node = new PostgresNode(port, dir, proc, role, timeoutMs);
@@ -187,7 +190,7 @@ async function initdbTemplate(timeoutMs: number): Promise<string> {
  */
 export async function startPostgres(opts: PostgresOptions = {}): Promise<PostgresNode> {
   const user = serviceUser();
-  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const timeoutMs = opts.timeoutMs ?? 30_000;
   let source = template ? await template.catch(() => undefined) : undefined;
   if (!source || !existsSync(source)) {
     template = initdbTemplate(timeoutMs);
@@ -217,7 +220,7 @@ export async function startStandby(primary: PostgresNode, opts: PostgresOptions 
   const user = serviceUser();
   const dir = makeTempDir('pg-standby', user);
   try {
-    await run(path.join(PG_BIN, 'pg_basebackup'), ['-h', HOST, '-p', String(primary.port), '-U', 'postgres', '-D', path.join(dir, 'data'), '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync'], { user, cwd: dir, timeoutMs: opts.timeoutMs ?? 60_000 });
+    await run(path.join(PG_BIN, 'pg_basebackup'), ['-h', HOST, '-p', String(primary.port), '-U', 'postgres', '-D', path.join(dir, 'data'), '-R', '-X', 'stream', '--checkpoint=fast', '--no-sync'], { user, cwd: dir, timeoutMs: opts.timeoutMs ?? 30_000 });
   } catch (err) {
     removeDir(dir);
     throw err;
@@ -230,7 +233,7 @@ export async function startStandby(primary: PostgresNode, opts: PostgresOptions 
     node.proc.assertRunning();
     const [r] = await node.query<{ status: string }>('SELECT status FROM pg_stat_wal_receiver');
     return r?.status === 'streaming';
-  }, { timeoutMs: opts.timeoutMs ?? 60_000 });
+  }, { timeoutMs: opts.timeoutMs ?? 30_000 });
   return node;
 }
 

@@ -14,7 +14,7 @@ export interface RedisClusterOptions {
   basePort?: number;
   /** cluster-node-timeout: how long a master must be unreachable to be failed over (2000 ms). */
   nodeTimeoutMs?: number;
-  /** Bound on each wait; default 60 s. */
+  /** Bound on each wait; default 30 s. */
   timeoutMs?: number;
 }
 
@@ -149,14 +149,14 @@ export class RedisCluster {
     if (this.destroyed) return;
     this.destroyed = true;
     unregisterHandle(this);
-    for (const n of this.nodes) await n.stop();
+    await Promise.all(this.nodes.map((n) => n.stop()));
     removeDir(this.dir);
   }
 }
 
 async function startCluster(basePort: number, opts: RedisClusterOptions): Promise<RedisCluster> {
   if (basePort + 5 + CLUSTER_BUS_OFFSET >= 32_768) throw new Error(`topology: cluster basePort ${basePort} puts a cluster bus at or above 32768`);
-  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const timeoutMs = opts.timeoutMs ?? 30_000;
   const dir = makeTempDir('redis-cluster');
   const nodes: RedisNode[] = [];
   try {

@@ -100,7 +100,9 @@ export class RedisSentinelGroup {
     if (this.destroyed) return;
     this.destroyed = true;
     unregisterHandle(this);
-    for (const node of [...this.sentinels, this.replica, this.primary]) await node.stop();
+    // Sentinels first, so that none starts a failover while the data nodes go down.
+    await Promise.all(this.sentinels.map((s) => s.stop()));
+    await Promise.all([this.replica.stop(), this.primary.stop()]);
     removeDir(this.dir);
   }
 

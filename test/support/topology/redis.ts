@@ -87,7 +87,8 @@ export class RedisNode {
   async waitPing(timeoutMs: number): Promise<void> {
     await waitFor(`redis on ${HOST}:${this.port} to answer PING`, async () => {
       this.proc.assertRunning();
-      return (await this.command('PING')) === 'PONG';
+      // The pid check: a server of someone else's that won a race for this port must not pass for ours.
+      return (await this.command('PING')) === 'PONG' && Number((await this.info('server')).process_id) === this.pid;
     }, { timeoutMs });
   }
 }
