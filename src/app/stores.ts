@@ -10,6 +10,7 @@ import { migrate } from '../adapters/postgres/migrate.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../adapters/postgres/embedded/pglite-server.js';
 import {
   askSentinels,
+  closeRedis,
   connectRedis,
   inspectRedis,
   RedisSettingError,
@@ -69,8 +70,8 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
     redis = connected;
     bus = new RedisBus(connected, subscriber, `${config.redisKeyPrefix}invalidate`, (operation) => metrics.redisFailed(operation));
     cleanups.add(() => {
-      connected.disconnect();
-      subscriber.disconnect();
+      closeRedis(connected);
+      closeRedis(subscriber);
     });
     redisStatus = new RedisStatus(topology, connected, metrics, logger);
     await redisStatus.start(config.storeTimeoutMs);

@@ -98,12 +98,25 @@ export function connectRedis(target: RedisTopology | string, commandTimeoutMs: n
   }
   client.on('ready', () => onHealth?.(true));
   client.on('close', () => onHealth?.(false));
-  client.on('end', () => onHealth?.(false));
+  client.on('end', () => {
+    onHealth?.(false);
+    // Observed in the Sentinel failover test: a client can give up for good ('end', every command then
+    // fails "Connection is closed") although retryStrategy never stops. Unless we closed it, start over.
+    if (!closing.has(client)) setTimeout(() => void client.connect().catch(() => undefined), 500).unref();
+  });
   // Errors surface through failed commands and the reset watch below; an 'error' listener keeps ioredis
   // from logging or throwing. A Cluster reports its nodes' errors as 'node error'.
   client.on('error', () => {});
   if (client instanceof Cluster) client.on('node error', () => {});
   return client;
+}
+
+const closing = new WeakSet<RedisClient>();
+
+/** Closes a client for good (connectRedis revives one that ends on its own). */
+export function closeRedis(client: RedisClient): void {
+  closing.add(client);
+  client.disconnect();
 }
 
 /**
