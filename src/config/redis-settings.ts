@@ -2,7 +2,7 @@
 // their password/TLS companions): which one is in use, and every combination that cannot work, reported by
 // name. A Redis setting that is set is never ignored: the service refuses rather than fall back silently to
 // in-process state.
-import type { Config } from './config.js';
+import type { Config } from './types.js';
 
 export interface HostPort {
   host: string;

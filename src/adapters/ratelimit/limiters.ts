@@ -1,7 +1,7 @@
 // Rate limits (rate-limiter-flexible): per api_key_id on authenticated token requests, and per client
 // address on failed authentications. With Redis the counts are shared by every instance; when Redis is
 // away an in-process insurance limiter takes over, so limiting never stops and never blocks on Redis.
-import type { RedisClient } from '../cache/redis.js';
+import type { RedisClient } from '../cache/index.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { ServiceError } from '../../core/errors.js';
 
