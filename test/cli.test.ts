@@ -6,8 +6,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postJson } from './support/admin.js';
-import { freePort, startService, type ServiceHandle } from './support/service.js';
+import { postJson } from '../kit/admin.js';
+import { startService, type ServiceHandle } from './support/service.js';
+import { freePort } from '../kit/ports.js';
 
 const CLI = path.resolve(import.meta.dirname, '../dist/src/cli/main.js');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

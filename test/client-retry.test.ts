@@ -4,7 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type ServiceHandle } from './support/service.js';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { AgentClient, AgentClientError } from '../packages/client/src/index.js';
 
 interface Call {

@@ -8,7 +8,7 @@ import * as ajvFormats from 'ajv-formats';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { SvcScopesYaml } from '../packages/middleware/src/scopes-file.js';
-import { AdminClient, postJson } from './support/admin.js';
+import { AdminClient, postJson } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 
 const TOKEN_LIMIT = 6;

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import net from 'node:net';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import { contractErrorProblem, exchangeOnOneConnection, httpRequest, parseResponses, rawExchange, type RawResponse } from './support/faults.js';
 

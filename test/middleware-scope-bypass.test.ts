@@ -11,7 +11,7 @@ import express from 'express';
 import Fastify from 'fastify';
 import fc from 'fast-check';
 import { startService, type ServiceHandle } from './support/service.js';
-import { AdminClient, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type PlatformRecord } from '../kit/admin.js';
 import * as middleware from '../packages/middleware/src/index.js';
 import { createVerifier, expressAgentAuth, fastifyAgentAuth, protectNodeHandler, type Verifier } from '../packages/middleware/src/index.js';
 

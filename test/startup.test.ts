@@ -6,8 +6,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
-import { AdminClient, postJson } from './support/admin.js';
-import { freePort, REDIS_URL, runToExit, startService, type ServiceHandle } from './support/service.js';
+import { AdminClient, postJson } from '../kit/admin.js';
+import { REDIS_URL, runToExit, startService, type ServiceHandle } from './support/service.js';
+import { freePort } from '../kit/ports.js';
 
 const made: string[] = [];
 const tmp = () => {

@@ -10,7 +10,7 @@ import type { Invalidation } from '../src/storage/invalidation.js';
 import { Metrics } from '../src/metrics/metrics.js';
 import { WriteDeadlineError, type AgentView, type Store } from '../src/storage/types.js';
 import { REDIS_URL } from './support/service.js';
-import { waitFor } from './support/faults.js';
+import { waitFor } from '../kit/wait.js';
 
 describe('write with an unknown outcome', () => {
   let redis: Redis;

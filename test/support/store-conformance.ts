@@ -3,6 +3,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import type { PlatformInput, SigningKeyRow, Store } from '../../src/storage/types.js';
+import { sleep } from '../../kit/wait.js';
 
 export interface StoreUnderTest {
   store: Store;
@@ -38,7 +39,7 @@ async function eventually(check: () => Promise<void>, timeoutMs = 10_000): Promi
       return await check();
     } catch (error) {
       if (Date.now() > deadline) throw error;
-      await new Promise((r) => setTimeout(r, 20));
+      await sleep(20);
     }
   }
 }
