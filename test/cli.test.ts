@@ -357,7 +357,7 @@ describe('ace against the service', () => {
     const rotated = await aceJson<{ kid: string; state: string }>(['keys', 'rotate'], env);
     expect(rotated.kid).not.toBe(oldKid);
     expect(['next', 'active']).toContain(rotated.state);
-    const jwks = await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json();
+    const jwks = (await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] };
     expect(jwks.keys.map((k: { kid: string }) => k.kid)).toContain(rotated.kid);
 
     // After the propagation window (2 s here) the new key is active and the old one can be retired.
@@ -374,7 +374,7 @@ describe('ace against the service', () => {
     const retired = await ace(['keys', 'retire', oldKid], env);
     expect(retired.code, retired.stderr).toBe(0);
     expect(fieldsOf(retired.stdout)).toMatchObject({ kid: oldKid, state: 'retired' });
-    const after = await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json();
+    const after = (await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] };
     expect(after.keys.map((k: { kid: string }) => k.kid)).not.toContain(oldKid);
   });
 

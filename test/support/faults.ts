@@ -269,7 +269,7 @@ export function exchangeOnOneConnection(port: number, requests: (string | Buffer
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, '127.0.0.1');
     const answers: RawResponse[] = [];
-    let pending = Buffer.alloc(0);
+    let pending: Buffer = Buffer.alloc(0);
     const fail = (why: string) => {
       clearTimeout(timer);
       socket.destroy();

@@ -1,9 +1,9 @@
 // One behavioural suite for the Store interface, run against every implementation (Postgres, PGlite, the
 // cached store over Redis or in process). A new implementation or a cache change must pass it unchanged.
 import { randomBytes, randomUUID } from 'node:crypto';
+import { sleep } from '../../kit/wait.js';
 import { expect, it } from 'vitest';
 import type { PlatformInput, SigningKeyRow, Store } from '../../src/storage/types.js';
-import { sleep } from '../../kit/wait.js';
 
 export interface StoreUnderTest {
   store: Store;
