@@ -1,7 +1,7 @@
 // Test harness: starts the compiled service (dist/src/main.js) as a child process on free ports against
 // real Postgres and Redis on 127.0.0.1 (mode "real") or on the embedded default (mode "embedded").
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { childrenOf } from '../../kit/proc.js';
@@ -59,6 +59,8 @@ export interface ServiceHandle {
 }
 
 export async function startService(options: StartOptions): Promise<ServiceHandle> {
+  // The production build (npm run build) no longer compiles test helpers: say which command does.
+  if (options.faultWorker && !existsSync(FAULT_HOOKS)) throw new Error(`${FAULT_HOOKS} is missing: run \`npm run build:test\` (npm test does)`);
   const addresses = await serviceAddresses();
   const ownDataDir = options.dataDir === undefined;
   const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'ace-test-'));
