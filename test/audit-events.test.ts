@@ -5,9 +5,10 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { metricSum, waitFor } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
 
 const CLI = path.resolve(import.meta.dirname, '../dist/src/cli/main.js');
 const ALL_TYPES = [

@@ -7,7 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startService, type ServiceHandle } from './support/service.js';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { AgentClient } from '../packages/client/src/index.js';
 
 const TOKEN_PATH = '/api/v1/auth/token';

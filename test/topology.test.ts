@@ -4,7 +4,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Cluster, Redis } from 'ioredis';
-import { childrenOf } from './support/proc.js';
+import { childrenOf } from '../kit/proc.js';
 import {
   leftovers, promote, startPgBouncer, startPostgres, startRedisCluster, startRedisSentinelGroup, startStandby, stopAll,
   waitFor, waitForReplay,
