@@ -40,6 +40,20 @@ const statusLine = (status: number): string => {
 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The methods the service can name. Any other method (HTTP allows any token, of any length) becomes
+ * `other` before it reaches a metric label, a log line, a handler or an audit event: a client must not
+ * be able to mint series or rows with invented methods.
+ */
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+export const OTHER_METHOD = 'other';
+export function knownMethod(raw: string): string {
+  // Long invented methods are never upper-cased or copied: the length test comes first.
+  if (raw.length > 7) return OTHER_METHOD;
+  const method = raw.toUpperCase();
+  return KNOWN_METHODS.has(method) ? method : OTHER_METHOD;
+}
 const NEVER_ABORTED = new AbortController().signal;
 const decoder = new TextDecoder();
 
@@ -68,7 +82,7 @@ export class HttpServer {
       const allow = allowHeader(group);
       this.app.any(path, (res, req) => {
         if (this.refusedFraming(res, req)) return;
-        const method = req.getMethod().toUpperCase();
+        const method = knownMethod(req.getMethod());
         const route = group.find((r) => r.method === method || r.method === 'ANY' || (method === 'HEAD' && r.method === 'GET'));
         if (!route) {
           this.answerError(res, req, group[0].name, new ServiceError('method_not_allowed', undefined, { Allow: allow }));
@@ -103,7 +117,7 @@ export class HttpServer {
     });
     const refusal = framingRefusal(fields);
     if (!refusal) return false;
-    const method = req.getMethod().toUpperCase();
+    const method = knownMethod(req.getMethod());
     const started = performance.now();
     const state = this.inFlight.begin();
     res.onAborted(() => {
@@ -241,7 +255,7 @@ export class HttpServer {
   }
 
   private answerError(res: uWS.HttpResponse, req: uWS.HttpRequest, routeName: string, error: ServiceError): void {
-    const method = req.getMethod().toUpperCase();
+    const method = knownMethod(req.getMethod());
     const started = performance.now();
     const requestId = randomUUID();
     const state = this.inFlight.begin();

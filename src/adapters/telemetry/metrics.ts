@@ -1,6 +1,10 @@
 // Prometheus metrics. Label values are always from closed sets (route patterns, status codes, outcome
 // names): never an id, a key or a secret.
 import client from 'prom-client';
+import { ERRORS } from '../../core/errors.js';
+
+// Label values of ace_http_*{method}: what server.ts passes (knownMethod), nothing else.
+const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'other']);
 
 export type CacheName = 'local' | 'redis' | 'verified';
 export type StoreName = 'postgres' | 'redis';
@@ -182,7 +186,9 @@ export class Metrics {
   private readonly httpChildren = new Map<string, { count: client.Counter.Internal; duration: client.Histogram.Internal<string> }>();
   private readonly tokenChildren = new Map<string, client.Counter.Internal>();
 
+  /** `method` is one of the known methods or `other` (server.ts knownMethod); checked again here. */
   observeHttp(route: string, method: string, status: number, seconds: number): void {
+    if (!HTTP_METHODS.has(method)) method = 'other';
     const key = `${route} ${method} ${status}`;
     let child = this.httpChildren.get(key);
     if (!child) {
@@ -194,7 +200,9 @@ export class Metrics {
     child.duration.observe(seconds);
   }
 
+  /** `outcome` is `issued`, `unavailable` (not a ServiceError) or a catalog code; anything else is counted as `other`. */
   tokenOutcome(outcome: string): void {
+    if (outcome !== 'issued' && outcome !== 'unavailable' && !Object.hasOwn(ERRORS, outcome)) outcome = 'other';
     let child = this.tokenChildren.get(outcome);
     if (!child) this.tokenChildren.set(outcome, (child = this.tokens.labels({ outcome })));
     child.inc();
