@@ -86,6 +86,9 @@ export interface AuditConfig {
   drainIntervalMs: number;
   poolSize: number;
   maintenanceIntervalSeconds: number;
+  /** Credential refusals recorded one by one per address and per agent in a window (refusals.ts). */
+  refusalsPerWindow: number;
+  refusalWindowSeconds: number;
 }
 
 export class ConfigError extends Error {

@@ -133,6 +133,8 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'AUDIT_SPOOL_MAX_BYTES', key: 'audit.spoolMaxBytes', type: 'int', default: 1024 ** 3, min: 0, max: 2 ** 50, defaultText: '1 GiB', meaning: 'spool bound in `DATA_DIR` (beyond it tokens get 503)' },
   { env: 'AUDIT_DRAIN_INTERVAL_MS', key: 'audit.drainIntervalMs', type: 'int', default: 1000, min: 50, max: 60_000, defaultText: '`1000`', meaning: 'how often a spooling process probes Postgres to drain the spool' },
   { env: 'AUDIT_POOL_SIZE', key: 'audit.poolSize', type: 'int', default: 3, min: 1, max: 64, defaultText: '`3` (2 embedded)', meaning: "the trail's own Postgres connections" },
+  { env: 'AUDIT_REFUSALS_PER_WINDOW', key: 'audit.refusalsPerWindow', type: 'int', default: 20, min: 1, max: 100_000, defaultText: '`20`', meaning: 'credential refusals recorded one by one per client address and per agent in each window (per process); beyond, counted in one `token.refusals_aggregated` event' },
+  { env: 'AUDIT_REFUSAL_WINDOW_SECONDS', key: 'audit.refusalWindowSeconds', type: 'int', default: 60, min: 1, max: 3600, defaultText: '`60`', meaning: 'the window of `AUDIT_REFUSALS_PER_WINDOW`' },
   { env: 'AUDIT_MAINTENANCE_INTERVAL_SECONDS', key: 'audit.maintenanceIntervalSeconds', type: 'int', default: 3600, min: 1, max: 86_400, defaultText: '`3600`', meaning: 'partition creation and retention round' },
   { env: 'LOG_LEVEL', key: 'logLevel', type: 'oneOf', default: 'info', allowed: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], defaultText: '`info`', meaning: 'pino level' },
   { env: 'ACCESS_LOG', key: 'accessLog', type: 'bool', default: false, defaultText: '`false`', meaning: 'one JSON line per request (request id, route, status, ms)' },

@@ -10,6 +10,7 @@ import type { PlatformService } from '../../core/platforms/platform-service.js';
 import type { TokenService } from '../../core/tokens/token-service.js';
 import { parseJsonBody } from './json-body.js';
 import { agentOf, auditEvents, type AuditSink } from '../../core/audit/events.js';
+import type { RefusalRecorder } from '../audit-trail/refusals.js';
 import { json, type HttpReply, type HttpRequest, type Route } from './types.js';
 
 export interface PublicDeps {
@@ -21,6 +22,8 @@ export interface PublicDeps {
   metrics: Metrics;
   openApi: () => Buffer;
   audit: AuditSink;
+  /** Token refusals: recorded (bounded per address and agent) or counted (refusals.ts). */
+  refusals: Pick<RefusalRecorder, 'refused'>;
 }
 
 // Token responses must never be stored by intermediaries (RFC 6749 §5.1).
@@ -43,16 +46,17 @@ export function publicRoutes(deps: PublicDeps): Route[] {
       deps.metrics.tokenOutcome(code);
       // Recorded in the next batch without holding the answer: a refusal costs the same with or without
       // an agent behind the key id (no timing signal), and an audit outage never turns 401 into 503.
+      // Only refusals of a credential check are recorded (bounded); earlier ones are counted.
       if (!request.signal.aborted) {
-        deps.audit.emit(
-          auditEvents.tokenRefused({
-            errorCode: error instanceof ServiceError ? error.code : 'service_unavailable',
-            agentId: agentOf(error),
-            apiKeyId: body?.api_key_id,
-            platformId: body?.platform_id.toLowerCase(),
-            clientAddress: request.address,
-          }),
-        );
+        const agentId = agentOf(error);
+        deps.refusals.refused({
+          errorCode: error instanceof ServiceError ? error.code : 'service_unavailable',
+          agentId,
+          apiKeyId: body?.api_key_id,
+          platformId: body?.platform_id.toLowerCase(),
+          clientAddress: request.address,
+          checked: agentId !== undefined || code === 'invalid_credentials',
+        });
       }
       throw error;
     }
