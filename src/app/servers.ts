@@ -6,7 +6,7 @@ import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { AdminAuthLimiter } from '../adapters/ratelimit/admin-auth-limiter.js';
 import { HttpServer } from '../adapters/http/server.js';
 import { MAX_BODY_BYTES } from '../adapters/http/types.js';
-import { NO_PROXY, parseProxyList } from '../support/client-address.js';
+import { NO_PROXY, parseProxyList, PRIVATE_RANGES } from '../support/client-address.js';
 import { publicRoutes } from '../adapters/http/public-routes.js';
 import { adminRoutes } from '../adapters/http/admin-routes.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
@@ -57,7 +57,12 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
       ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
       ...revocationRoutes(revocations),
     ],
-    { ...serverOptions, name: 'public', proxy: { hops: config.trustProxyHops, proxies: parseProxyList(config.trustProxyCidrs).proxies } },
+    { ...serverOptions, name: 'public', proxy: {
+        hops: config.trustProxyHops,
+        proxies: parseProxyList(config.trustProxyCidrs).proxies,
+        peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
+      },
+    },
   );
   const stopSockets = attachRevocationSockets(publicServer.app, revocations, revocationMetrics, {
     heartbeatMs: config.revocationHeartbeatSeconds * 1000,

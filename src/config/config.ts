@@ -47,6 +47,8 @@ export interface Config {
   trustProxyHops: number;
   /** Comma-separated proxy addresses/ranges; when non-empty, replaces the hop count. */
   trustProxyCidrs: string;
+  /** With trustProxyHops: the direct peers that may be the proxy; empty means PRIVATE_RANGES. */
+  trustProxyPeers: string;
   adminAuthFailPoints: number;
   adminAuthFailWindowSeconds: number;
   /** 32-byte key-encryption key for private signing keys; unset: generated into DATA_DIR. */
@@ -133,6 +135,10 @@ export function loadConfig(env: Env = process.env): Config {
   const invalidProxies = parseProxyList(config.trustProxyCidrs).invalid;
   if (invalidProxies.length > 0) {
     problems.push(`TRUST_PROXY_CIDRS must list IP addresses or ranges such as 10.0.0.0/8 or fd00::/8 (not: ${invalidProxies.map((e) => `"${e.slice(0, 64)}"`).join(', ')})`);
+  }
+  const invalidPeers = parseProxyList(config.trustProxyPeers).invalid;
+  if (invalidPeers.length > 0) {
+    problems.push(`TRUST_PROXY_PEERS must list IP addresses or ranges such as 10.0.0.0/8 or fd00::/8 (not: ${invalidPeers.map((e) => `"${e.slice(0, 64)}"`).join(', ')})`);
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

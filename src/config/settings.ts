@@ -108,6 +108,7 @@ export const SETTINGS: readonly Setting[] = [
     meaning: 'proxies in front of the public port that append to `X-Forwarded-For`: the client is that many hops from the right (`0`: ignore the header); see docs/operations.md',
   },
   { env: 'TRUST_PROXY_CIDRS', key: 'trustProxyCidrs', type: 'string', default: '', defaultText: 'unset', meaning: 'comma-separated proxy addresses or ranges; when set, replaces the hop count: from a proxy, the client is the right-most hop outside these ranges' },
+  { env: 'TRUST_PROXY_PEERS', key: 'trustProxyPeers', type: 'string', default: '', defaultText: 'loopback and private ranges', meaning: 'with `TRUST_PROXY_HOPS`: the direct peers that may be the proxy (addresses or ranges); X-Forwarded-For from any other peer is ignored, counted and logged' },
   { env: 'KEY_ENCRYPTION_KEY', key: 'keyEncryptionKey', type: 'key32', defaultText: 'generated into `DATA_DIR/key-encryption-key` (0600)', meaning: '32 bytes (64 hex or base64) encrypting private signing keys' },
   { env: 'KEY_PROPAGATION_SECONDS', key: 'keyPropagationSeconds', type: 'int', default: 5, min: 0, max: 3600, defaultText: '`5`', meaning: 'a new key is published this long before it signs (≥ 2 × refresh)' },
   { env: 'KEY_REFRESH_SECONDS', key: 'keyRefreshSeconds', type: 'int', default: 1, min: 1, max: 60, defaultText: '`1`', meaning: 'how often each instance re-reads the key set' },

@@ -74,8 +74,12 @@ export class HttpServer {
   private listenSocket: uWS.us_listen_socket | undefined;
   private draining = false;
   private readonly inFlight = new InFlight();
+  private readonly proxy: ProxyTrust;
+  /** Ignored X-Forwarded-For headers since the last warning, and when that was. */
+  private untrusted = { count: 0, warnedAt: -Infinity };
 
   constructor(routes: Route[], private readonly options: ServerOptions) {
+    this.proxy = { ...options.proxy, onUntrustedPeer: (peer) => this.untrustedPeer(peer) };
     this.app = uWS.App();
     for (const [path, group] of routesByPath(routes)) {
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
@@ -163,6 +167,23 @@ export class HttpServer {
     (this.app as unknown as { close?: () => void }).close?.();
   }
 
+  /**
+   * X-Forwarded-For from a peer that is no trusted proxy: ignored (the socket address counts), counted,
+   * and logged at most once a minute. Steadily, it means TRUST_PROXY_HOPS is set with no proxy in front
+   * (every client could choose its address), or a proxy outside TRUST_PROXY_PEERS / TRUST_PROXY_CIDRS.
+   */
+  private untrustedPeer(peer: string): void {
+    this.options.metrics.forwardedForIgnored();
+    this.untrusted.count++;
+    const now = performance.now();
+    if (now - this.untrusted.warnedAt < 60_000) return;
+    this.options.logger.warn(
+      { peer, ignored: this.untrusted.count },
+      'X-Forwarded-For ignored: the peer is not a trusted proxy (TRUST_PROXY_HOPS set with no proxy in front, or a proxy outside TRUST_PROXY_PEERS/TRUST_PROXY_CIDRS); the peer address counts',
+    );
+    this.untrusted = { count: 0, warnedAt: now };
+  }
+
   /** Reads only the headers this route can use: each read crosses into C++. */
   private readHeaders(req: uWS.HttpRequest, route: Route): RequestHeaders {
     const body = route.body === true;
@@ -187,7 +208,7 @@ export class HttpServer {
     // The client address only matters where credentials arrive: routes with a body, and every request to
     // the listener that reads Authorization (the admin token limit; failed admin token checks are audited).
     const address =
-      route.body || this.options.readsAuthorization ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.options.proxy) : '';
+      route.body || this.options.readsAuthorization ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
     // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
     const controller = route.body ? new AbortController() : undefined;

@@ -21,6 +21,7 @@ export class Metrics {
   private readonly rateLimitRefusals: client.Counter<'limiter'>;
   private readonly credentialChecks: client.Counter;
   private readonly adminAuthFailures: client.Counter;
+  private readonly forwardedIgnored: client.Counter;
   private readonly storeUp: client.Gauge<'store'>;
   private readonly ready: client.Gauge;
   private readonly auditWritten: client.Counter<'sink'>;
@@ -111,6 +112,11 @@ export class Metrics {
     this.adminAuthFailures = new client.Counter({
       name: 'ace_admin_auth_failures_total',
       help: 'Admin API requests with a missing or wrong bearer token (refusals past the limit count under ace_rate_limit_refusals_total).',
+      registers,
+    });
+    this.forwardedIgnored = new client.Counter({
+      name: 'ace_forwarded_for_ignored_total',
+      help: 'Requests whose X-Forwarded-For was ignored because the direct peer is not a trusted proxy (TRUST_PROXY_PEERS, TRUST_PROXY_CIDRS): non-zero with TRUST_PROXY_HOPS set means clients reach the service without the proxy.',
       registers,
     });
     this.storeUp = new client.Gauge({
@@ -230,6 +236,10 @@ export class Metrics {
 
   adminAuthFailed(): void {
     this.adminAuthFailures.inc();
+  }
+
+  forwardedForIgnored(): void {
+    this.forwardedIgnored.inc();
   }
 
   credentialChecked(): void {
