@@ -1,17 +1,31 @@
 // Registers the example platform and agent through the admin API of a running service, then saves the
 // platform's scope file and the agent's credentials where platform.mjs and agent.mjs look for them.
-//   ADMIN_URL   admin listener            (default http://127.0.0.1:8081)
-//   ADMIN_TOKEN admin bearer token        (default: read from $DATA_DIR/admin-token, DATA_DIR default ./data)
-//   SERVICE_URL public listener           (default http://localhost:8080)
-//   EXAMPLE_DIR where to write the files  (default ./data/example; ./data is git-ignored)
+// The same names as `ace` and `npm run demo`:
+//   ACE_ADMIN_URL    admin listener            (default http://127.0.0.1:8081)
+//   ACE_ADMIN_TOKEN  admin bearer token        (default: read from $DATA_DIR/admin-token, DATA_DIR default ./data)
+//   ACE_PUBLIC_URL   public listener           (default http://localhost:8080)
+//   EXAMPLE_DIR      where to write the files  (default ./data/example; ./data is git-ignored)
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-const adminUrl = process.env.ADMIN_URL ?? 'http://127.0.0.1:8081';
-const serviceUrl = (process.env.SERVICE_URL ?? 'http://localhost:8080').replace(/\/+$/, '');
-const dataDir = process.env.DATA_DIR ?? './data';
-const adminToken = process.env.ADMIN_TOKEN || readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim();
-const exampleDir = process.env.EXAMPLE_DIR ?? path.join(dataDir, 'example');
+// Older names, refused rather than ignored: a URL set under one would otherwise be silently replaced by a default.
+for (const [old, now] of [['SERVICE_URL', 'ACE_PUBLIC_URL'], ['ADMIN_URL', 'ACE_ADMIN_URL']]) {
+  if (process.env[old] && !process.env[now]) throw new Error(`${old} is no longer read: set ${now}`);
+}
+const adminUrl = (process.env.ACE_ADMIN_URL || 'http://127.0.0.1:8081').replace(/\/+$/, '');
+const serviceUrl = (process.env.ACE_PUBLIC_URL || 'http://localhost:8080').replace(/\/+$/, '');
+const dataDir = process.env.DATA_DIR || './data';
+const exampleDir = process.env.EXAMPLE_DIR || path.join(dataDir, 'example');
+function readAdminToken() {
+  if (process.env.ACE_ADMIN_TOKEN) return process.env.ACE_ADMIN_TOKEN;
+  const file = path.join(dataDir, 'admin-token');
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch (error) {
+    throw new Error(`no admin token: set ACE_ADMIN_TOKEN, or DATA_DIR to the service's data directory (${file}: ${error.code})`);
+  }
+}
+const adminToken = readAdminToken();
 
 async function admin(method, urlPath, body) {
   const response = await fetch(`${adminUrl}${urlPath}`, {

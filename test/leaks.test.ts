@@ -8,7 +8,7 @@ import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
 import { Redis } from 'ioredis';
-import { decryptPrivateKey } from '../src/core/keys/key-encryption.js';
+import { decryptPrivateKey } from '../src/adapters/crypto/key-encryption.js';
 import { REDIS_URL, startService, type ServiceHandle } from './support/service.js';
 import { dumpRedis, sleep } from './support/faults.js';
 

@@ -86,9 +86,9 @@ it('the client installs with no dependency and the middleware within 10 packages
 it('the examples shipped in the installed packages run end to end against the service', { timeout: 300_000 }, async () => {
   const dir = await project('platform-and-agent', [tarballs.middleware, tarballs.client]);
   const env = {
-    ADMIN_URL: service.adminUrl,
-    ADMIN_TOKEN: service.adminToken,
-    SERVICE_URL: service.publicUrl,
+    ACE_ADMIN_URL: service.adminUrl,
+    ACE_ADMIN_TOKEN: service.adminToken,
+    ACE_PUBLIC_URL: service.publicUrl,
     EXAMPLE_DIR: path.join(dir, 'data'),
   };
   const setup = await run(path.join(ROOT, 'examples', 'setup.mjs'), dir, env);

@@ -17,7 +17,7 @@ import { LocalBus, RedisBus } from '../src/adapters/cache/invalidation-bus.js';
 import type { InvalidationBus } from '../src/core/ports/invalidation.js';
 import { connectRedis } from '../src/adapters/cache/redis.js';
 import { Metrics } from '../src/adapters/telemetry/metrics.js';
-import type { Store } from '../src/core/model.js';
+import type { Store } from '../src/core/ports/store.js';
 import { createDatabase, REDIS_URL, type TestDatabase } from './support/service.js';
 import { storeConformance, type StoreUnderTest } from './support/store-conformance.js';
 import { auditStoreConformance, type AuditStoreUnderTest } from './support/audit-store-conformance.js';

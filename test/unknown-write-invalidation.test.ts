@@ -8,7 +8,9 @@ import { CachedStore } from '../src/adapters/cache/cached-store.js';
 import { LocalBus } from '../src/adapters/cache/invalidation-bus.js';
 import type { Invalidation } from '../src/core/ports/invalidation.js';
 import { Metrics } from '../src/adapters/telemetry/metrics.js';
-import { WriteDeadlineError, type AgentView, type Store } from '../src/core/model.js';
+import { WriteDeadlineError } from '../src/core/errors.js';
+import type { AgentView } from '../src/core/model.js';
+import type { Store } from '../src/core/ports/store.js';
 import { REDIS_URL } from './support/service.js';
 import { waitFor } from './support/faults.js';
 

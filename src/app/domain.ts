@@ -1,30 +1,51 @@
-// The domain services of one process and what they run on: crypto pools, rate limiters, signing keys,
-// credentials, the audit trail, tokens, revocations, platforms and agents.
+// The composition root of one process's services: the concrete adapters (crypto pools, rate limiters,
+// key material, the audit trail, the revocation log and feed) built and handed to the core's services as
+// one typed object of ports each. Nothing is assigned after construction.
 import type { Config } from '../config/config.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
 import type { Metrics } from '../adapters/telemetry/metrics.js';
+import { CoreTelemetry } from '../adapters/telemetry/core-telemetry.js';
+import { RevocationMetrics } from '../adapters/telemetry/revocation-metrics.js';
 import { CryptoPools } from '../adapters/crypto/pools.js';
+import { RsaKeyMaterial } from '../adapters/crypto/key-material.js';
+import { loadOrCreateKeyEncryptionKey } from '../adapters/crypto/key-encryption.js';
 import { Limiters } from '../adapters/ratelimit/limiters.js';
-import { Argon2Share } from '../adapters/ratelimit/argon2-share.js';
+import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.js';
+import { RevocationFeed } from '../adapters/http/revocation-feed.js';
+import { ScopeFiles } from '../adapters/http/scope-file.js';
+import { Argon2Share } from '../core/credentials/argon2-share.js';
 import { VerifiedCredentials } from '../core/credentials/verified-cache.js';
 import { Authenticator } from '../core/credentials/authenticator.js';
 import { KeyManager } from '../core/keys/key-manager.js';
-import { loadOrCreateKeyEncryptionKey } from '../core/keys/key-encryption.js';
 import { TokenService } from '../core/tokens/token-service.js';
 import { PlatformService } from '../core/platforms/platform-service.js';
 import { AgentService } from '../core/agents/agent-service.js';
-import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.js';
 import { RevocationService } from '../core/revocation/revocation-service.js';
-import { RevocationMetrics } from '../adapters/telemetry/revocation-metrics.js';
-import { startAudit } from './audit.js';
-import { auditEvents, SCHEDULER_ACTOR } from '../core/audit/events.js';
+import { startAudit, type RunningAudit } from './audit.js';
 import type { Stores } from './stores.js';
 import type { Cleanups } from './cleanups.js';
 
-export type Domain = Awaited<ReturnType<typeof startDomain>>;
+/** Revocation documents are signed at most once a second for the same (platform, since, head). */
+const FEED_DOCUMENT_REUSE_MS = 1000;
 
-export async function startDomain(config: Config, logger: Logger, metrics: Metrics, stores: Stores, cleanups: Cleanups) {
+export interface Domain {
+  pools: CryptoPools;
+  limiters: Limiters;
+  keys: KeyManager;
+  authenticator: Authenticator;
+  audit: RunningAudit;
+  tokens: TokenService;
+  revocations: RevocationService;
+  revocationFeed: RevocationFeed;
+  revocationMetrics: RevocationMetrics;
+  platforms: PlatformService;
+  scopeFiles: ScopeFiles;
+  agents: AgentService;
+}
+
+export async function startDomain(config: Config, logger: Logger, metrics: Metrics, stores: Stores, cleanups: Cleanups): Promise<Domain> {
   const { store, bus, redis } = stores;
+  const telemetry = new CoreTelemetry(metrics, logger);
   const pools = new CryptoPools(config, metrics);
   cleanups.add(() => pools.close());
   const limiters = new Limiters(
@@ -39,30 +60,6 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     (limiter) => metrics.rateLimited(limiter),
   );
 
-  const { kek, generatedPath } = loadOrCreateKeyEncryptionKey(config.keyEncryptionKey, config.dataDir);
-  if (generatedPath) logger.warn({ path: generatedPath }, 'KEY_ENCRYPTION_KEY unset: generated a key-encryption key in DATA_DIR');
-  const keys = new KeyManager(
-    store,
-    bus,
-    {
-      kek,
-      tokenTtlSeconds: config.tokenTtlSeconds,
-      clockSkewSeconds: config.keyClockSkewSeconds,
-      propagationSeconds: config.keyPropagationSeconds,
-      rotationIntervalSeconds: config.keyRotationIntervalSeconds,
-      refreshSeconds: config.keyRefreshSeconds,
-    },
-    (error) => logger.warn({ err: { message: (error as Error).message } }, 'signing key refresh failed'),
-  );
-  await keys.start();
-  cleanups.add(() => keys.stop());
-  metrics.registerKeyInfo(() => keys.keyInfo());
-
-  const verified = new VerifiedCredentials(config.verifiedCacheMaxEntries, config.verifiedCacheTtlSeconds * 1000);
-  const share = new Argon2Share(config.argon2MaxPerAddress, () => metrics.rateLimited('argon2_share_per_address'));
-  const authenticator = new Authenticator(store, pools, limiters, verified, metrics, share, bus);
-  await authenticator.init();
-
   const audit = await startAudit({
     config: config.audit,
     databaseUrl: stores.databaseUrl,
@@ -73,28 +70,80 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     metrics,
   });
   cleanups.add(() => audit.close());
-  keys.onScheduledRotation = (kid) =>
-    audit.sink.emit(auditEvents.adminChange('key.rotated', { actor: SCHEDULER_ACTOR, clientAddress: '', kid, status: 'next' }));
-  const tokens = new TokenService(authenticator, limiters, keys, pools, { issuer: config.issuer, tokenTtlSeconds: config.tokenTtlSeconds }, audit.sink);
+
+  const revocationLog = new PostgresRevocationStore(stores.sql, config.storeTimeoutMs);
+  const revocations = new RevocationService({
+    log: revocationLog,
+    bus,
+    tokenTtlSeconds: config.tokenTtlSeconds,
+    clockSkewSeconds: config.keyClockSkewSeconds,
+    issuedSlackSeconds: config.revocationIssuedSlackSeconds,
+  });
+
+  const { kek, generatedPath } = loadOrCreateKeyEncryptionKey(config.keyEncryptionKey, config.dataDir);
+  if (generatedPath) logger.warn({ path: generatedPath }, 'KEY_ENCRYPTION_KEY unset: generated a key-encryption key in DATA_DIR');
+  const keys = new KeyManager({
+    store,
+    bus,
+    material: new RsaKeyMaterial(kek),
+    revocations,
+    audit: audit.sink,
+    telemetry,
+    tokenTtlSeconds: config.tokenTtlSeconds,
+    clockSkewSeconds: config.keyClockSkewSeconds,
+    propagationSeconds: config.keyPropagationSeconds,
+    rotationIntervalSeconds: config.keyRotationIntervalSeconds,
+    refreshSeconds: config.keyRefreshSeconds,
+  });
+  await keys.start();
+  cleanups.add(() => keys.stop());
+  metrics.registerKeyInfo(() => keys.keyInfo());
+
+  const authenticator = new Authenticator({
+    store,
+    hasher: pools,
+    limits: limiters,
+    verified: new VerifiedCredentials(config.verifiedCacheMaxEntries, config.verifiedCacheTtlSeconds * 1000),
+    share: new Argon2Share(config.argon2MaxPerAddress, () => telemetry.record({ type: 'rate_limited', limiter: 'argon2_share_per_address' })),
+    bus,
+    telemetry,
+  });
+  await authenticator.init();
+  const tokens = new TokenService({
+    authenticator,
+    limits: limiters,
+    keys,
+    signer: pools,
+    audit: audit.sink,
+    issuer: config.issuer,
+    tokenTtlSeconds: config.tokenTtlSeconds,
+  });
 
   const revocationMetrics = new RevocationMetrics(metrics.registry);
-  const revocations = new RevocationService(
-    new PostgresRevocationStore(stores.sql, config.storeTimeoutMs),
+  const revocationFeed = new RevocationFeed({
+    log: revocationLog,
     keys,
     bus,
-    {
-      issuer: config.issuer,
-      tokenTtlSeconds: config.tokenTtlSeconds,
-      clockSkewSeconds: config.keyClockSkewSeconds,
-      issuedSlackSeconds: config.revocationIssuedSlackSeconds,
-      pollMs: config.revocationPollMs,
-      documentReuseMs: 1000,
-    },
+    metrics: revocationMetrics,
+    onError: (what, error) => telemetry.record({ type: 'background_failure', what, error }),
+    issuer: config.issuer,
+    pollMs: config.revocationPollMs,
+    documentReuseMs: FEED_DOCUMENT_REUSE_MS,
+  });
+  const platforms = new PlatformService({ store, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs });
+  const agents = new AgentService({ store, hasher: pools, revocations, apiKeyPrefix: config.apiKeyPrefix });
+  return {
+    pools,
+    limiters,
+    keys,
+    authenticator,
+    audit,
+    tokens,
+    revocations,
+    revocationFeed,
     revocationMetrics,
-    (error) => logger.warn({ err: { message: (error as Error).message } }, 'revocation feed push failed'),
-  );
-  keys.revocations = revocations;
-  const platforms = new PlatformService(store, config.enrichmentTimeoutMs, revocations);
-  const agents = new AgentService(store, pools, config.apiKeyPrefix, revocations);
-  return { pools, limiters, keys, authenticator, audit, tokens, revocations, revocationMetrics, platforms, agents };
+    platforms,
+    scopeFiles: new ScopeFiles(platforms),
+    agents,
+  };
 }

@@ -42,11 +42,44 @@ export class ServiceError extends Error {
   }
 }
 
+/** A refusal of a credential check that names the agent behind the key id (for the audit trail only). */
+export class Refusal extends ServiceError {
+  constructor(
+    code: ErrorCode,
+    /** The agent whose api_key_id was presented, when it exists (never sent to the client). */
+    readonly agentId: string | undefined,
+    detail?: string,
+  ) {
+    super(code, detail);
+    this.name = 'Refusal';
+  }
+}
+
 /** A store (Postgres or Redis) that could not answer in time. Mapped to 503 with Retry-After. */
 export class StoreUnavailableError extends Error {
+  /** Stable code for logs and callers (the HTTP answer is always `service_unavailable`). */
+  readonly code: 'store_unavailable' | 'write_outcome_unknown' = 'store_unavailable';
   constructor(readonly store: string, cause?: unknown) {
     super(`${store} unavailable`, { cause });
     this.name = 'StoreUnavailableError';
+  }
+}
+
+/**
+ * A write whose outcome is unknown: its COMMIT was sent but no answer came before the store deadline
+ * (a stalled or broken connection). Answered as 503 like any store outage, but whoever caches must drop
+ * everything it holds, since the write may have been applied. `settled` resolves once the driver learns
+ * the outcome (or gives up on the connection): a second invalidation then closes the window.
+ */
+export class WriteDeadlineError extends StoreUnavailableError {
+  override readonly code = 'write_outcome_unknown';
+  constructor(
+    store: string,
+    readonly settled: Promise<void>,
+    cause?: unknown,
+  ) {
+    super(store, cause);
+    this.name = 'WriteDeadlineError';
   }
 }
 

@@ -1,6 +1,5 @@
-// Records and the storage interface. Postgres implements it; the cached store wraps any implementation
-// with an in-process cache, Redis, and invalidation. Domain code depends only on this file.
-import { StoreUnavailableError } from './errors.js';
+// The records the service keeps: agents, grants, platforms, secret hashes, signing keys. Plain data, no
+// behaviour; the ports (ports/) say how they are read and written.
 
 export type AgentStatus = 'active' | 'inactive';
 export type PlatformStatus = 'active' | 'suspended' | 'disabled';
@@ -92,77 +91,4 @@ export interface AgentCredentials {
    * since, younger than its TTL); otherwise it reads the view again.
    */
   cacheStamp?: { generation: number; at: number };
-}
-
-export interface Store {
-  // Token path.
-  /** `alreadyRead`: the credentials just verified; a caching store may answer with their view (see there). */
-  getAgentView(apiKeyId: string, alreadyRead?: AgentCredentials): Promise<AgentView | null>;
-  getPlatform(platformId: string): Promise<PlatformRecord | null>;
-  getSecretHashes(apiKeyId: string): Promise<SecretHashes | null>;
-  /** The secret hashes and the view together (the cold path's single read). */
-  getAgentCredentials(apiKeyId: string): Promise<AgentCredentials | null>;
-
-  // Admin: platforms.
-  createPlatform(input: PlatformInput): Promise<PlatformRecord>;
-  /** Replacing `scopes` also removes the dropped scopes from every grant on the platform. */
-  updatePlatform(platformId: string, patch: Partial<PlatformInput>): Promise<PlatformRecord | null>;
-  listPlatforms(): Promise<PlatformRecord[]>;
-  /** api_key_ids of every agent holding a grant on the platform (what a platform change invalidates). */
-  apiKeyIdsOnPlatform(platformId: string): Promise<string[]>;
-
-  // Admin: agents and grants.
-  createAgent(input: { name: string; apiKeyId: string; secretHash: string }): Promise<AgentRecord>;
-  getAgent(agentId: string): Promise<AgentRecord | null>;
-  listAgents(): Promise<AgentRecord[]>;
-  updateAgent(agentId: string, patch: { name?: string; status?: AgentStatus }): Promise<AgentRecord | null>;
-  /** Sets a new secret hash; the old one stays valid until `previousValidUntil` (null: revoked now). */
-  rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null): Promise<AgentRecord | null>;
-  putGrant(agentId: string, platformId: string, scopes: string[]): Promise<GrantRecord>;
-  deleteGrant(agentId: string, platformId: string): Promise<boolean>;
-  listGrants(agentId: string): Promise<GrantRecord[]>;
-
-  // Signing keys (never cached outside the process; see domain/keys).
-  listSigningKeys(): Promise<SigningKeyRow[]>;
-  /**
-   * Runs `fn` while holding a cluster-wide lock named `lock` (a Postgres advisory lock).
-   * With `wait: false`, returns undefined at once if another instance holds it.
-   */
-  withLock<T>(lock: string, wait: boolean, fn: (keys: SigningKeyWriter) => Promise<T>, options?: LockOptions): Promise<T | undefined>;
-
-  ping(): Promise<void>;
-  close(): Promise<void>;
-}
-
-export interface LockOptions {
-  /**
-   * Bound the whole transaction by the store deadline (admin key rotate/retire): past it, the
-   * transaction is cancelled and rolled back and the call fails with StoreUnavailableError. Without
-   * it (start-up, scheduled rotation) the lock is held for as long as `fn` needs.
-   */
-  bounded?: boolean;
-}
-
-/** Signing-key writes, only available inside `withLock` so that instances never race. */
-export interface SigningKeyWriter {
-  listSigningKeys(): Promise<SigningKeyRow[]>;
-  insertSigningKey(row: SigningKeyRow): Promise<void>;
-  updateSigningKey(kid: string, changes: { activatesAt?: Date; retiredAt?: Date }): Promise<void>;
-}
-
-/**
- * A write whose outcome is unknown: its COMMIT was sent but no answer came before the store deadline
- * (a stalled or broken connection). Answered as 503 like any store outage, but whoever caches must drop
- * everything it holds, since the write may have been applied. `settled` resolves once the driver learns
- * the outcome (or gives up on the connection): a second invalidation then closes the window.
- */
-export class WriteDeadlineError extends StoreUnavailableError {
-  constructor(
-    store: string,
-    readonly settled: Promise<void>,
-    cause?: unknown,
-  ) {
-    super(store, cause);
-    this.name = 'WriteDeadlineError';
-  }
 }

@@ -394,6 +394,7 @@ export const SERVICE_METRICS: Record<string, { type: 'counter' | 'gauge' | 'hist
   ace_rate_limit_refusals_total: { type: 'counter', labels: ['limiter'] },
   ace_credential_checks_total: { type: 'counter', labels: [] },
   ace_admin_auth_failures_total: { type: 'counter', labels: [] },
+  ace_background_failures_total: { type: 'counter', labels: ['task'] },
   ace_store_up: { type: 'gauge', labels: ['store'] },
   ace_ready: { type: 'gauge', labels: [] },
   ace_signing_key_active_age_seconds: { type: 'gauge', labels: [] },
@@ -419,6 +420,7 @@ export const LABEL_VALUES: Record<string, string[]> = {
   store: ['postgres', 'redis'],
   state: ['next', 'active', 'retiring', 'retired'],
   sink: ['postgres', 'spool'],
+  task: ['key_refresh', 'key_rotation', 'revocation_push', 'revocation_purge'],
 };
 
 /** Series Prometheus writes itself for every target (not on /metrics). */

@@ -4,7 +4,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import type { RevocationEntry, RevocationStore } from '../../src/core/ports/revocation-log.js';
-import type { Store } from '../../src/core/model.js';
+import type { Store } from '../../src/core/ports/store.js';
 import { platformInput } from './store-conformance.js';
 
 export interface RevocationStoreUnderTest {

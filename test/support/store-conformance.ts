@@ -2,7 +2,8 @@
 // cached store over Redis or in process). A new implementation or a cache change must pass it unchanged.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
-import type { PlatformInput, SigningKeyRow, Store } from '../../src/core/model.js';
+import type { PlatformInput, SigningKeyRow } from '../../src/core/model.js';
+import type { Store } from '../../src/core/ports/store.js';
 
 export interface StoreUnderTest {
   store: Store;

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AuditTrail, type TrailObserver } from '../../src/adapters/audit-trail/trail.js';
 import { Spool } from '../../src/adapters/audit-trail/spool.js';
 import { auditEvents, type AuditEvent } from '../../src/core/audit/events.js';
-import { encodeCursor, parseEventQuery } from '../../src/core/audit/query.js';
+import { encodeCursor, parseEventQuery } from '../../src/adapters/http/audit-query.js';
 import type { AuditStore } from '../../src/core/ports/audit-store.js';
 import { ServiceError } from '../../src/core/errors.js';
 

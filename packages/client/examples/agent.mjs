@@ -1,12 +1,16 @@
 // An agent using the client: lists its platforms, then calls the example platform. The client adds the
 // Bearer token, reuses it, and renews it before expiry or after a 401.
-//   SERVICE_URL   default http://localhost:8080
-//   PLATFORM_URL  default http://127.0.0.1:3000
-//   AGENT_FILE    default $EXAMPLE_DIR/agent.json (EXAMPLE_DIR default ./data/example; written by setup.mjs)
+//   ACE_PUBLIC_URL  the credential exchange service, default http://localhost:8080
+//   PLATFORM_URL    default http://127.0.0.1:3000
+//   AGENT_FILE      default $EXAMPLE_DIR/agent.json (EXAMPLE_DIR default ./data/example; written by setup.mjs)
 import { readFileSync } from 'node:fs';
 import { AgentClient } from '@agent-credential-exchange/client';
 
-const serviceUrl = process.env.SERVICE_URL ?? 'http://localhost:8080';
+// Older names, refused rather than ignored: a URL set under one would otherwise be silently replaced by a default.
+for (const [old, now] of [['SERVICE_URL', 'ACE_PUBLIC_URL']]) {
+  if (process.env[old] && !process.env[now]) throw new Error(`${old} is no longer read: set ${now}`);
+}
+const serviceUrl = process.env.ACE_PUBLIC_URL || 'http://localhost:8080';
 const platformUrl = process.env.PLATFORM_URL ?? 'http://127.0.0.1:3000';
 const credentials = JSON.parse(readFileSync(process.env.AGENT_FILE ?? `${process.env.EXAMPLE_DIR ?? './data/example'}/agent.json`, 'utf8'));
 

@@ -1,15 +1,19 @@
 // A tiny platform: node:http protected by the middleware. Scopes come from the scope file.
-//   SERVICE_URL  the credential exchange service (default http://localhost:8080); also the expected issuer
-//   ISSUER       expected `iss`, when the service's ISSUER differs from SERVICE_URL
-//   SCOPES_FILE  default $EXAMPLE_DIR/scopes.yaml (EXAMPLE_DIR default ./data/example)
-//   PORT         default 3000
+//   ACE_PUBLIC_URL  the credential exchange service (default http://localhost:8080); also the expected issuer
+//   ACE_ISSUER      expected `iss`, when the service's ISSUER differs from ACE_PUBLIC_URL
+//   SCOPES_FILE     default $EXAMPLE_DIR/scopes.yaml (EXAMPLE_DIR default ./data/example)
+//   PORT            this platform's port, default 3000
 import http from 'node:http';
 import { createVerifier, protectNodeHandler } from '@agent-credential-exchange/middleware';
 
-const serviceUrl = process.env.SERVICE_URL ?? 'http://localhost:8080';
+// Older names, refused rather than ignored: a value set under one would otherwise be silently replaced by a default.
+for (const [old, now] of [['SERVICE_URL', 'ACE_PUBLIC_URL'], ['ISSUER', 'ACE_ISSUER']]) {
+  if (process.env[old] && !process.env[now]) throw new Error(`${old} is no longer read: set ${now}`);
+}
+const serviceUrl = process.env.ACE_PUBLIC_URL || 'http://localhost:8080';
 const verifier = createVerifier({
   serviceUrl,
-  issuer: process.env.ISSUER || undefined,
+  issuer: process.env.ACE_ISSUER || undefined,
   scopesFile: process.env.SCOPES_FILE ?? `${process.env.EXAMPLE_DIR ?? './data/example'}/scopes.yaml`,
 });
 // Fail at start-up rather than on the first request if the service cannot be reached; this also subscribes

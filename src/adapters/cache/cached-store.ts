@@ -2,8 +2,10 @@
 // inner store. Every write goes to the inner store, then deletes the Redis entries and publishes an
 // invalidation that every instance (this one included) applies to its in-process cache.
 import type { Redis } from 'ioredis';
-import type { Metrics } from '../telemetry/metrics.js';
-import { WriteDeadlineError, type AgentCredentials, type AgentView, type LockOptions, type PlatformRecord, type Store } from '../../core/model.js';
+import type { Metrics } from '../telemetry/index.js';
+import { WriteDeadlineError } from '../../core/errors.js';
+import type { AgentCredentials, AgentView, PlatformRecord } from '../../core/model.js';
+import type { LockOptions, Store } from '../../core/ports/store.js';
 import type { Invalidation, InvalidationBus } from '../../core/ports/invalidation.js';
 import { BoundedCache } from '../../core/support/bounded-cache.js';
 

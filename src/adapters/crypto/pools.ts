@@ -4,7 +4,7 @@
 import { Piscina } from 'piscina';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Metrics } from '../telemetry/metrics.js';
+import type { Metrics } from '../telemetry/index.js';
 import { busy, type ServiceError } from '../../core/errors.js';
 import type { HashTask, VerifyTask } from '../../../workers/crypto-worker.js';
 import type { SignTask } from '../../../workers/sign-protocol.js';
@@ -135,7 +135,7 @@ export class CryptoPools {
    * Throws the 503 a full argon2 queue answers, before the caller spends a store read and a limiter round
    * trip on a check that would be shed anyway (a restarting fleet is refused many times over).
    */
-  refuseIfArgon2Full(): void {
+  refuseIfVerificationsFull(): void {
     if (this.argon2Line.isFull) throw this.shed('argon2');
   }
 

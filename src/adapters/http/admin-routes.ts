@@ -6,12 +6,13 @@ import { UUID_PATTERN } from './schemas/public.js';
 import { compileValidator } from './schemas/validate.js';
 import type { AgentService } from '../../core/agents/agent-service.js';
 import type { KeyManager } from '../../core/keys/key-manager.js';
-import type { PlatformService } from '../../core/platforms/platform-service.js';
+import type { KeyStatus } from '../../core/keys/key-states.js';
+import type { PlatformChange, PlatformDraft, PlatformService } from '../../core/platforms/platform-service.js';
 import type { AgentRecord, GrantRecord, PlatformRecord } from '../../core/model.js';
-import type { AdminAuthLimiter } from '../ratelimit/admin-auth-limiter.js';
+import type { AdminAuthLimiter } from '../ratelimit/index.js';
 import { adminTokenCheck } from './admin-auth.js';
 import { ADMIN_ACTOR, auditEvents, type AuditEvent, type AuditSink } from '../../core/audit/events.js';
-import { parseEventQuery, presentEvent, readEvents } from '../../core/audit/query.js';
+import { parseEventQuery, presentEvent, readEvents } from './audit-query.js';
 import type { AuditStore } from '../../core/ports/audit-store.js';
 import { parseJsonBody } from './json-body.js';
 import { allowHeader, json, routesByPath, type Handler, type HttpRequest, type Route } from './types.js';
@@ -30,6 +31,12 @@ export interface AdminDeps {
 
 const UUID = new RegExp(UUID_PATTERN);
 
+/** The admin body's snake_case fields as the core's platform change (only the fields given). */
+function toPlatformChange(body: PlatformPatch): PlatformChange {
+  const { verification_status, ...rest } = body;
+  return { ...rest, ...(verification_status !== undefined ? { verificationStatus: verification_status } : {}) };
+}
+
 export const presentPlatform = (p: PlatformRecord) => ({
   platform_id: p.id,
   name: p.name,
@@ -40,6 +47,16 @@ export const presentPlatform = (p: PlatformRecord) => ({
   routes: p.routes,
   created_at: p.createdAt,
   updated_at: p.updatedAt,
+});
+
+export const presentKey = (status: KeyStatus) => ({
+  kid: status.row.kid,
+  state: status.state,
+  created_at: status.row.createdAt.toISOString(),
+  activates_at: status.row.activatesAt.toISOString(),
+  deactivated_at: status.deactivatedAt?.toISOString() ?? null,
+  retires_at: status.retiresAt?.toISOString() ?? null,
+  retired_at: status.row.retiredAt?.toISOString() ?? null,
 });
 
 export const presentAgent = (a: AgentRecord) => ({
@@ -97,7 +114,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       method: 'POST', path: '/admin/v1/platforms', name: 'admin_platforms', body: true,
       handler: async (r) => {
         const body = platformCreate(parseJsonBody(r));
-        const platform = await audited(await deps.platforms.create(body), (p) =>
+        const platform = await audited(await deps.platforms.create(toPlatformChange(body) as PlatformDraft), (p) =>
           auditEvents.adminChange('platform.created', { ...by(r), platformId: p.id, fields: fieldsOf(body), status: p.status }),
         );
         return json(201, presentPlatform(platform));
@@ -116,7 +133,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       handler: async (r) => {
         const id = uuidParam(r, 'platform_id');
         const body = platformPatch(parseJsonBody(r));
-        const platform = await audited(await deps.platforms.update(id, body), (p) =>
+        const platform = await audited(await deps.platforms.update(id, toPlatformChange(body)), (p) =>
           auditEvents.adminChange('platform.updated', { ...by(r), platformId: p.id, fields: fieldsOf(body), ...(body.status ? { status: p.status } : {}) }),
         );
         return json(200, presentPlatform(platform));
@@ -188,20 +205,20 @@ export function adminRoutes(deps: AdminDeps): Route[] {
     },
     {
       method: 'GET', path: '/admin/v1/keys', name: 'admin_keys',
-      handler: () => json(200, { keys: deps.keys.list() }),
+      handler: () => json(200, { keys: deps.keys.list().map(presentKey) }),
     },
     {
       method: 'POST', path: '/admin/v1/keys/rotate', name: 'admin_keys_rotate', body: true,
       handler: async (r) => {
-        const key = await audited(await deps.keys.rotate(), (k) => auditEvents.adminChange('key.rotated', { ...by(r), kid: k.kid, status: k.state }));
-        return json(200, key);
+        const key = await audited(await deps.keys.rotate(), (k) => auditEvents.adminChange('key.rotated', { ...by(r), kid: k.row.kid, status: k.state }));
+        return json(200, presentKey(key));
       },
     },
     {
       method: 'POST', path: '/admin/v1/keys/:kid/retire', name: 'admin_key_retire', body: true,
       handler: async (r) => {
-        const key = await audited(await deps.keys.retire(r.params.kid), (k) => auditEvents.adminChange('key.retired', { ...by(r), kid: k.kid, status: k.state }));
-        return json(200, key);
+        const key = await audited(await deps.keys.retire(r.params.kid), (k) => auditEvents.adminChange('key.retired', { ...by(r), kid: k.row.kid, status: k.state }));
+        return json(200, presentKey(key));
       },
     },
     {

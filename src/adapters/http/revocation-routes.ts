@@ -5,9 +5,9 @@ import { STATUS_CODES } from 'node:http';
 import * as uWS from 'uWebSockets.js';
 import { ServiceError, toServiceError } from '../../core/errors.js';
 import { UUID_PATTERN } from './schemas/public.js';
-import type { RevocationService, FeedTransport } from '../../core/revocation/revocation-service.js';
-import type { RevocationMetrics } from '../telemetry/revocation-metrics.js';
-import type { Logger } from '../telemetry/logger.js';
+import type { RevocationFeed, FeedTransport } from './revocation-feed.js';
+import type { RevocationMetrics } from '../telemetry/index.js';
+import type { Logger } from '../telemetry/index.js';
 import { matchesEtag } from './public-routes.js';
 import type { HttpReply, HttpRequest, Route } from './types.js';
 
@@ -32,7 +32,7 @@ function platformParam(value: string): string {
   return value.toLowerCase();
 }
 
-export function revocationRoutes(feed: RevocationService): Route[] {
+export function revocationRoutes(feed: RevocationFeed): Route[] {
   const document = async (request: HttpRequest): Promise<HttpReply> => {
     const platformId = platformParam(request.params.platform_id);
     const since = parseSince(request.query ?? '');
@@ -65,7 +65,7 @@ export interface SocketOptions {
  * first message is the signed catch-up document from its `since`, then every new document as published.
  * Returns a stop function (clears the heartbeat).
  */
-export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationService, metrics: RevocationMetrics, options: SocketOptions): () => void {
+export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationFeed, metrics: RevocationMetrics, options: SocketOptions): () => void {
   const perPlatform = new Map<string, number>();
   const transport: FeedTransport = {
     publish: (platformId, message) => void app.publish(topic(platformId), message, false),

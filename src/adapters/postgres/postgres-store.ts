@@ -4,7 +4,7 @@
 // means "not applied", except for the one case the driver cannot know: a COMMIT sent and never
 // answered, reported as WriteDeadlineError.
 import postgres, { type PendingQuery, type Sql, type TransactionSql } from 'postgres';
-import { StoreUnavailableError } from '../../core/errors.js';
+import { StoreUnavailableError, WriteDeadlineError } from '../../core/errors.js';
 import { withTimeout } from '../../core/support/deadline.js';
 import {
   type AgentCredentials,
@@ -16,11 +16,8 @@ import {
   type PlatformRecord,
   type SecretHashes,
   type SigningKeyRow,
-  type SigningKeyWriter,
-  type LockOptions,
-  type Store,
-  WriteDeadlineError,
 } from '../../core/model.js';
+import type { LockOptions, SigningKeyWriter, Store } from '../../core/ports/store.js';
 
 export interface PostgresOptions {
   url: string;

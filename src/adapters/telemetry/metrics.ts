@@ -20,6 +20,7 @@ export class Metrics {
   private readonly cacheRequests: client.Counter<'cache' | 'result'>;
   private readonly rateLimitRefusals: client.Counter<'limiter'>;
   private readonly credentialChecks: client.Counter;
+  private readonly backgroundFailures: client.Counter;
   private readonly adminAuthFailures: client.Counter;
   private readonly forwardedIgnored: client.Counter;
   private readonly storeUp: client.Gauge<'store'>;
@@ -107,6 +108,12 @@ export class Metrics {
     this.credentialChecks = new client.Counter({
       name: 'ace_credential_checks_total',
       help: 'Credential checks run in the argon2 pool (each verifies one hash; two only for hashes older than the secret hint), successful or not.',
+      registers,
+    });
+    this.backgroundFailures = new client.Counter({
+      name: 'ace_background_failures_total',
+      help: 'Background work that failed and is retried on its next turn (signing-key refresh and rotation, revocation push and purge), by task.',
+      labelNames: ['task'],
       registers,
     });
     this.adminAuthFailures = new client.Counter({
@@ -244,6 +251,10 @@ export class Metrics {
 
   credentialChecked(): void {
     this.credentialChecks.inc();
+  }
+
+  backgroundFailure(task: 'key_refresh' | 'key_rotation' | 'revocation_push' | 'revocation_purge'): void {
+    this.backgroundFailures.inc({ task });
   }
 
   setStoreUp(store: StoreName, up: boolean): void {

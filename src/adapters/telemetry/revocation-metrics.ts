@@ -1,8 +1,8 @@
 // Metrics of the revocation feed, registered on the process's registry (no ids in labels).
 import client from 'prom-client';
-import type { RevocationMetricsSink } from '../../core/revocation/revocation-service.js';
 
-export class RevocationMetrics implements RevocationMetricsSink {
+/** Implements the feed's RevocationMetricsSink (adapters/http/revocation-feed.ts). */
+export class RevocationMetrics {
   private readonly subscribers: client.Gauge;
   private readonly entries: client.Gauge;
   private readonly latency: client.Histogram;

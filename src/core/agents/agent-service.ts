@@ -1,19 +1,31 @@
 // Agents, their secrets and their grants (admin operations). A secret is generated here, returned once,
 // and stored only as an argon2id hash computed in the worker pool.
 import { ServiceError } from '../errors.js';
-import type { CryptoPools } from '../../adapters/crypto/pools.js';
-import type { AgentRecord, AgentStatus, GrantRecord, Store } from '../model.js';
+import type { SecretHasher } from '../ports/crypto.js';
+import type { AgentRecord, AgentStatus, GrantRecord } from '../model.js';
+import type { Store } from '../ports/store.js';
 import { hintedSalt, hintOfHash, secretHint } from '../credentials/secret-hint.js';
 import { generateApiKeyId, generateSecret } from '../credentials/generate.js';
 import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
 
+export interface AgentServicePorts {
+  store: Store;
+  hasher: SecretHasher;
+  revocations?: Revocations;
+  /** The api_key_id prefix (`API_KEY_PREFIX`). */
+  apiKeyPrefix: string;
+}
+
 export class AgentService {
-  constructor(
-    private readonly store: Store,
-    private readonly pools: CryptoPools,
-    private readonly apiKeyPrefix: string,
-    private readonly revocations: Revocations = NO_REVOCATIONS,
-  ) {}
+  private readonly store: Store;
+  private readonly hasher: SecretHasher;
+  private readonly revocations: Revocations;
+  private readonly apiKeyPrefix: string;
+
+  constructor(ports: AgentServicePorts) {
+    ({ store: this.store, hasher: this.hasher, apiKeyPrefix: this.apiKeyPrefix } = ports);
+    this.revocations = ports.revocations ?? NO_REVOCATIONS;
+  }
 
   /** Takes back the agent's tokens on every platform it holds a grant on (and only those). */
   private async revokeEverywhere(agentId: string): Promise<void> {
@@ -23,7 +35,7 @@ export class AgentService {
 
   async create(name: string): Promise<{ agent: AgentRecord; secret: string }> {
     const secret = generateSecret();
-    const secretHash = await this.pools.hashSecret(secret, hintedSalt(secret));
+    const secretHash = await this.hasher.hashSecret(secret, hintedSalt(secret));
     const agent = await this.store.createAgent({ name, apiKeyId: generateApiKeyId(this.apiKeyPrefix), secretHash });
     return { agent, secret };
   }
@@ -53,7 +65,7 @@ export class AgentService {
     const currentHint = hintOfHash((await this.store.getSecretHashes(current.apiKeyId))?.current);
     let secret = generateSecret();
     while (secretHint(secret) === currentHint) secret = generateSecret();
-    const secretHash = await this.pools.hashSecret(secret, hintedSalt(secret));
+    const secretHash = await this.hasher.hashSecret(secret, hintedSalt(secret));
     const until = graceSeconds > 0 ? new Date(Date.now() + graceSeconds * 1000) : null;
     const agent = await this.store.rotateSecret(agentId.toLowerCase(), secretHash, until);
     if (!agent) throw new ServiceError('not_found', 'No agent with this id.');

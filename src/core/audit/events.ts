@@ -142,15 +142,3 @@ export const NO_AUDIT: AuditSink = {
   record: () => Promise.resolve(),
   emit: () => {},
 };
-
-// An agent id carried by a refusal, so token.refused can name the agent when its key id exists.
-const AGENT = Symbol('audit.agentId');
-
-export function withAgent<E extends Error>(error: E, agentId: string | undefined): E {
-  if (agentId) Object.defineProperty(error, AGENT, { value: agentId, enumerable: false });
-  return error;
-}
-
-export function agentOf(error: unknown): string | undefined {
-  return (error as { [AGENT]?: string } | null)?.[AGENT];
-}

@@ -5,16 +5,28 @@
 // limited per client address before any argon2 work is spent on that address: a point of its budget is
 // reserved before argon2 runs, and it may hold only a few slots of the argon2 queue.
 import { randomBytes } from 'node:crypto';
-import { ServiceError } from '../errors.js';
-import type { CryptoPools } from '../../adapters/crypto/pools.js';
-import type { Limiters } from '../../adapters/ratelimit/limiters.js';
-import type { Metrics } from '../../adapters/telemetry/metrics.js';
-import type { AgentCredentials, AgentView, Store } from '../model.js';
-import type { Argon2Share } from '../../adapters/ratelimit/argon2-share.js';
+import { Refusal, ServiceError } from '../errors.js';
+import type { AgentCredentials, AgentView } from '../model.js';
+import type { Store } from '../ports/store.js';
+import type { SecretHasher } from '../ports/crypto.js';
+import type { AttemptLimits } from '../ports/limits.js';
 import type { InvalidationBus } from '../ports/invalidation.js';
-import { VerifiedCredentials } from './verified-cache.js';
+import type { Telemetry } from '../ports/telemetry.js';
+import type { Argon2Share } from './argon2-share.js';
+import type { VerifiedCredentials } from './verified-cache.js';
 import { hashesToVerify, hintedSalt } from './secret-hint.js';
-import { withAgent } from '../audit/events.js';
+
+export interface AuthenticatorPorts {
+  store: Store;
+  hasher: SecretHasher;
+  limits: AttemptLimits;
+  /** Secrets verified recently, so a warm agent costs no argon2 (dropped on every invalidation of the agent). */
+  verified: VerifiedCredentials;
+  /** Each address's share of the argon2 queue. */
+  share: Argon2Share;
+  bus: InvalidationBus;
+  telemetry: Telemetry;
+}
 
 export interface Caller {
   apiKeyId: string;
@@ -27,16 +39,17 @@ export class Authenticator {
   /** Stands in for the hash of an unknown api_key_id: every check verifies one hash. */
   private decoy = '';
 
-  constructor(
-    private readonly store: Store,
-    private readonly pools: CryptoPools,
-    private readonly limiters: Limiters,
-    private readonly verified: VerifiedCredentials,
-    private readonly metrics: Metrics,
-    private readonly share: Argon2Share,
-    bus: InvalidationBus,
-  ) {
-    bus.subscribe((message) => {
+  private readonly store: Store;
+  private readonly hasher: SecretHasher;
+  private readonly limits: AttemptLimits;
+  private readonly verified: VerifiedCredentials;
+  private readonly share: Argon2Share;
+  private readonly telemetry: Telemetry;
+
+  constructor(ports: AuthenticatorPorts) {
+    ({ store: this.store, hasher: this.hasher, limits: this.limits, verified: this.verified, share: this.share, telemetry: this.telemetry } = ports);
+    const verified = this.verified;
+    ports.bus.subscribe((message) => {
       if (message.kind === 'agent') verified.forget(message.apiKeyId);
       else if (message.kind === 'agents') message.apiKeyIds.forEach((id) => verified.forget(id));
       else if (message.kind === 'all') verified.clear();
@@ -46,15 +59,15 @@ export class Authenticator {
   /** Hashes a random secret with the pool's own parameters, so a decoy verification costs what a real one does. */
   async init(): Promise<void> {
     const secret = randomBytes(32).toString('base64url');
-    this.decoy = await this.pools.hashSecret(secret, hintedSalt(secret));
+    this.decoy = await this.hasher.hashSecret(secret, hintedSalt(secret));
   }
 
   /** Returns the authenticated agent's view, or throws 401 `invalid_credentials` (or 429, 503). */
   async authenticate(caller: Caller): Promise<AgentView> {
     // A locked-out address is refused before the verified-secret memory can let it in (in memory, no I/O).
-    this.limiters.assertNotLockedOut(caller.address);
+    this.limits.assertNotLockedOut(caller.address);
     const rememberedAgent = this.verified.match(caller.apiKeyId, caller.secret);
-    this.metrics.cache('verified', rememberedAgent !== undefined);
+    this.telemetry.record({ type: 'verified_memory', hit: rememberedAgent !== undefined });
     if (rememberedAgent !== undefined) {
       const view = await this.store.getAgentView(caller.apiKeyId);
       if (view && view.agentId === rememberedAgent) return view;
@@ -63,8 +76,8 @@ export class Authenticator {
     // Cold path: argon2id. A full queue refuses first, before any store or limiter work. One point of the
     // address's failure budget is reserved before any argon2 work: a wrong secret keeps it; success, and
     // refusals that are ours (store, pool, queue share), give it back.
-    this.pools.refuseIfArgon2Full();
-    const refund = await this.limiters.reserveAuthAttempt(caller.address);
+    this.hasher.refuseIfVerificationsFull();
+    const refund = await this.limits.reserveAuthAttempt(caller.address);
     let checked: Checked;
     try {
       checked = await this.checkSecret(caller);
@@ -74,7 +87,7 @@ export class Authenticator {
     }
     const { credentials, matched, generation } = checked;
     // The audit trail names the agent whose key id exists (never sent to the client).
-    if (!credentials || matched < 0) throw withAgent(new ServiceError('invalid_credentials'), credentials?.hashes.agentId);
+    if (!credentials || matched < 0) throw new Refusal('invalid_credentials', credentials?.hashes.agentId);
     refund();
     const { hashes } = credentials;
     // The view read with the hashes, unless something about the agent changed meanwhile (then read again).
@@ -96,8 +109,8 @@ export class Authenticator {
       // hash the secret's hint points at (both only for hashes older than hints).
       const which = hashes ? hashesToVerify(caller.secret, hashes) : [];
       const candidates = hashes ? which.map((i) => (i === 0 ? hashes.current : hashes.previous!)) : [this.decoy];
-      const index = await this.pools.verifySecret({ hashes: candidates, secret: caller.secret }, caller.signal);
-      this.metrics.credentialChecked(); // counted once it ran (a task refused by a full queue did not)
+      const index = await this.hasher.verifySecret({ hashes: candidates, secret: caller.secret }, caller.signal);
+      this.telemetry.record({ type: 'credential_checked' }); // counted once it ran (a task refused by a full queue did not)
       // Only a real hash can match (the decoy's secret was random and thrown away), but never trust it.
       const matched = hashes && index >= 0 ? which[index] : -1;
       return { credentials, matched, generation };

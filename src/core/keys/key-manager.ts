@@ -2,29 +2,33 @@
 // window), retirement, the JWKS document, and the key that signs now. Keys are re-read from Postgres
 // every KEY_REFRESH_SECONDS and at once on an invalidation message; the last good copy keeps serving
 // while Postgres is away.
-import { generateKeyPair } from 'node:crypto';
 import { strongEtag } from '../support/etag.js';
-import { promisify } from 'node:util';
-import { calculateJwkThumbprint, exportJWK } from 'jose';
-import { ServiceError } from '../errors.js';
+import { ServiceError, WriteDeadlineError } from '../errors.js';
 import type { InvalidationBus } from '../ports/invalidation.js';
-import { WriteDeadlineError, type SigningKeyRow, type Store } from '../model.js';
+import type { SigningKeyRow } from '../model.js';
+import type { Store } from '../ports/store.js';
+import type { KeyMaterial } from '../ports/crypto.js';
+import type { Telemetry } from '../ports/telemetry.js';
 import { computeKeyStates, type KeyStatus } from './key-states.js';
-import { decryptPrivateKey, encryptPrivateKey } from './key-encryption.js';
 import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
+import { auditEvents, SCHEDULER_ACTOR, type AuditSink } from '../audit/events.js';
 
 const LOCK = 'ace:signing-keys';
-// Key generation runs on libuv's thread pool, off the event loop.
-const generateRsaKeyPair = promisify(generateKeyPair);
 
-export interface KeyManagerOptions {
-  kek: Buffer;
+export interface KeyManagerPorts {
+  store: Store;
+  bus: InvalidationBus;
+  material: KeyMaterial;
+  /** Retiring a key voids its tokens through the revocation log. */
+  revocations?: Revocations;
+  /** Where scheduled rotations are recorded (admin changes are recorded by their caller). */
+  audit: AuditSink;
+  telemetry: Telemetry;
   tokenTtlSeconds: number;
   clockSkewSeconds: number;
   propagationSeconds: number;
   rotationIntervalSeconds: number;
   refreshSeconds: number;
-  rsaModulusLength?: number;
 }
 
 export interface SigningKey {
@@ -39,33 +43,26 @@ interface Snapshot {
   validUntil: number;
 }
 
-export interface KeyRecordView {
-  kid: string;
-  state: KeyStatus['state'];
-  created_at: string;
-  activates_at: string;
-  deactivated_at: string | null;
-  retires_at: string | null;
-  retired_at: string | null;
-}
-
 export class KeyManager {
   private rows: SigningKeyRow[] = [];
   private readonly privatePems = new Map<string, string>();
   private snapshot: Snapshot | undefined;
   private timers: NodeJS.Timeout[] = [];
-  /** Set once the revocation feed exists (it signs with this manager's keys, so it comes later). */
-  revocations: Revocations = NO_REVOCATIONS;
+  private readonly store: Store;
+  private readonly bus: InvalidationBus;
+  private readonly revocations: Revocations;
 
-  constructor(
-    private readonly store: Store,
-    private readonly bus: InvalidationBus,
-    private readonly options: KeyManagerOptions,
-    private readonly onError: (error: unknown) => void = () => {},
-  ) {
-    bus.subscribe((message) => {
-      if (message.kind === 'keys' || message.kind === 'all') void this.refresh().catch(onError);
+  constructor(private readonly options: KeyManagerPorts) {
+    ({ store: this.store, bus: this.bus } = options);
+    this.revocations = options.revocations ?? NO_REVOCATIONS;
+    this.bus.subscribe((message) => {
+      if (message.kind === 'keys' || message.kind === 'all') void this.refresh().catch(this.failed('key_refresh'));
     });
+  }
+
+  /** Background work that failed is reported and tried again on its next turn. */
+  private failed(what: 'key_refresh' | 'key_rotation') {
+    return (error: unknown) => this.options.telemetry.record({ type: 'background_failure', what, error });
   }
 
   private get keepPublishedMs(): number {
@@ -83,11 +80,11 @@ export class KeyManager {
       }
     });
     await this.refresh();
-    const refresh = setInterval(() => void this.refresh().catch(this.onError), this.options.refreshSeconds * 1000);
+    const refresh = setInterval(() => void this.refresh().catch(this.failed('key_refresh')), this.options.refreshSeconds * 1000);
     this.timers.push(refresh);
     if (this.options.rotationIntervalSeconds > 0) {
       const every = Math.max(1, Math.min(60, Math.floor(this.options.rotationIntervalSeconds / 10))) * 1000;
-      this.timers.push(setInterval(() => void this.rotateIfDue().catch(this.onError), every));
+      this.timers.push(setInterval(() => void this.rotateIfDue().catch(this.failed('key_rotation')), every));
     }
     for (const timer of this.timers) timer.unref();
   }
@@ -101,7 +98,7 @@ export class KeyManager {
     const rows = await this.store.listSigningKeys();
     for (const row of rows) {
       if (!this.privatePems.has(row.kid) && row.retiredAt === null) {
-        this.privatePems.set(row.kid, decryptPrivateKey(this.options.kek, row.privateKeyEncrypted, row.kid));
+        this.privatePems.set(row.kid, this.options.material.decrypt(row.kid, row.privateKeyEncrypted));
       }
     }
     this.rows = rows;
@@ -168,12 +165,12 @@ export class KeyManager {
     };
   }
 
-  list(): KeyRecordView[] {
-    return this.statuses().map(toView);
+  list(): KeyStatus[] {
+    return this.statuses();
   }
 
   /** Publishes a new key now; it becomes active after the propagation window. */
-  async rotate(): Promise<KeyRecordView> {
+  async rotate(): Promise<KeyStatus> {
     // Generated before the lock: the admin call's transaction is bounded by the store deadline, and RSA
     // generation must not eat into it.
     const created = await this.newKey(this.options.propagationSeconds * 1000);
@@ -191,11 +188,11 @@ export class KeyManager {
       ),
     );
     await this.afterWrite();
-    return toView(this.statuses().find((s) => s.row.kid === row!.kid)!);
+    return this.statuses().find((s) => s.row.kid === row!.kid)!;
   }
 
   /** Removes a non-active key from the key set. */
-  async retire(kid: string): Promise<KeyRecordView> {
+  async retire(kid: string): Promise<KeyStatus> {
     const outcome = await this.adminWrite(() =>
       this.store.withLock(
         LOCK,
@@ -218,7 +215,7 @@ export class KeyManager {
     await this.afterWrite();
     // Leaving the JWKS is not enough: verifiers cache it for up to an hour. The feed voids the kid now.
     await this.revocations.key(kid);
-    return toView(this.statuses().find((s) => s.row.kid === kid)!);
+    return this.statuses().find((s) => s.row.kid === kid)!;
   }
 
   /** Scheduled rotation: one instance at a time (try-lock), only when the newest key is older than the interval. */
@@ -233,12 +230,9 @@ export class KeyManager {
     });
     if (!rotated) return false;
     await this.afterWrite();
-    this.onScheduledRotation(rotated);
+    this.options.audit.emit(auditEvents.adminChange('key.rotated', { actor: SCHEDULER_ACTOR, clientAddress: '', kid: rotated, status: 'next' }));
     return true;
   }
-
-  /** Told the kid of every key this instance's schedule published (for the audit trail). */
-  onScheduledRotation: (kid: string) => void = () => {};
 
   /**
    * An admin key write under the store deadline. Its failure is a 503 (StoreUnavailableError); when the
@@ -249,7 +243,7 @@ export class KeyManager {
       return await write();
     } catch (error) {
       if (error instanceof WriteDeadlineError) {
-        const reread = () => void this.bus.publish({ kind: 'keys' }).catch(this.onError);
+        const reread = () => void this.bus.publish({ kind: 'keys' }).catch(this.failed('key_refresh'));
         reread();
         void error.settled.then(reread);
       }
@@ -264,30 +258,13 @@ export class KeyManager {
 
   /** A new key that becomes active `activateAfterMs` after it is written (counted from now, after generation). */
   private async newKey(activateAfterMs: number): Promise<SigningKeyRow> {
-    const { publicKey, privateKey } = await generateRsaKeyPair('rsa', { modulusLength: this.options.rsaModulusLength ?? 2048 });
-    const jwk = await exportJWK(publicKey);
-    const kid = await calculateJwkThumbprint({ kty: 'RSA', n: jwk.n!, e: jwk.e! }, 'sha256');
-    const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+    const generated = await this.options.material.generate();
     return {
-      kid,
-      publicJwk: { kty: 'RSA', n: jwk.n!, e: jwk.e! },
-      privateKeyEncrypted: encryptPrivateKey(this.options.kek, pem, kid),
+      ...generated,
       // Timed after the (slow) generation, so the whole propagation window follows publication.
       createdAt: new Date(),
       activatesAt: new Date(Date.now() + activateAfterMs),
       retiredAt: null,
     };
   }
-}
-
-function toView(status: KeyStatus): KeyRecordView {
-  return {
-    kid: status.row.kid,
-    state: status.state,
-    created_at: status.row.createdAt.toISOString(),
-    activates_at: status.row.activatesAt.toISOString(),
-    deactivated_at: status.deactivatedAt?.toISOString() ?? null,
-    retires_at: status.retiresAt?.toISOString() ?? null,
-    retired_at: status.row.retiredAt?.toISOString() ?? null,
-  };
 }

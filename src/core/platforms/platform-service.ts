@@ -1,52 +1,75 @@
-// Platforms: admin creation and changes (scope catalogue and route rules kept consistent), the
-// SvcScopesYaml scope file, and an agent's platform listing with best-effort enrichment.
+// Platforms: admin creation and changes (scope catalogue and route rules kept consistent), and an agent's
+// platform listing with best-effort enrichment. The scope file is rendered from the record by the HTTP
+// adapter (adapters/http/scope-file.ts).
 import { ServiceError } from '../errors.js';
-import { checkAgainst } from '../../adapters/http/schemas/validate.js';
-import { HTTP_METHODS, SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
-import { renderScopeFile } from './scope-file-text.js';
-import type { PlatformCreate, PlatformPatch } from '../../adapters/http/schemas/admin.js';
-import type { PlatformEntry, PlatformListing } from '../../adapters/http/schemas/public.js';
-import { BoundedCache } from '../support/bounded-cache.js';
-import { strongEtag } from '../support/etag.js';
 import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
-import type { AgentView, PlatformInput, PlatformRecord, RouteRule, ScopeDefinition, Store } from '../model.js';
+import type { AgentView, PlatformInput, PlatformRecord, PlatformStatus, RouteRule, ScopeDefinition, VerificationStatus } from '../model.js';
+import type { Store } from '../ports/store.js';
 
-const checkScopeFile = checkAgainst(SvcScopesYaml);
+/** The HTTP methods a route rule may name (the scope file's set: SvcScopesYaml). */
+export const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
-export interface ScopeFile {
-  body: Buffer;
-  etag: string;
+/** A platform as an operator describes it; omitted fields take their defaults. */
+export interface PlatformDraft {
+  name: string;
+  domain?: string | null;
+  status?: PlatformStatus;
+  verificationStatus?: VerificationStatus;
+  scopes: { name: string; description?: string }[];
+  routes?: RouteRule[];
+}
+
+/** The fields an operator changes; the others stay. */
+export type PlatformChange = Partial<PlatformDraft>;
+
+/** One platform of an agent's listing; name, hostname and verification status are best-effort. */
+export interface ListedPlatform {
+  platformId: string;
+  grantedScopes: string[];
+  status: PlatformStatus;
+  name?: string;
+  /** The verified domain, else null. */
+  hostname: string | null;
+  verificationStatus?: VerificationStatus;
+}
+
+export interface PlatformServicePorts {
+  store: Store;
+  revocations?: Revocations;
+  /** How long the listing waits for platform metadata before answering without it. */
+  enrichmentTimeoutMs: number;
 }
 
 export class PlatformService {
-  private readonly scopeFiles = new BoundedCache<ScopeFile>(1000, 60_000);
+  private readonly store: Store;
+  private readonly revocations: Revocations;
+  private readonly enrichmentTimeoutMs: number;
 
-  constructor(
-    private readonly store: Store,
-    private readonly enrichmentTimeoutMs: number,
-    private readonly revocations: Revocations = NO_REVOCATIONS,
-  ) {}
+  constructor(ports: PlatformServicePorts) {
+    ({ store: this.store, enrichmentTimeoutMs: this.enrichmentTimeoutMs } = ports);
+    this.revocations = ports.revocations ?? NO_REVOCATIONS;
+  }
 
-  async create(body: PlatformCreate): Promise<PlatformRecord> {
+  async create(body: PlatformDraft): Promise<PlatformRecord> {
     const scopes = normaliseScopes(body.scopes);
     const input: PlatformInput = {
       name: body.name,
       domain: body.domain ? body.domain.toLowerCase() : null,
       status: body.status ?? 'active',
-      verificationStatus: body.verification_status ?? 'pending',
+      verificationStatus: body.verificationStatus ?? 'pending',
       scopes,
       routes: normaliseRoutes(body.routes ?? [], scopes),
     };
     return this.store.createPlatform(input);
   }
 
-  async update(platformId: string, body: PlatformPatch): Promise<PlatformRecord> {
+  async update(platformId: string, body: PlatformChange): Promise<PlatformRecord> {
     const current = await this.get(platformId);
     const patch: Partial<PlatformInput> = {};
     if (body.name !== undefined) patch.name = body.name;
     if (body.domain !== undefined) patch.domain = body.domain ? body.domain.toLowerCase() : null;
     if (body.status !== undefined) patch.status = body.status;
-    if (body.verification_status !== undefined) patch.verificationStatus = body.verification_status;
+    if (body.verificationStatus !== undefined) patch.verificationStatus = body.verificationStatus;
     const scopes = body.scopes !== undefined ? normaliseScopes(body.scopes) : current.scopes;
     if (body.scopes !== undefined) patch.scopes = scopes;
     if (body.routes !== undefined) patch.routes = normaliseRoutes(body.routes, scopes);
@@ -77,34 +100,13 @@ export class PlatformService {
     return this.store.listPlatforms();
   }
 
-  /** The platform's SvcScopesYaml v1 document, memoised per platform version. */
-  async scopeFile(platformId: string): Promise<ScopeFile> {
-    const platform = await this.get(platformId);
-    const cacheKey = `${platform.id}@${platform.updatedAt}`;
-    const cached = this.scopeFiles.get(cacheKey);
-    if (cached) return cached;
-    const document = {
-      schema: 'SvcScopesYaml',
-      version: 1,
-      platform_id: platform.id,
-      scopes: platform.scopes.map((s) => ({ name: s.name, description: s.description })),
-      routes: platform.routes.map((r) => ({ method: r.method, path: r.path, scopes: [...r.scopes] })),
-    };
-    const problem = checkScopeFile(document);
-    if (problem) throw new Error(`scope file of ${platform.id} does not match SvcScopesYaml: ${problem}`);
-    const body = Buffer.from(renderScopeFile(platform.name, document));
-    const file = { body, etag: strongEtag(body) };
-    this.scopeFiles.set(cacheKey, file);
-    return file;
-  }
-
   /** The agent's platforms. Enrichment (name, hostname, verification_status) is dropped if slow. */
-  async listing(view: AgentView): Promise<PlatformListing> {
+  async listing(view: AgentView): Promise<ListedPlatform[]> {
     const ids = Object.keys(view.grants).sort();
-    const entries: PlatformEntry[] = ids.map((id) => ({
-      platform_id: id,
-      granted_scopes: [...view.grants[id].scopes].sort(),
-      status: view.grants[id].platformStatus,
+    const entries: ListedPlatform[] = ids.map((id) => ({
+      platformId: id,
+      grantedScopes: [...view.grants[id]!.scopes].sort(),
+      status: view.grants[id]!.platformStatus,
       hostname: null,
     }));
     // One shared budget: each platform whose metadata arrives in time is enriched, the others are not.
@@ -117,9 +119,9 @@ export class PlatformService {
       if (!platform) return;
       entry.name = platform.name;
       entry.hostname = platform.verificationStatus === 'verified' ? platform.domain : null;
-      entry.verification_status = platform.verificationStatus;
+      entry.verificationStatus = platform.verificationStatus;
     });
-    return { agent_id: view.agentId, platforms: entries };
+    return entries;
   }
 }
 
@@ -137,8 +139,8 @@ function normaliseRoutes(routes: RouteRule[], scopes: ScopeDefinition[]): RouteR
   const seen = new Set<string>();
   return routes.map((route, i) => {
     const method = route.method.toUpperCase();
-    if (!(HTTP_METHODS as readonly string[]).includes(method)) {
-      throw new ServiceError('validation_error', `routes[${i}].method must be one of ${HTTP_METHODS.join(', ')}.`);
+    if (!(ROUTE_METHODS as readonly string[]).includes(method)) {
+      throw new ServiceError('validation_error', `routes[${i}].method must be one of ${ROUTE_METHODS.join(', ')}.`);
     }
     const key = `${method} ${route.path}`;
     if (seen.has(key)) throw new ServiceError('validation_error', `routes[${i}] repeats ${key}.`);

@@ -1,13 +1,8 @@
-// Taking tokens back: admin changes append entries to per-platform revocation feeds, the feed is served
-// as a signed document (for polling and catch-up) and pushed to connected subscribers. This module knows
-// no transport: the HTTP layer gives it a FeedTransport (uWS topics) and serves what it signs.
-import { importPKCS8, SignJWT } from 'jose';
-import type { KeyManager } from '../keys/key-manager.js';
+// Taking tokens back: admin changes append entries to per-platform revocation logs (one entry per
+// platform the change concerns), and every instance is told. The feed that serves and pushes the entries
+// is a transport (adapters/http/revocation-feed.ts).
 import type { InvalidationBus } from '../ports/invalidation.js';
-import { BoundedCache } from '../support/bounded-cache.js';
-import { strongEtag } from '../support/etag.js';
-import type { RevocationEntry, RevocationStore, RevocationTarget } from '../ports/revocation-log.js';
-import { FEED_TYP, type FeedEntry, type FeedPayload } from '@agent-credential-exchange/middleware/feed-document';
+import type { RevocationStore, RevocationTarget } from '../ports/revocation-log.js';
 
 /** What the admin-side domain services call. The no-op default keeps them usable without a feed. */
 export interface Revocations {
@@ -28,82 +23,17 @@ export const NO_REVOCATIONS: Revocations = {
   agentsHoldingScopes: async () => [],
 };
 
-/** Pushes to the subscribers of one platform held by this process (uWS pub/sub in production). */
-export interface FeedTransport {
-  publish(platformId: string, message: string): void;
-  /** Platforms with at least one subscriber on this process. */
-  subscribedPlatforms(): string[];
-}
-
-export interface RevocationMetricsSink {
-  published(seconds: number): void;
-  setEntriesLive(count: number): void;
-}
-
-export interface RevocationOptions {
-  issuer: string;
+export interface RevocationServicePorts {
+  log: RevocationStore;
+  bus: InvalidationBus;
   tokenTtlSeconds: number;
   clockSkewSeconds: number;
   /** Tokens issued up to this many seconds after the change are void too (stale caches elsewhere). */
   issuedSlackSeconds: number;
-  /** How often this process compares its subscribed platforms' heads with the database (missed messages). */
-  pollMs: number;
-  /** How long a signed document is reused for the same (platform, since, head). */
-  documentReuseMs: number;
-}
-
-const SINCE_STEP = 16;
-
-export interface SignedDocument {
-  body: string;
-  etag: string;
-  seq: number;
 }
 
 export class RevocationService implements Revocations {
-  private readonly documents: BoundedCache<SignedDocument>;
-  private readonly known = new BoundedCache<true>(10_000, 5000);
-  private readonly signingKeys = new Map<string, ReturnType<typeof importPKCS8>>();
-  /** Per platform: the head this process last pushed to its subscribers. */
-  private readonly pushed = new Map<string, number>();
-  /** Per platform: the running push, so pushes for one platform never overlap. */
-  private readonly pushing = new Map<string, Promise<void>>();
-  private transport: FeedTransport | undefined;
-  private timers: NodeJS.Timeout[] = [];
-
-  constructor(
-    private readonly store: RevocationStore,
-    private readonly keys: KeyManager,
-    private readonly bus: InvalidationBus,
-    private readonly options: RevocationOptions,
-    private readonly metrics: RevocationMetricsSink,
-    private readonly onError: (error: unknown) => void = () => {},
-  ) {
-    this.documents = new BoundedCache<SignedDocument>(10_000, options.documentReuseMs);
-    bus.subscribe((message) => {
-      if (message.kind === 'revocation') this.notify(message.platformIds, message.at);
-      // After a Redis reconnect messages may be lost: compare every subscribed head with the database.
-      else if (message.kind === 'all') void this.pollHeads();
-    });
-  }
-
-  attach(transport: FeedTransport): void {
-    this.transport = transport;
-  }
-
-  start(): void {
-    this.timers.push(setInterval(() => void this.pollHeads(), this.options.pollMs));
-    this.timers.push(setInterval(() => void this.purge(), 30_000));
-    this.timers.forEach((t) => t.unref());
-    void this.purge();
-  }
-
-  stop(): void {
-    this.timers.forEach(clearInterval);
-    this.timers = [];
-  }
-
-  // --- writes (called by the admin-side domain services after their change is stored) ---
+  constructor(private readonly ports: RevocationServicePorts) {}
 
   agent(agentId: string, platformIds: string[]): Promise<void> {
     if (platformIds.length === 0) return Promise.resolve();
@@ -119,135 +49,27 @@ export class RevocationService implements Revocations {
   }
 
   agentsHoldingScopes(platformId: string, scopes: string[]): Promise<string[]> {
-    return this.store.agentsHoldingScopes(platformId, scopes);
+    return this.ports.log.agentsHoldingScopes(platformId, scopes);
   }
 
   private iatMax(): number {
-    return Math.floor(Date.now() / 1000) + this.options.issuedSlackSeconds;
+    return Math.floor(Date.now() / 1000) + this.ports.issuedSlackSeconds;
   }
 
   private async append(target: RevocationTarget): Promise<void> {
-    const lifetime = this.options.tokenTtlSeconds + this.options.clockSkewSeconds;
-    // Every token an entry can hit was issued by iat_max (or, for a key, by now): it expires within TTL + skew.
-    const from = target.kind === 'key' ? Date.now() / 1000 : target.iatMax;
-    const expiresAt = new Date(Math.ceil(from + lifetime) * 1000);
-    const entries = await this.store.append(target, expiresAt);
+    const entries = await this.ports.log.append(target, revocationExpiry(target, this.ports.tokenTtlSeconds + this.ports.clockSkewSeconds));
     if (entries.length === 0) return;
     const platformIds = [...new Set(entries.map((e) => e.platformId))];
     // The bus applies locally first, then reaches the other instances.
-    await this.bus.publish({ kind: 'revocation', platformIds, at: Date.now() });
-  }
-
-  // --- the signed document ---
-
-  /** The platform's live entries above `since`, signed; reused briefly for identical requests. */
-  async document(platformId: string, since: number): Promise<SignedDocument> {
-    // The endpoint is public and a signature costs CPU: answer from a coarse starting point, so one
-    // platform head has at most head/16 + 2 distinct documents (each reused for documentReuseMs). A reader
-    // may receive entries it already holds; applying them again changes nothing.
-    const from = Math.floor(since / SINCE_STEP) * SINCE_STEP;
-    const { head, entries } = await this.store.since(platformId, from, new Date());
-    if (since >= head) return this.sign(platformId, head, head, []);
-    return this.sign(platformId, from, head, entries);
-  }
-
-  /** Positive answers are remembered briefly: a reconnect storm of subscribers costs one query per platform. */
-  async platformExists(platformId: string): Promise<boolean> {
-    if (this.known.get(platformId)) return true;
-    const exists = await this.store.platformExists(platformId);
-    if (exists) this.known.set(platformId, true);
-    return exists;
-  }
-
-  private async sign(platformId: string, since: number, head: number, entries: RevocationEntry[]): Promise<SignedDocument> {
-    const active = this.keys.activeKey();
-    const cacheKey = `${platformId}:${since}:${head}:${active.kid}`;
-    const cached = this.documents.get(cacheKey);
-    if (cached) return cached;
-    let key = this.signingKeys.get(active.kid);
-    if (!key) {
-      key = importPKCS8(active.privateKeyPem, 'RS256');
-      this.signingKeys.set(active.kid, key);
-    }
-    const payload: FeedPayload = {
-      iss: this.options.issuer,
-      platform_id: platformId,
-      since,
-      seq: head,
-      iat: Math.floor(Date.now() / 1000),
-      entries: entries.map(presentEntry),
-    };
-    const body = await new SignJWT(payload as unknown as Record<string, unknown>)
-      .setProtectedHeader({ alg: 'RS256', kid: active.kid, typ: FEED_TYP })
-      .sign(await key);
-    const document = { body, etag: strongEtag(body), seq: head };
-    this.documents.set(cacheKey, document);
-    return document;
-  }
-
-  // --- push ---
-
-  /** A new subscriber: the catch-up document from its `since`; starts tracking the platform's head. */
-  async subscribed(platformId: string, since: number): Promise<SignedDocument> {
-    const document = await this.document(platformId, since);
-    if (!this.pushed.has(platformId)) this.pushed.set(platformId, document.seq);
-    return document;
-  }
-
-  /** Entries were appended for these platforms (here or on another instance, `at` ms): push what is new. */
-  notify(platformIds: string[], at?: number): void {
-    if (!this.transport) return;
-    const subscribed = new Set(this.transport.subscribedPlatforms());
-    for (const platformId of platformIds) if (subscribed.has(platformId)) this.push(platformId, at);
-  }
-
-  private push(platformId: string, at?: number): void {
-    const previous = this.pushing.get(platformId) ?? Promise.resolve();
-    const next = previous
-      .then(async () => {
-        const from = this.pushed.get(platformId) ?? 0;
-        const { head, entries } = await this.store.since(platformId, from, new Date());
-        if (head <= from) return;
-        const document = await this.sign(platformId, from, head, entries);
-        this.transport?.publish(platformId, document.body);
-        this.pushed.set(platformId, head);
-        const now = Date.now();
-        // Publish-to-send: from the admin write (bus message time, else the entry's creation) to this send.
-        for (const entry of entries) this.metrics.published(Math.max(0, now - (at ?? entry.createdAt.getTime())) / 1000);
-      })
-      .catch(this.onError)
-      .finally(() => {
-        if (this.pushing.get(platformId) === next) this.pushing.delete(platformId);
-      });
-    this.pushing.set(platformId, next);
-  }
-
-  /** Safety net for lost bus messages (Redis restart, no Redis in a test of several processes). */
-  private async pollHeads(): Promise<void> {
-    if (!this.transport) return;
-    const platforms = this.transport.subscribedPlatforms();
-    for (const id of this.pushed.keys()) if (!platforms.includes(id)) this.pushed.delete(id);
-    if (platforms.length === 0) return;
-    try {
-      const heads = await this.store.heads(platforms);
-      for (const [platformId, head] of heads) if (head > (this.pushed.get(platformId) ?? 0)) this.push(platformId);
-    } catch (error) {
-      this.onError(error);
-    }
-  }
-
-  private async purge(): Promise<void> {
-    try {
-      this.metrics.setEntriesLive(await this.store.purgeExpired(new Date()));
-    } catch (error) {
-      this.onError(error);
-    }
+    await this.ports.bus.publish({ kind: 'revocation', platformIds, at: Date.now() });
   }
 }
 
-function presentEntry(entry: RevocationEntry): FeedEntry {
-  const expires_at = Math.floor(entry.expiresAt.getTime() / 1000);
-  if (entry.kind === 'agent') return { seq: entry.seq, type: 'agent', agent_id: entry.agentId!, iat_max: entry.iatMax!, expires_at };
-  if (entry.kind === 'platform') return { seq: entry.seq, type: 'platform', iat_max: entry.iatMax!, expires_at };
-  return { seq: entry.seq, type: 'key', kid: entry.kid!, expires_at };
+/**
+ * When an entry stops mattering: every token it can hit was issued by iat_max (or, for a key, by now), so
+ * it expires within the token lifetime plus clock skew.
+ */
+export function revocationExpiry(target: RevocationTarget, lifetimeSeconds: number, now = Date.now()): Date {
+  const from = target.kind === 'key' ? now / 1000 : target.iatMax;
+  return new Date(Math.ceil(from + lifetimeSeconds) * 1000);
 }

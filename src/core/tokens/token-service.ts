@@ -1,92 +1,113 @@
-// The credential exchange: authenticated agent + platform → RS256 JWT bound to the platform.
-// Order of checks (docs/decisions.md): authenticate, rate-limit the key, agent status, platform access,
-// scopes, sign.
+// The credential exchange: authenticated agent + platform → RS256 JWT bound to the platform, as named
+// steps in the order docs/decisions.md fixes: profile, authenticate, rate-limit the key, agent status,
+// platform access, scopes, record, sign.
 import { randomUUID } from 'node:crypto';
-import { ServiceError, unavailable } from '../errors.js';
-import type { CryptoPools } from '../../adapters/crypto/pools.js';
-import type { Limiters } from '../../adapters/ratelimit/limiters.js';
-import { TOKEN_PROFILE, type TokenRequest } from '../../adapters/http/schemas/public.js';
+import { Refusal, ServiceError, StoreUnavailableError, unavailable } from '../errors.js';
 import type { AgentView } from '../model.js';
+import type { TokenSigner } from '../ports/crypto.js';
+import type { AttemptLimits } from '../ports/limits.js';
 import type { Authenticator } from '../credentials/authenticator.js';
 import type { KeyManager } from '../keys/key-manager.js';
-import { auditEvents, withAgent, type AuditSink } from '../audit/events.js';
+import { auditEvents, type AuditSink } from '../audit/events.js';
 
-export interface TokenServiceOptions {
+/** The token profile of the contract (the only one this version issues). */
+export const TOKEN_PROFILE = 'svc-native-jwt';
+
+export interface TokenRequest {
+  apiKeyId: string;
+  secret: string;
+  platformId: string;
+  /** Empty or absent: every scope the grant holds. */
+  scopes?: string[];
+  profile?: string;
+}
+
+export interface IssuedToken {
+  accessToken: string;
+  expiresIn: number;
+}
+
+/** What an exchange ends with: a token, or a refusal naming the agent when its key id exists. */
+export type ExchangeOutcome =
+  | { issued: IssuedToken; agentId: string }
+  | { refused: ServiceError | StoreUnavailableError; agentId: string | undefined };
+
+export interface TokenServicePorts {
+  authenticator: Authenticator;
+  limits: AttemptLimits;
+  keys: KeyManager;
+  signer: TokenSigner;
+  audit: AuditSink;
   issuer: string;
   tokenTtlSeconds: number;
 }
 
-export interface TokenResult {
-  access_token: string;
-  token_type: 'Bearer';
-  expires_in: number;
-}
-
 export class TokenService {
-  constructor(
-    private readonly authenticator: Authenticator,
-    private readonly limiters: Limiters,
-    private readonly keys: KeyManager,
-    private readonly pools: CryptoPools,
-    private readonly options: TokenServiceOptions,
-    private readonly audit: AuditSink,
-  ) {}
+  constructor(private readonly ports: TokenServicePorts) {}
 
-  async exchange(request: TokenRequest, address: string, signal?: AbortSignal): Promise<TokenResult> {
-    // The profile is part of request validation (docs/decisions.md): refused before any credential work.
-    const profile = request.profile ?? TOKEN_PROFILE;
-    if (profile !== TOKEN_PROFILE) {
-      throw new ServiceError('unsupported_profile', `Unsupported token profile "${profile.slice(0, 64)}": only "${TOKEN_PROFILE}" is accepted.`);
-    }
-    const view = await this.authenticator.authenticate({ apiKeyId: request.api_key_id, secret: request.secret, address, signal });
+  /** Refusals (ServiceError, store outages) come back as a result; anything else thrown is a defect. */
+  async exchange(request: TokenRequest, address: string, signal?: AbortSignal): Promise<ExchangeOutcome> {
+    let agentId: string | undefined;
     try {
-      return await this.issue(view, request, profile, address, signal);
+      const profile = checkProfile(request.profile);
+      const view = await this.ports.authenticator.authenticate({ apiKeyId: request.apiKeyId, secret: request.secret, address, signal });
+      agentId = view.agentId;
+      return { issued: await this.issue(view, request, profile, address, signal), agentId };
     } catch (error) {
-      // The refusal's audit event names the agent (see public-routes).
-      throw withAgent(error as Error, view.agentId);
+      if (error instanceof Refusal) return { refused: error, agentId: error.agentId };
+      if (error instanceof ServiceError || error instanceof StoreUnavailableError) return { refused: error, agentId };
+      throw error;
     }
   }
 
-  private async issue(view: AgentView, request: TokenRequest, profile: string, address: string, signal?: AbortSignal): Promise<TokenResult> {
-    await this.limiters.consumeToken(request.api_key_id);
+  private async issue(view: AgentView, request: TokenRequest, profile: string, address: string, signal?: AbortSignal): Promise<IssuedToken> {
+    await this.ports.limits.consumeToken(request.apiKeyId);
     if (view.status !== 'active') throw new ServiceError('agent_inactive');
-
-    const platformId = request.platform_id.toLowerCase();
+    const platformId = request.platformId.toLowerCase();
     const grant = view.grants[platformId];
     if (!grant || grant.platformStatus !== 'active') throw new ServiceError('platform_access_denied');
     const scopes = resolveScopes(request.scopes ?? [], grant.scopes);
 
-    const key = this.keys.activeKey();
+    const key = this.ports.keys.activeKey();
     const iat = Math.floor(Date.now() / 1000);
     const jti = randomUUID();
     const scope = scopes.join(' ');
     const payload = JSON.stringify({
-      iss: this.options.issuer,
+      iss: this.ports.issuer,
       sub: view.agentId,
       aud: platformId,
       iat,
       nbf: iat,
-      exp: iat + this.options.tokenTtlSeconds,
+      exp: iat + this.ports.tokenTtlSeconds,
       jti,
       scope,
       svc_token_profile: profile,
-      client_id: request.api_key_id,
+      client_id: request.apiKeyId,
     });
     // The token leaves only once the trail holds it durably (Postgres or the local spool): a crash never
     // leaves a token in a client's hands that the trail does not show. Everything the event says is known
     // before the signature, so the batch commit runs while the token is signed instead of after it. If
     // signing then fails, the trail shows a token that never left (followed by its token.refused): it
     // errs on the side of showing too much, never too little.
-    const recorded = this.audit
+    const recorded = this.ports.audit
       .record(auditEvents.tokenIssued({ jti, agentId: view.agentId, platformId, scope, kid: key.kid, clientAddress: address }))
       .then(
         () => true,
         () => false,
       );
-    const accessToken = await this.pools.signToken(key.kid, key.privateKeyPem, payload, signal);
+    const accessToken = await this.ports.signer.signToken(key.kid, key.privateKeyPem, payload, signal);
     if (!(await recorded)) throw unavailable(1, 'The audit trail cannot record the token now; retry shortly.');
-    return { access_token: accessToken, token_type: 'Bearer', expires_in: this.options.tokenTtlSeconds };
+    return { accessToken, expiresIn: this.ports.tokenTtlSeconds };
   }
+}
+
+/** The profile is part of request validation (docs/decisions.md): refused before any credential work. */
+function checkProfile(requested: string | undefined): string {
+  const profile = requested ?? TOKEN_PROFILE;
+  if (profile !== TOKEN_PROFILE) {
+    throw new ServiceError('unsupported_profile', `Unsupported token profile "${profile.slice(0, 64)}": only "${TOKEN_PROFILE}" is accepted.`);
+  }
+  return profile;
 }
 
 /** Empty request → every granted scope; else each requested scope must be granted. Sorted, no duplicates. */

@@ -2,7 +2,9 @@
 // and the OpenAPI document is generated from them.
 import { Type, type Static } from '@sinclair/typebox';
 
-export const TOKEN_PROFILE = 'svc-native-jwt';
+import { TOKEN_PROFILE } from '../../../core/tokens/token-service.js';
+
+export { TOKEN_PROFILE };
 export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 
 /** `api_key_id`: the deployment's 9-character prefix followed by 32 lowercase hex characters. */

@@ -1,9 +1,9 @@
 // Reading the trail: the filters of GET /admin/v1/events, validated (a bad parameter is a 422 that
 // names it, an unknown one too, so a typo never silently widens a security query), and the opaque
 // cursor, which is the position (at, id) of the last event of the previous page.
-import { ServiceError } from '../errors.js';
-import type { AuditStore, EventQuery } from '../ports/audit-store.js';
-import { EVENT_TYPES, type AuditEvent, type EventType } from './events.js';
+import { ServiceError } from '../../core/errors.js';
+import type { AuditStore, EventQuery } from '../../core/ports/audit-store.js';
+import { EVENT_TYPES, type AuditEvent, type EventType } from '../../core/audit/events.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // RFC 3339 date-time: a full date, time, optional fraction, and Z or an offset.

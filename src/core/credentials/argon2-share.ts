@@ -1,7 +1,7 @@
 // One client address may hold at most a small share of the argon2 queue (ARGON2_MAX_PER_ADDRESS credential
 // checks queued or running in this process): beyond it the address gets 429 at once, so a burst from one
 // address can never fill the queue and lock every other cold login out with 503s.
-import { ServiceError } from '../../core/errors.js';
+import { ServiceError } from '../errors.js';
 
 export class Argon2Share {
   private readonly inFlight = new Map<string, number>();

@@ -1,0 +1,41 @@
+// The platform's SvcScopesYaml v1 document (GET /api/v1/platforms/{id}/scopes.yaml), rendered from the
+// platform record and memoised per platform version.
+import { SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
+import type { PlatformService } from '../../core/platforms/platform-service.js';
+import { BoundedCache } from '../../core/support/bounded-cache.js';
+import { strongEtag } from '../../core/support/etag.js';
+import { checkAgainst } from './schemas/validate.js';
+import { renderScopeFile } from './scope-file-text.js';
+
+const checkScopeFile = checkAgainst(SvcScopesYaml);
+
+export interface ScopeFile {
+  body: Buffer;
+  etag: string;
+}
+
+export class ScopeFiles {
+  private readonly files = new BoundedCache<ScopeFile>(1000, 60_000);
+
+  constructor(private readonly platforms: PlatformService) {}
+
+  async file(platformId: string): Promise<ScopeFile> {
+    const platform = await this.platforms.get(platformId);
+    const cacheKey = `${platform.id}@${platform.updatedAt}`;
+    const cached = this.files.get(cacheKey);
+    if (cached) return cached;
+    const document = {
+      schema: 'SvcScopesYaml',
+      version: 1,
+      platform_id: platform.id,
+      scopes: platform.scopes.map((s) => ({ name: s.name, description: s.description })),
+      routes: platform.routes.map((r) => ({ method: r.method, path: r.path, scopes: [...r.scopes] })),
+    };
+    const problem = checkScopeFile(document);
+    if (problem) throw new Error(`scope file of ${platform.id} does not match SvcScopesYaml: ${problem}`);
+    const body = Buffer.from(renderScopeFile(platform.name, document));
+    const file = { body, etag: strongEtag(body) };
+    this.files.set(cacheKey, file);
+    return file;
+  }
+}

@@ -1,0 +1,3 @@
+// The rate-limit adapter's public face.
+export { Limiters, makeLimiter, rateLimitedError, type LimiterName, type LimiterOptions } from './limiters.js';
+export { AdminAuthLimiter, type AdminAuthLimiterOptions } from './admin-auth-limiter.js';

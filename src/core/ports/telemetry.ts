@@ -1,0 +1,19 @@
+// What the core reports, as typed events: the telemetry adapter turns them into metrics (and logs).
+// The core never sees a metric, a label or a logger.
+
+export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address';
+
+export type TelemetryEvent =
+  /** The verified-secret memory answered (hit) or not. */
+  | { type: 'verified_memory'; hit: boolean }
+  /** One argon2 credential check ran (a task refused by a full queue did not). */
+  | { type: 'credential_checked' }
+  | { type: 'rate_limited'; limiter: LimiterName }
+  /** Background work failed and will be tried again (key refresh, revocation push); `what` is a fixed name. */
+  | { type: 'background_failure'; what: 'key_refresh' | 'key_rotation' | 'revocation_push' | 'revocation_purge'; error: unknown };
+
+export interface Telemetry {
+  record(event: TelemetryEvent): void;
+}
+
+export const NO_TELEMETRY: Telemetry = { record: () => {} };

@@ -1,0 +1,143 @@
+// The layers' import rules (docs/architecture.md), checked on the source: every relative and package import
+// of src/ and workers/ is read with the TypeScript parser and resolved to a file.
+import { readdirSync, readFileSync, statSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+interface Edge {
+  from: string;
+  to: string;
+}
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(path.join(ROOT, dir)).flatMap((name) => {
+    const rel = path.posix.join(dir, name);
+    if (statSync(path.join(ROOT, rel)).isDirectory()) return sourceFiles(rel);
+    return rel.endsWith('.ts') && !rel.endsWith('.d.ts') ? [rel] : [];
+  });
+}
+
+/** Imports of one file: project files (resolved, repo-relative) and bare specifiers (packages, node:). */
+function importsOf(file: string): { files: string[]; packages: string[] } {
+  const info = ts.preProcessFile(readFileSync(path.join(ROOT, file), 'utf8'), true, true);
+  const files: string[] = [];
+  const packages: string[] = [];
+  for (const { fileName } of info.importedFiles) {
+    if (!fileName.startsWith('.')) {
+      packages.push(fileName);
+      continue;
+    }
+    const joined = path.posix.normalize(path.posix.join(path.posix.dirname(file), fileName));
+    const candidates = [joined.replace(/\.js$/, '.ts'), joined, `${joined}.ts`, `${joined}/index.ts`];
+    files.push(candidates.find((c) => existsSync(path.join(ROOT, c))) ?? joined);
+  }
+  return { files, packages };
+}
+
+const FILES = [...sourceFiles('src'), ...sourceFiles('workers')];
+const GRAPH = new Map(FILES.map((file) => [file, importsOf(file)]));
+const EDGES: Edge[] = [...GRAPH].flatMap(([from, { files }]) => files.map((to) => ({ from, to })));
+
+/** The layer a file belongs to: core, adapters/<name>, app, config, support, cli, workers, main. */
+function layer(file: string): string {
+  const parts = file.split('/');
+  if (parts[0] === 'workers') return 'workers';
+  if (parts[1] === 'adapters') return `adapters/${parts[2]}`;
+  if (parts[1] === 'main.ts') return 'main';
+  return parts[1]!;
+}
+
+/** What each layer may import (besides itself). */
+function allowed(from: string, to: string): boolean {
+  const a = layer(from);
+  const b = layer(to);
+  if (a === b) return true;
+  switch (a) {
+    case 'core':
+    case 'support':
+    case 'workers':
+      return false;
+    case 'config':
+    case 'cli':
+      return b === 'support';
+    case 'main':
+    case 'app':
+      return b !== 'main' && b !== 'cli';
+    default:
+      if (!a.startsWith('adapters/')) return false;
+      // An adapter uses the core and support; another adapter only through its public face (index.ts),
+      // and the crypto adapter its worker threads.
+      if (b === 'core' || b === 'support') return true;
+      if (a === 'adapters/crypto' && b === 'workers') return true;
+      return b.startsWith('adapters/') && to === `src/${b}/index.ts`;
+  }
+}
+
+/** Packages the core may use: computation only, no I/O and no infrastructure. */
+const CORE_PACKAGES = new Set(['node:crypto']);
+
+describe('architecture: import rules', () => {
+  it('reads a realistic graph (the check would see a violation)', () => {
+    expect(FILES.length).toBeGreaterThan(50);
+    expect(EDGES.some((e) => layer(e.from) === 'app' && layer(e.to).startsWith('adapters/'))).toBe(true);
+    expect(allowed('src/core/tokens/token-service.ts', 'src/adapters/crypto/pools.ts')).toBe(false);
+    expect(allowed('src/adapters/http/server.ts', 'src/adapters/crypto/pools.ts')).toBe(false);
+    expect(allowed('src/adapters/http/server.ts', 'src/adapters/crypto/index.ts')).toBe(true);
+  });
+
+  it('every import resolves to a file', () => {
+    expect(EDGES.filter((e) => !existsSync(path.join(ROOT, e.to)))).toEqual([]);
+  });
+
+  it('the core imports nothing outside itself (and no package but node:crypto)', () => {
+    const outside = EDGES.filter((e) => layer(e.from) === 'core' && layer(e.to) !== 'core');
+    const packages = [...GRAPH]
+      .filter(([file]) => layer(file) === 'core')
+      .flatMap(([file, { packages }]) => packages.filter((p) => !CORE_PACKAGES.has(p)).map((p) => `${file} -> ${p}`));
+    expect(outside).toEqual([]);
+    expect(packages).toEqual([]);
+  });
+
+  it('each layer imports only what its rules allow', () => {
+    const broken = EDGES.filter((e) => !allowed(e.from, e.to)).map((e) => `${e.from} -> ${e.to}`);
+    expect(broken).toEqual([]);
+  });
+
+  it('has no import cycle', () => {
+    // Tarjan's strongly connected components: any component of more than one file is a cycle.
+    const index = new Map<string, number>();
+    const low = new Map<string, number>();
+    const stack: string[] = [];
+    const onStack = new Set<string>();
+    const cycles: string[][] = [];
+    let next = 0;
+    const visit = (v: string): void => {
+      index.set(v, next);
+      low.set(v, next++);
+      stack.push(v);
+      onStack.add(v);
+      for (const w of GRAPH.get(v)?.files ?? []) {
+        if (!GRAPH.has(w)) continue;
+        if (!index.has(w)) {
+          visit(w);
+          low.set(v, Math.min(low.get(v)!, low.get(w)!));
+        } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+      }
+      if (low.get(v) === index.get(v)) {
+        const component: string[] = [];
+        let w: string;
+        do {
+          w = stack.pop()!;
+          onStack.delete(w);
+          component.push(w);
+        } while (w !== v);
+        if (component.length > 1) cycles.push(component.sort());
+      }
+    };
+    for (const file of FILES) if (!index.has(file)) visit(file);
+    expect(cycles).toEqual([]);
+  });
+});
