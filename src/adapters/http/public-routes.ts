@@ -11,7 +11,6 @@ import type { ScopeFiles } from './scope-file.js';
 import type { ExchangeOutcome, TokenService } from '../../core/tokens/token-service.js';
 import { parseJsonBody } from './json-body.js';
 import { auditEvents, type AuditSink } from '../../core/audit/events.js';
-import type { RefusalRecorder } from '../audit-trail/refusals.js';
 import { json, type HttpReply, type HttpRequest, type Route } from './types.js';
 
 export interface PublicDeps {
@@ -24,8 +23,13 @@ export interface PublicDeps {
   metrics: Metrics;
   openApi: () => Buffer;
   audit: AuditSink;
-  /** Token refusals: recorded (bounded per address and agent) or counted (refusals.ts). */
-  refusals: Pick<RefusalRecorder, 'refused'>;
+  /** Token refusals: recorded (bounded per address and agent) or counted (audit-trail/refusals.ts). */
+  refusals: TokenRefusals;
+}
+
+/** What the token route reports of a refusal (implemented by the audit trail's RefusalRecorder). */
+export interface TokenRefusals {
+  refused(refusal: { errorCode: string; agentId?: string; apiKeyId?: string; platformId?: string; clientAddress: string; checked: boolean }): void;
 }
 
 // Token responses must never be stored by intermediaries (RFC 6749 §5.1).
