@@ -6,11 +6,12 @@ import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { AdminAuthLimiter } from '../adapters/ratelimit/admin-auth-limiter.js';
 import { HttpServer } from '../adapters/http/server.js';
 import { MAX_BODY_BYTES } from '../adapters/http/types.js';
-import { NO_PROXY, parseProxyList } from '../support/client-address.js';
+import { NO_PROXY, parseProxyList, PRIVATE_RANGES } from '../support/client-address.js';
 import { publicRoutes } from '../adapters/http/public-routes.js';
 import { adminRoutes } from '../adapters/http/admin-routes.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
 import { attachRevocationSockets, revocationRoutes } from '../adapters/http/revocation-routes.js';
+import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
 import { buildOpenApiDocument } from '../adapters/http/openapi/document.js';
 import type { Stores } from './stores.js';
 import type { Domain } from './domain.js';
@@ -40,14 +41,28 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const openApiBody = Buffer.from(
     JSON.stringify(buildOpenApiDocument({ apiKeyPrefix: config.apiKeyPrefix, serverUrl: config.publicBaseUrl, version: '1.0.0' })),
   );
+  const refusals = new RefusalRecorder(
+    audit.sink,
+    { perWindow: config.audit.refusalsPerWindow, windowSeconds: config.audit.refusalWindowSeconds },
+    {
+      uncheckedRefusals: ({ byCode, exampleAddress, windowSeconds }) =>
+        logger.warn({ refused: byCode, example_address: exampleAddress, window_seconds: windowSeconds }, 'token requests refused before any credential check (counted in ace_tokens_issued_total, not recorded in the audit trail)'),
+    },
+  );
+  cleanups.add(() => refusals.close());
   const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics, logger, accessLog: config.accessLog };
 
   const publicServer = new HttpServer(
     [
-      ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink }),
+      ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
       ...revocationRoutes(revocationFeed),
     ],
-    { ...serverOptions, name: 'public', proxy: { hops: config.trustProxyHops, proxies: parseProxyList(config.trustProxyCidrs).proxies } },
+    { ...serverOptions, name: 'public', proxy: {
+        hops: config.trustProxyHops,
+        proxies: parseProxyList(config.trustProxyCidrs).proxies,
+        peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
+      },
+    },
   );
   const stopSockets = attachRevocationSockets(publicServer.app, revocationFeed, revocationMetrics, {
     heartbeatMs: config.revocationHeartbeatSeconds * 1000,
