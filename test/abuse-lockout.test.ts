@@ -3,9 +3,11 @@
 // secret verified recently. Now a locked-out address gets 429 for every credential request, the right
 // secret included, until its window passes (docs/decisions.md, Lockout); other addresses are unaffected.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { contractErrorProblem, metricSum, waitFor } from './support/faults.js';
+import { contractErrorProblem } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
 
 const BUDGET = 3;
 const WINDOW_SECONDS = 10;

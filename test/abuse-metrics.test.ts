@@ -4,7 +4,8 @@
 // the service exports comes from a closed set, so the same requests leave both where they were.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type ServiceHandle } from './support/service.js';
-import { httpRequest, metricSum, rawExchange, rssMiB } from './support/faults.js';
+import { httpRequest, rawExchange, rssMiB } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
 
 const metricsText = async (service: ServiceHandle) => (await fetch(`${service.adminUrl}/metrics`)).text();
 

@@ -4,9 +4,10 @@
 // peer it is ignored, counted in ace_forwarded_for_ignored_total and logged at most once a minute.
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { metricSum, waitFor } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
 
 async function refusedFrom(service: ServiceHandle): Promise<string[]> {
   const sql = postgres(service.database!.url, { max: 1, onnotice: () => {} });
