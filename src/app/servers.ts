@@ -45,12 +45,11 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const publicServer = new HttpServer(
     [
       ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink }),
-      ...revocationRoutes(revocationFeed),
+      ...revocationRoutes(revocationFeed, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
     ],
     { ...serverOptions, name: 'public', proxy: { hops: config.trustProxyHops, proxies: parseProxyList(config.trustProxyCidrs).proxies } },
   );
   const stopSockets = attachRevocationSockets(publicServer.app, revocationFeed, revocationMetrics, {
-    heartbeatMs: config.revocationHeartbeatSeconds * 1000,
     logger,
   });
   revocationFeed.start();
