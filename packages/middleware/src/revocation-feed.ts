@@ -129,6 +129,7 @@ export class RevocationFeed {
   private readonly failMode: 'open' | 'closed';
   private readonly staleAfterMs: number;
   private readonly openForMs: number;
+  private readonly createdAt = Date.now();
   private readonly pollMs: number;
   private readonly feedUrl: string;
   private readonly warn: (message: string, detail?: Record<string, unknown>) => void;
@@ -202,7 +203,8 @@ export class RevocationFeed {
       else if (iat <= agent.iatMax) return this.refuse();
     }
     if (this.isStale(now)) {
-      if (this.failMode === 'closed' || now - this.lastContact > this.staleAfterMs + this.openForMs) return 'unavailable';
+      // The open bound counts from the last proof of freshness, or from the start for a feed never synchronised.
+      if (this.failMode === 'closed' || now - Math.max(this.lastContact, this.createdAt) > this.staleAfterMs + this.openForMs) return 'unavailable';
       this.counters.acceptedWhileStale++;
       if (now - this.lastWarnAt > 60_000) {
         this.lastWarnAt = now;
