@@ -96,7 +96,7 @@ describe('hostile but validly signed tokens, through Express', () => {
 
   it('checks typ against the svc_token_profile claim', async () => {
     const refused = { status: 401, body: { detail: 'The access token has a type (typ) that does not match its profile.', error_code: 'invalid_token' } };
-    for (const typ of [null, 'at+jwt', 'application/at+jwt', 'ace-revocations+jwt', 'JOSE']) {
+    for (const typ of [null, 'at+jwt', 'application/at+jwt', 'secevent+jwt', 'JOSE']) {
       expect([typ, await call(await token({ typ }))]).toEqual([typ, refused]);
     }
     expect((await call(await token({ typ: 'jwt' }))).status).toBe(200); // typ is case-insensitive (RFC 7515)

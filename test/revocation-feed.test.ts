@@ -1,5 +1,5 @@
-// The revocation feed on the embedded default (one process, no Redis), and the middleware's refusal of
-// forged, tampered, misdirected and replayed older feed documents.
+// The revocation feed (SSF SETs) on the embedded default (one process, no Redis), the middleware's refusal
+// of forged, tampered and misdirected SETs, and a socket that drops SETs but passes the signed heads.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, SignJWT } from 'jose';
 import { startService, type ServiceHandle } from './support/service.js';
@@ -35,7 +35,11 @@ async function grantedAgent(name: string) {
   return agent;
 }
 
-const feedUrl = (platformId: string, since = 0) => `${service.publicUrl}/api/v1/platforms/${platformId}/revocations?since=${since}`;
+const feedUrl = (platformId: string) => `${service.publicUrl}/api/v1/platforms/${platformId}/revocations`;
+async function pollSets(platformId: string): Promise<Record<string, string>> {
+  const response = await fetch(feedUrl(platformId), { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  return ((await response.json()) as { sets: Record<string, string> }).sets;
+}
 const payloadOf = (jws: string) => JSON.parse(Buffer.from(jws.split('.')[1], 'base64url').toString());
 
 function newFeed() {
@@ -81,89 +85,80 @@ describe('revocation on the embedded default', () => {
     const elsewhere = await admin.createAgent('elsewhere');
     await admin.grant(elsewhere.agent_id, other.platform_id, ['read']);
     await admin.patchAgent(elsewhere.agent_id, { status: 'inactive' });
-    const shopDoc = payloadOf(await (await fetch(feedUrl(shop.platform_id))).text());
-    const otherDoc = payloadOf(await (await fetch(feedUrl(other.platform_id))).text());
-    expect(JSON.stringify(shopDoc)).not.toContain(elsewhere.agent_id);
-    expect(JSON.stringify(otherDoc)).toContain(elsewhere.agent_id);
+    const shopSets = Object.values(await pollSets(shop.platform_id)).map(payloadOf);
+    const otherSets = Object.values(await pollSets(other.platform_id)).map(payloadOf);
+    expect(JSON.stringify(shopSets)).not.toContain(elsewhere.agent_id);
+    expect(otherSets.map((p) => p.sub_id)).toContainEqual({ format: 'iss_sub', iss: issuer, sub: elsewhere.agent_id });
   });
 });
 
-describe('feed documents the middleware must not trust', () => {
-  it('rejects a replayed older document, a forged one, a tampered one and one for another platform', async () => {
+describe('feed SETs the middleware must not trust', () => {
+  it('rejects a forged SET, a tampered one and one for another platform; a replayed SET changes nothing', async () => {
     const feed = newFeed();
     try {
-      const first = await (await fetch(feedUrl(shop.platform_id))).text();
-      await feed.applyDocument(first);
-      const seq = payloadOf(first).seq;
-      expect(feed.stats().seq).toBe(seq);
-
       await admin.patchAgent((await grantedAgent('later')).agent_id, { status: 'inactive' });
-      const second = await (await fetch(feedUrl(shop.platform_id))).text();
-      expect(payloadOf(second).seq).toBeGreaterThan(seq);
-      await feed.applyDocument(second);
-
-      // Replay of the older document (valid signature, lower sequence): refused.
-      await expect(feed.applyDocument(first)).rejects.toBeInstanceOf(DocumentRejectedError);
+      const sets = await pollSets(shop.platform_id);
+      const revocation = Object.entries(sets).find(([jti]) => !jti.endsWith(':head'))![1];
+      await feed.applySet(revocation);
+      await feed.applySet(revocation); // a replay: applying a revocation twice changes nothing
 
       // Forged: right kid and typ, wrong key.
       const { privateKey } = await generateKeyPair('RS256');
-      const header = JSON.parse(Buffer.from(second.split('.')[0], 'base64url').toString());
-      const forged = await new SignJWT({ ...payloadOf(second), seq: payloadOf(second).seq + 100, entries: [] })
-        .setProtectedHeader(header)
-        .sign(privateKey);
-      await expect(feed.applyDocument(forged)).rejects.toBeInstanceOf(DocumentRejectedError);
+      const header = JSON.parse(Buffer.from(revocation.split('.')[0], 'base64url').toString());
+      const forged = await new SignJWT({ ...payloadOf(revocation), jti: `${shop.platform_id}:999` }).setProtectedHeader(header).sign(privateKey);
+      await expect(feed.applySet(forged)).rejects.toBeInstanceOf(DocumentRejectedError);
 
       // Tampered: a genuine signature over other content.
-      const [h, , s] = second.split('.');
-      const altered = Buffer.from(JSON.stringify({ ...payloadOf(second), seq: 10_000, entries: [] })).toString('base64url');
-      await expect(feed.applyDocument(`${h}.${altered}.${s}`)).rejects.toBeInstanceOf(DocumentRejectedError);
+      const [h, , sig] = revocation.split('.');
+      const altered = Buffer.from(JSON.stringify({ ...payloadOf(revocation), jti: `${shop.platform_id}:1000` })).toString('base64url');
+      await expect(feed.applySet(`${h}.${altered}.${sig}`)).rejects.toBeInstanceOf(DocumentRejectedError);
 
       // Genuine, but for another platform.
-      const misdirected = await (await fetch(feedUrl(other.platform_id))).text();
-      await expect(feed.applyDocument(misdirected)).rejects.toBeInstanceOf(DocumentRejectedError);
-
-      expect(feed.stats()).toMatchObject({ seq: payloadOf(second).seq, documentsRejected: 4 });
+      const misdirected = Object.values(await pollSets(other.platform_id))[0];
+      await expect(feed.applySet(misdirected)).rejects.toBeInstanceOf(DocumentRejectedError);
+      expect(feed.stats().documentsRejected).toBe(3);
     } finally {
       feed.close();
     }
   });
 
-  it('a middleware fed forged documents by a man in the middle still refuses revoked tokens', async () => {
-    // The platform polls through a "cache" that answers the feed with a forged, empty, far-ahead document.
-    const { privateKey } = await generateKeyPair('RS256');
-    const activeKid = JSON.parse(Buffer.from((await (await fetch(feedUrl(shop.platform_id))).text()).split('.')[0], 'base64url').toString()).kid;
-    const forged = await new SignJWT({ iss: issuer, platform_id: shop.platform_id, since: 0, seq: 1_000_000, iat: Math.floor(Date.now() / 1000), entries: [] })
-      .setProtectedHeader({ alg: 'RS256', kid: activeKid, typ: 'ace-revocations+jwt' })
-      .sign(privateKey);
-    let forgedServed = 0;
-    const hostile: typeof fetch = async (input, init) => {
-      const url = String(input instanceof Request ? input.url : input);
-      if (url.includes('/revocations') && forgedServed < 3) {
-        forgedServed++;
-        return new Response(forged, { status: 200, headers: { 'content-type': 'application/jwt' } });
+  it('(a) a socket that drops every revocation SET but passes the signed heads cannot keep a revoked token alive', async () => {
+    // The proxy of issue #26: passes everything but the revocation SETs. The signed head shows the gap,
+    // and the middleware polls at once (polling is otherwise off here: every 60 s).
+    const WebSocket = (await import('ws')).default;
+    let dropped = 0;
+    class DroppingProxy {
+      onopen: ((event: unknown) => void) | null = null;
+      onmessage: ((event: { data: unknown }) => void) | null = null;
+      onclose: ((event: unknown) => void) | null = null;
+      onerror: ((event: unknown) => void) | null = null;
+      private readonly socket: InstanceType<typeof WebSocket>;
+      constructor(url: string) {
+        this.socket = new WebSocket(url);
+        this.socket.on('open', () => this.onopen?.({}));
+        this.socket.on('close', () => this.onclose?.({}));
+        this.socket.on('error', () => this.onerror?.({}));
+        this.socket.on('message', (data: Buffer) => {
+          const text = data.toString();
+          if (!payloadOf(text).jti.endsWith(':head')) return void dropped++;
+          this.onmessage?.({ data: text });
+        });
       }
-      return fetch(input, init);
-    };
-    const { createVerifier } = await import('../packages/middleware/src/index.js');
-    const yaml = await (await fetch(`${service.publicUrl}/api/v1/platforms/${shop.platform_id}/scopes.yaml`)).text();
-    const verifier = createVerifier({ serviceUrl: service.publicUrl, issuer, scopesYaml: yaml, unmatchedRoutes: 'authenticate', fetch: hostile, revocationFeed: { webSocket: false, pollIntervalSeconds: 0.2, warn: () => {} } });
+      close() {
+        this.socket.close();
+      }
+    }
+    const site = await startPlatform({ serviceUrl: service.publicUrl, platformId: shop.platform_id, issuer, feed: { webSocket: DroppingProxy as never, pollIntervalSeconds: 60 } });
     try {
-      await expect(verifier.ready()).rejects.toBeInstanceOf(DocumentRejectedError);
-      const agent = await grantedAgent('mitm');
+      for (let i = 0; i < 100 && !site.verifier.revocationStats()!.connected; i++) await new Promise((r) => setTimeout(r, 50));
+      const agent = await grantedAgent('dropped');
       const t = await token(service.publicUrl, agent.api_key_id, agent.secret, shop.platform_id);
+      expect((await call(site.url, t)).status).toBe(200);
       await admin.patchAgent(agent.agent_id, { status: 'inactive' });
-      // Once the genuine document gets through, the forged sequence has not poisoned the resume point.
-      const deadline = Date.now() + 10_000;
-      let result = await verifier.authorize({ method: 'GET', path: '/x', authorization: `Bearer ${t}` });
-      while (result.ok && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 100));
-        result = await verifier.authorize({ method: 'GET', path: '/x', authorization: `Bearer ${t}` });
-      }
-      expect(result.ok).toBe(false);
-      expect(!result.ok && result.wwwAuthenticate).toContain('error="invalid_token"');
-      expect(verifier.revocationStats()!.documentsRejected).toBeGreaterThanOrEqual(1);
+      expect(await msUntilRefused(site.url, t, Date.now())).toBeLessThan(1000);
+      expect(dropped).toBeGreaterThan(0);
     } finally {
-      verifier.close();
+      await site.close();
     }
   });
 });

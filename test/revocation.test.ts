@@ -188,28 +188,39 @@ describe('revocation feed and middleware', () => {
     }
   }, 60_000);
 
-  it('serves the signed document publicly with ETag, short max-age and since; bad input gets the Error shape', async () => {
+  it('serves the SETs by RFC 8936 poll with the SSF configuration; bad input gets the Error shape', async () => {
     const url = `${instances[2].publicUrl}/api/v1/platforms/${p1.platform_id}/revocations`;
-    const response = await fetch(url);
+    const poll = (body: unknown) => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await poll({ returnImmediately: true });
     expect(response.status).toBe(200);
-    expect(response.headers.get('content-type')).toBe('application/jwt');
-    expect(response.headers.get('cache-control')).toMatch(/^public, max-age=\d$/);
-    const etag = response.headers.get('etag')!;
-    const jws = await response.text();
-    const payload = JSON.parse(Buffer.from(jws.split('.')[1], 'base64url').toString());
-    expect(payload).toMatchObject({ iss: ISSUER, platform_id: p1.platform_id, since: 0 });
-    expect(payload.seq).toBeGreaterThan(0);
-    expect(payload.entries.length).toBeGreaterThan(0);
-    expect(JSON.parse(Buffer.from(jws.split('.')[0], 'base64url').toString()).typ).toBe('ace-revocations+jwt');
-    // Nothing about agents without a grant here: every agent entry names an agent that had one on P1.
-    const again = await fetch(url, { headers: { 'if-none-match': etag } });
-    expect([200, 304]).toContain(again.status);
-    const head = await (await fetch(`${url}?since=${payload.seq}`)).text();
-    expect(JSON.parse(Buffer.from(head.split('.')[1], 'base64url').toString())).toMatchObject({ since: payload.seq, seq: payload.seq, entries: [] });
-    const bad = await fetch(`${url}?since=-1`);
+    expect(response.headers.get('content-type')).toBe('application/json');
+    const answer = (await response.json()) as { sets: Record<string, string>; moreAvailable: boolean };
+    expect(answer.moreAvailable).toBe(false);
+    const decoded = Object.entries(answer.sets).map(([jti, jws]) => ({
+      jti,
+      header: JSON.parse(Buffer.from(jws.split('.')[0], 'base64url').toString()),
+      payload: JSON.parse(Buffer.from(jws.split('.')[1], 'base64url').toString()),
+    }));
+    const revocations = decoded.filter((d) => !d.jti.endsWith(':head'));
+    expect(revocations.length).toBeGreaterThan(0);
+    for (const d of decoded) {
+      expect(d.header).toMatchObject({ alg: 'RS256', typ: 'secevent+jwt' });
+      expect(d.payload).toMatchObject({ iss: ISSUER, aud: p1.platform_id, jti: d.jti });
+      expect(Object.keys(d.payload.events)).toHaveLength(1);
+    }
+    // Acknowledging the last SET leaves only the head.
+    const last = revocations.map((d) => d.jti).sort((a, b) => Number(a.split(':')[1]) - Number(b.split(':')[1])).at(-1)!;
+    const after = (await (await poll({ ack: [last] })).json()) as { sets: Record<string, string> };
+    expect(Object.keys(after.sets)).toEqual([`${p1.platform_id}:head`]);
+    const paged = (await (await poll({ maxEvents: 1 })).json()) as { sets: Record<string, string>; moreAvailable: boolean };
+    expect(Object.keys(paged.sets)).toHaveLength(1);
+    expect(paged.moreAvailable).toBe(revocations.length > 1);
+    const config = await (await fetch(`${instances[2].publicUrl}/.well-known/ssf-configuration`)).json();
+    expect(config).toMatchObject({ issuer: ISSUER, jwks_uri: expect.stringMatching(/\/\.well-known\/jwks\.json$/), delivery_methods_supported: expect.arrayContaining(['urn:ietf:rfc:8936']) });
+    const bad = await poll({ maxEvents: -1 });
     expect(bad.status).toBe(422);
     expect(await bad.json()).toMatchObject({ error_code: 'validation_error' });
-    const unknown = await fetch(`${instances[2].publicUrl}/api/v1/platforms/00000000-0000-4000-8000-000000000000/revocations`);
+    const unknown = await fetch(`${instances[2].publicUrl}/api/v1/platforms/00000000-0000-4000-8000-000000000000/revocations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(unknown.status).toBe(404);
     // The WebSocket path: a plain GET is not an upgrade (404); an upgrade with bad input is refused with the Error shape.
     expect((await fetch(`${url}/ws`)).status).toBe(404);

@@ -129,6 +129,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     issuer: config.issuer,
     pollMs: config.revocationPollMs,
     documentReuseMs: FEED_DOCUMENT_REUSE_MS,
+    heartbeatMs: config.revocationHeartbeatSeconds * 1000,
   });
   const platforms = new PlatformService({ store, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs });
   const agents = new AgentService({ store, hasher: pools, revocations, apiKeyPrefix: config.apiKeyPrefix });

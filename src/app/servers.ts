@@ -55,7 +55,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const publicServer = new HttpServer(
     [
       ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
-      ...revocationRoutes(revocationFeed),
+      ...revocationRoutes(revocationFeed, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
     ],
     { ...serverOptions, name: 'public', proxy: {
         hops: config.trustProxyHops,
@@ -65,7 +65,6 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     },
   );
   const stopSockets = attachRevocationSockets(publicServer.app, revocationFeed, revocationMetrics, {
-    heartbeatMs: config.revocationHeartbeatSeconds * 1000,
     logger,
   });
   revocationFeed.start();

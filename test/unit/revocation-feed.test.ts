@@ -1,5 +1,6 @@
-// The middleware's revocation feed logic in process (no service): which tokens an entry hits, entry expiry,
-// void keys, sequence/iat rules, and fail-open versus fail-closed when the feed goes quiet.
+// The middleware's revocation feed logic in process (no service; the JWKS and poll answers are served by a
+// fetch stand-in): which tokens a SET hits, expiry, void keys, rejected SETs, the signed head as the only
+// proof of freshness (gap -> poll at once), the staleness bounds, and the unknown-kid fetch of key retirement.
 import { describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { JwksCache } from '../../packages/middleware/src/jwks-cache.js';
@@ -11,78 +12,139 @@ const OTHER = '33333333-3333-4333-8333-333333333333';
 const ISSUER = 'https://ace.test';
 const now = () => Math.floor(Date.now() / 1000);
 
-async function setup(options: RevocationFeedOptions = {}) {
+const SESSION_REVOKED = 'https://schemas.openid.net/secevent/caep/event-type/session-revoked';
+const PLATFORM_REVOKED = 'urn:agent-credential-exchange:secevent:platform-tokens-revoked';
+const KEY_RETIRED = 'urn:agent-credential-exchange:secevent:signing-key-retired';
+const HEAD = 'urn:agent-credential-exchange:secevent:stream-head';
+
+async function setup(options: RevocationFeedOptions = {}, jwksCooldownMs = 0) {
   const { privateKey, publicKey } = await generateKeyPair('RS256');
   const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
-  const fetchStub: typeof fetch = async () => new Response(JSON.stringify({ keys: [jwk] }), { status: 200, headers: { 'content-type': 'application/json' } });
-  const jwks = new JwksCache({ url: 'http://jwks', fetch: fetchStub, cooldownMs: 0, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 1000 });
+  const second = await generateKeyPair('RS256');
+  const jwk2 = { ...(await exportJWK(second.publicKey)), kid: 'k2', alg: 'RS256', use: 'sig' };
+  const published = [jwk];
+  const calls: { url: string; body?: string }[] = [];
+  // Stands in for the service's HTTP answers: the JWKS, and an empty poll answer (the poll is only recorded).
+  const fetchStub: typeof fetch = async (input, init) => {
+    calls.push({ url: String(input), body: init?.body as string | undefined });
+    if (String(input).includes('jwks')) return new Response(JSON.stringify({ keys: published }), { status: 200, headers: { 'content-type': 'application/json' } });
+    return new Response(JSON.stringify({ sets: {} }), { status: 200, headers: { 'content-type': 'application/json' } });
+  };
+  const jwks = new JwksCache({ url: 'http://jwks', fetch: fetchStub, cooldownMs: jwksCooldownMs, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 1000 });
   const feed = new RevocationFeed(
-    { serviceUrl: 'http://unused', platformId: PLATFORM, issuer: ISSUER, jwks, fetch: fetchStub, clockToleranceSeconds: 0 },
+    { serviceUrl: 'http://service', platformId: PLATFORM, issuer: ISSUER, jwks, fetch: fetchStub, clockToleranceSeconds: 0 },
     { webSocket: false, warn: () => {}, ...options },
   );
-  const sign = (payload: Record<string, unknown>) =>
-    new SignJWT({ iss: ISSUER, platform_id: PLATFORM, since: 0, iat: now(), entries: [], ...payload })
-      .setProtectedHeader({ alg: 'RS256', kid: 'k1', typ: 'ace-revocations+jwt' })
-      .sign(privateKey);
-  return { feed, sign };
+  const sign = (payload: Record<string, unknown>, header: Record<string, unknown> = {}, key = privateKey) =>
+    new SignJWT({ iss: ISSUER, aud: PLATFORM, iat: now(), ...payload })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1', typ: 'secevent+jwt', ...header })
+      .sign(key);
+  const agentSet = (seq: number, agent: string, iatMax: number, expiresAt = now() + 900) =>
+    sign({ jti: `${PLATFORM}:${seq}`, sub_id: { format: 'iss_sub', iss: ISSUER, sub: agent }, events: { [SESSION_REVOKED]: { event_timestamp: now(), iat_max: iatMax, expires_at: expiresAt } } });
+  const head = (seq: number, iat = now()) => sign({ iat, jti: `${PLATFORM}:head`, sub_id: { format: 'opaque', id: PLATFORM }, events: { [HEAD]: { seq } } });
+  const polls = () => calls.filter((c) => c.url.endsWith('/revocations'));
+  return { feed, sign, agentSet, head, polls, calls, publishK2: () => published.push(jwk2), k2: second.privateKey };
 }
 
 describe('revocation feed (in process)', () => {
-  it('an agent entry voids that agent\'s tokens issued at or before iat_max, nothing else', async () => {
-    const { feed, sign } = await setup();
+  it("a session-revoked SET voids that agent's tokens issued at or before iat_max, nothing else", async () => {
+    const { feed, agentSet } = await setup();
     const t = now();
-    await feed.applyDocument(await sign({ seq: 1, entries: [{ seq: 1, type: 'agent', agent_id: AGENT, iat_max: t, expires_at: t + 900 }] }));
+    await feed.applySet(await agentSet(1, AGENT, t));
     expect(feed.check({ sub: AGENT, iat: t })).toBe('revoked');
-    expect(feed.check({ sub: AGENT, iat: t - 100 })).toBe('revoked');
     expect(feed.check({ sub: AGENT, iat: t + 1 })).toBe('ok');
     expect(feed.check({ sub: OTHER, iat: t })).toBe('ok');
-  });
-
-  it('a platform entry voids every token issued at or before iat_max; an expired entry voids nothing', async () => {
-    const { feed, sign } = await setup();
-    const t = now();
-    await feed.applyDocument(await sign({ seq: 1, entries: [{ seq: 1, type: 'platform', iat_max: t, expires_at: t + 900 }] }));
-    expect(feed.check({ sub: OTHER, iat: t })).toBe('revoked');
-    expect(feed.check({ sub: OTHER, iat: t + 1 })).toBe('ok');
-    const { feed: later, sign: signLater } = await setup();
-    await later.applyDocument(await signLater({ seq: 1, entries: [{ seq: 1, type: 'agent', agent_id: AGENT, iat_max: t, expires_at: t - 10 }] }));
-    expect(later.check({ sub: AGENT, iat: t })).toBe('ok');
-  });
-
-  it('a key entry makes the kid void at once', async () => {
-    const { feed, sign } = await setup();
-    expect(feed.isVoidKey('old')).toBe(false);
-    await feed.applyDocument(await sign({ seq: 1, entries: [{ seq: 1, type: 'key', kid: 'old', expires_at: now() + 900 }] }));
-    expect(feed.isVoidKey('old')).toBe(true);
-    expect(feed.isVoidKey('k1')).toBe(false);
-  });
-
-  it('never steps back: an older sequence or an earlier iat is refused; a gap is not skipped over', async () => {
-    const { feed, sign } = await setup();
-    await feed.applyDocument(await sign({ seq: 5 }));
-    await expect(feed.applyDocument(await sign({ seq: 4 }))).rejects.toBeInstanceOf(DocumentRejectedError);
-    await expect(feed.applyDocument(await sign({ seq: 6, iat: now() - 30 }))).rejects.toBeInstanceOf(DocumentRejectedError);
-    await expect(feed.applyDocument(await sign({ seq: 6, iat: now() - 3600 }))).rejects.toBeInstanceOf(DocumentRejectedError);
-    // A pushed document starting after our sequence: its entries apply, but the resume point stays put.
-    const t = now();
-    await feed.applyDocument(await sign({ seq: 9, since: 8, entries: [{ seq: 9, type: 'agent', agent_id: AGENT, iat_max: t, expires_at: t + 900 }] }));
-    expect(feed.check({ sub: AGENT, iat: t })).toBe('revoked');
-    expect(feed.stats().seq).toBe(5);
-    await feed.applyDocument(await sign({ seq: 9, since: 5 }));
-    expect(feed.stats().seq).toBe(9);
+    expect(feed.stats().seq).toBe(1);
     feed.close();
   });
 
-  it('when the feed is quiet past the bound: fail open counts and accepts, fail closed refuses', async () => {
-    const open = await setup({ staleAfterSeconds: 0.05 });
+  it('a platform SET voids every token issued until iat_max; an expired event is forgotten', async () => {
+    const { feed, sign, agentSet } = await setup();
+    const t = now();
+    await feed.applySet(await sign({ jti: `${PLATFORM}:1`, sub_id: { format: 'opaque', id: PLATFORM }, events: { [PLATFORM_REVOKED]: { event_timestamp: t, iat_max: t, expires_at: t + 900 } } }));
+    expect(feed.check({ sub: OTHER, iat: t })).toBe('revoked');
+    await feed.applySet(await agentSet(2, AGENT, t + 100, t - 10));
+    expect(feed.check({ sub: AGENT, iat: t + 50 })).toBe('ok'); // the agent event has expired: forgotten
+    expect(feed.check({ sub: AGENT, iat: t })).toBe('revoked'); // the platform event still holds
+    feed.close();
+  });
+
+  it('a key SET makes its kid void', async () => {
+    const { feed, sign } = await setup();
+    await feed.applySet(await sign({ jti: `${PLATFORM}:1`, sub_id: { format: 'opaque', id: 'old' }, events: { [KEY_RETIRED]: { event_timestamp: now(), expires_at: now() + 900 } } }));
+    expect(feed.isVoidKey('old')).toBe(true);
+    expect(feed.isVoidKey('k1')).toBe(false);
+    feed.close();
+  });
+
+  it('rejects SETs for another platform or issuer, with another typ, or forged', async () => {
+    const { feed, sign, agentSet } = await setup();
+    const t = now();
+    const event = { jti: `${PLATFORM}:1`, sub_id: { format: 'iss_sub', iss: ISSUER, sub: AGENT }, events: { [SESSION_REVOKED]: { event_timestamp: t, iat_max: t, expires_at: t + 900 } } };
+    await expect(feed.applySet(await sign({ ...event, aud: OTHER }))).rejects.toBeInstanceOf(DocumentRejectedError);
+    await expect(feed.applySet(await sign({ ...event, iss: 'https://evil.test' }))).rejects.toBeInstanceOf(DocumentRejectedError);
+    await expect(feed.applySet(await sign(event, { typ: 'JWT' }))).rejects.toBeInstanceOf(DocumentRejectedError);
+    const { privateKey: forger } = await generateKeyPair('RS256');
+    await expect(feed.applySet(await agentSet(1, AGENT, t).then(() => sign(event, {}, forger)))).rejects.toBeInstanceOf(DocumentRejectedError);
+    expect(feed.check({ sub: AGENT, iat: t })).toBe('ok');
+    expect(feed.stats().documentsRejected).toBe(4);
+    feed.close();
+  });
+
+  it('(a) a signed head above our sequence triggers a poll at once, acknowledging our sequence', async () => {
+    const { feed, agentSet, head, polls } = await setup();
+    await feed.applySet(await agentSet(1, AGENT, now()));
+    expect(polls()).toHaveLength(0);
+    await feed.applySet(await head(3));
+    for (let i = 0; i < 100 && polls().length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(polls()).toHaveLength(1);
+    expect(JSON.parse(polls()[0].body!)).toMatchObject({ ack: [`${PLATFORM}:1`] });
+    feed.close();
+  });
+
+  it('(a/b) only a signed head we are in sync with proves freshness: a gap, a replayed old head or no head at all go stale', async () => {
+    const { feed, agentSet, head } = await setup({ staleAfterSeconds: 5, failMode: 'closed' });
+    expect(feed.check({ sub: OTHER, iat: now() })).toBe('unavailable'); // never synchronised
+    await feed.applySet(await agentSet(1, AGENT, now()));
+    expect(feed.check({ sub: OTHER, iat: now() })).toBe('unavailable'); // SETs alone prove nothing current
+    await feed.applySet(await head(5)); // a gap (SETs 2-5 dropped): not fresh
+    expect(feed.check({ sub: OTHER, iat: now() })).toBe('unavailable');
+    await feed.applySet(await head(1, now() - 60)); // in sync, but signed a minute ago (a replay)
+    expect(feed.check({ sub: OTHER, iat: now() })).toBe('unavailable');
+    await feed.applySet(await head(1));
+    expect(feed.check({ sub: OTHER, iat: now() })).toBe('ok');
+    feed.close();
+  });
+
+  it('(b) past the bound: fail closed refuses; fail open accepts and counts, but only for openForAtMostSeconds', async () => {
+    const open = await setup({ staleAfterSeconds: 0.05, openForAtMostSeconds: 0.2 });
     const closed = await setup({ staleAfterSeconds: 0.05, failMode: 'closed' });
-    await open.feed.applyDocument(await open.sign({ seq: 1 }));
-    await closed.feed.applyDocument(await closed.sign({ seq: 1 }));
+    await open.feed.applySet(await open.head(0));
+    await closed.feed.applySet(await closed.head(0));
     expect(closed.feed.check({ sub: AGENT, iat: now() })).toBe('ok');
-    await new Promise((r) => setTimeout(r, 100));
+    // Freshness counts from the head's signing second (+1 s of granularity), so wait past both.
+    for (let i = 0; i < 300 && !closed.feed.stats().stale; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(closed.feed.check({ sub: AGENT, iat: now() })).toBe('unavailable');
     expect(open.feed.check({ sub: AGENT, iat: now() })).toBe('ok');
     expect(open.feed.stats()).toMatchObject({ stale: true, acceptedWhileStale: 1 });
-    expect(closed.feed.check({ sub: AGENT, iat: now() })).toBe('unavailable');
+    for (let i = 0; i < 300 && open.feed.check({ sub: AGENT, iat: now() }) === 'ok'; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(open.feed.check({ sub: AGENT, iat: now() })).toBe('unavailable');
+    open.feed.close();
+    closed.feed.close();
+  });
+
+  it('6: a feed SET signed with a kid the JWKS cache does not know yet fetches the JWKS at once, despite the cooldown', async () => {
+    const { feed, sign, head, calls, publishK2, k2 } = await setup({}, 60_000);
+    await feed.applySet(await head(0)); // JWKS fetched (k1 only); the 60 s cooldown starts
+    publishK2(); // the service rotates
+    await new Promise((r) => setTimeout(r, 250));
+    const started = Date.now();
+    const t = now();
+    await feed.applySet(await sign({ jti: `${PLATFORM}:1`, sub_id: { format: 'opaque', id: 'k1' }, events: { [KEY_RETIRED]: { event_timestamp: t, expires_at: t + 900 } } }, { kid: 'k2' }, k2));
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(feed.isVoidKey('k1')).toBe(true);
+    expect(calls.filter((c) => c.url === 'http://jwks')).toHaveLength(2);
+    feed.close();
   });
 });
 

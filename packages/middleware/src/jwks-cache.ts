@@ -34,6 +34,8 @@ export class UnknownKeyError extends Error {
   }
 }
 
+const FORCED_GAP_MS = 200;
+
 export class JwksCache {
   private resolver: LocalJWKSet | undefined;
   private kids = new Set<string>();
@@ -47,6 +49,7 @@ export class JwksCache {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private releaseWaiters: (() => void) | undefined;
   private lastError: unknown;
+  private readonly forcedKids = new Set<string>();
 
   constructor(private readonly options: JwksCacheOptions) {}
 
@@ -80,6 +83,22 @@ export class JwksCache {
       }
     }
     return this.resolver!(header);
+  }
+
+  /**
+   * For revocation feed SETs: a kid not yet known is fetched at once instead of after the cooldown (a key
+   * retirement is signed with the key that replaced it, which verifiers may not have fetched yet). Each
+   * unknown kid forces at most one fetch, and forced fetches are at least FORCED_GAP_MS apart, so frames
+   * with invented kids cannot turn into a flood of JWKS requests.
+   */
+  async keyForFeed(header: JWSHeaderParameters): Promise<Awaited<ReturnType<LocalJWKSet>>> {
+    const kid = header.kid;
+    if (this.resolver && typeof kid === 'string' && !this.kids.has(kid) && !this.forcedKids.has(kid) && Date.now() - this.lastFetchAt >= FORCED_GAP_MS) {
+      if (this.forcedKids.size >= 64) this.forcedKids.clear();
+      this.forcedKids.add(kid);
+      await this.refresh();
+    }
+    return this.keyFor(header);
   }
 
   /** Cancels a pending cooldown wait; requests waiting on it go on with the keys they have. */

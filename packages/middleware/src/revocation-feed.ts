@@ -1,8 +1,22 @@
-// The middleware's copy of its platform's revocation feed. Kept current over a WebSocket (push), with
-// polling of the signed document while the socket is down, and resumed from the last sequence after any
-// gap. Checks are in memory: a request costs two map lookups, never a call to the service.
+// The middleware's copy of its platform's revocation feed: the service's SSF stream of Security Event
+// Tokens (feed-document.ts). Kept current over a WebSocket (push), with RFC 8936 polling while the socket is
+// down, and resumed from the last sequence after any gap. Freshness is proven only by the signed stream
+// head: a head above our sequence means SETs were lost (a proxy dropping them) and we poll at once; while
+// no head at or below our sequence arrives, the copy ages and failMode applies after staleAfterSeconds.
+// Checks are in memory: a request costs two map lookups, never a call to the service.
 import { jwtVerify, type JWSHeaderParameters, type JWTPayload } from 'jose';
-import { FEED_TYP, type FeedEntry, type FeedPayload } from './feed-document.js';
+import {
+  EVENT_PLATFORM_TOKENS_REVOKED,
+  EVENT_SESSION_REVOKED,
+  EVENT_SIGNING_KEY_RETIRED,
+  EVENT_STREAM_HEAD,
+  SET_TYP,
+  revocationJti,
+  seqOfJti,
+  type PollAnswer,
+  type RevocationEventBody,
+  type SetPayload,
+} from './feed-document.js';
 import type { JwksCache } from './jwks-cache.js';
 
 /** The subset of the WebSocket API used here (browser/undici WebSocket and the `ws` package both have it). */
@@ -17,13 +31,20 @@ export type FeedSocketConstructor = new (url: string) => FeedSocket;
 
 export interface RevocationFeedOptions {
   /**
-   * When the feed has been unreachable for longer than `staleAfterSeconds`:
-   * - "open" (default): keep accepting tokens, warn loudly (once a minute) and count them in stats();
+   * When no signed stream head proves the copy current for longer than `staleAfterSeconds`:
+   * - "open" (default): keep accepting tokens, warn loudly (once a minute) and count them in stats(), but
+   *   for at most `openForAtMostSeconds` more: then refuse with 503 like "closed";
    * - "closed": refuse every token with 503 until the feed is back.
    */
   failMode?: 'open' | 'closed';
-  /** How long the feed may be unreachable before failMode applies. Default 60. */
+  /**
+   * How old the last signed head (at or below our sequence) may be before failMode applies. Default 15
+   * (the service re-signs the head every REVOCATION_HEARTBEAT_SECONDS, default 5). This is the bound on how
+   * long a revoked token can be accepted when the feed is cut or its SETs are dropped (failMode "closed").
+   */
   staleAfterSeconds?: number;
+  /** failMode "open": how long past `staleAfterSeconds` tokens are still accepted. Default 300. */
+  openForAtMostSeconds?: number;
   /** Polling period of the signed document while the WebSocket is down. Default 5. */
   pollIntervalSeconds?: number;
   /** false: poll only, never open a WebSocket. Default: the global WebSocket, else the `ws` package. */
@@ -31,7 +52,7 @@ export interface RevocationFeedOptions {
   /** First and longest wait between WebSocket reconnections (jittered, exponential). Defaults 0.25 and 10. */
   reconnectBaseSeconds?: number;
   reconnectMaxSeconds?: number;
-  /** A socket silent this long (the service sends a heartbeat every 15 s) is replaced. Default 40. */
+  /** A socket silent this long (the service sends a signed head every 5 s by default) is replaced. Default 20. */
   socketSilenceSeconds?: number;
   /** Timeout of a document fetch. Default 5000. */
   timeoutMs?: number;
@@ -44,7 +65,7 @@ export interface RevocationFeedStats {
   connected: boolean;
   /** Last sequence applied: the feed resumes from here. */
   seq: number;
-  /** ms since the epoch of the last sign of life of the feed (0: never). */
+  /** ms since the epoch: the copy is proven current as of then (the last signed head we were in sync with; 0: never). */
   lastContactAt: number;
   /** Unreachable for longer than the bound. */
   stale: boolean;
@@ -52,18 +73,18 @@ export interface RevocationFeedStats {
   acceptedWhileStale: number;
   /** Tokens refused because of an entry or a void key. */
   refused: number;
-  /** Feed documents refused (bad signature, another platform, older than one already applied). */
+  /** SETs refused (bad signature or typ, another platform or issuer, malformed). */
   documentsRejected: number;
   liveEntries: number;
 }
 
 export type FeedVerdict = 'ok' | 'revoked' | 'unavailable';
 
-/** A revocation feed document that was forged, tampered with, for another platform, or older than one applied. */
+/** A feed SET that was forged, tampered with, for another platform or issuer, or malformed. */
 export class DocumentRejectedError extends Error {
   readonly code = 'ERR_ACE_FEED_DOCUMENT_REJECTED';
   constructor(reason: string) {
-    super(`revocation feed document rejected: ${reason}`);
+    super(`revocation feed SET rejected: ${reason}`);
     this.name = 'DocumentRejectedError';
   }
 }
@@ -86,7 +107,8 @@ export interface FeedDependencies {
 
 export class RevocationFeed {
   private seq = 0;
-  private lastIat = 0;
+  /** Revocation SETs received above `seq` (a gap below them): applied already, counted once the gap closes. */
+  private readonly ahead = new Set<number>();
   private lastContact = 0;
   private readonly agents = new Map<string, Cutoff>();
   private platform: Cutoff | undefined;
@@ -101,10 +123,13 @@ export class RevocationFeed {
   private watchdog: ReturnType<typeof setInterval> | undefined;
   private lastMessageAt = 0;
   private fetching: Promise<void> | undefined;
+  private pollAgain: Promise<void> | undefined;
   private lastWarnAt = 0;
   private readonly counters = { acceptedWhileStale: 0, refused: 0, documentsRejected: 0 };
   private readonly failMode: 'open' | 'closed';
   private readonly staleAfterMs: number;
+  private readonly openForMs: number;
+  private readonly createdAt = Date.now();
   private readonly pollMs: number;
   private readonly feedUrl: string;
   private readonly warn: (message: string, detail?: Record<string, unknown>) => void;
@@ -114,7 +139,8 @@ export class RevocationFeed {
     private readonly options: RevocationFeedOptions = {},
   ) {
     this.failMode = options.failMode ?? 'open';
-    this.staleAfterMs = (options.staleAfterSeconds ?? 60) * 1000;
+    this.staleAfterMs = (options.staleAfterSeconds ?? 15) * 1000;
+    this.openForMs = (options.openForAtMostSeconds ?? 300) * 1000;
     this.pollMs = (options.pollIntervalSeconds ?? 5) * 1000;
     this.feedUrl = `${deps.serviceUrl}/api/v1/platforms/${deps.platformId}/revocations`;
     this.warn = options.warn ?? ((message, detail) => console.warn(`[agent-credential-exchange] ${message}`, detail ?? ''));
@@ -123,7 +149,7 @@ export class RevocationFeed {
   /** Starts the feed once (socket, or polling) and resolves with the first synchronisation's outcome. */
   start(): Promise<void> {
     if (!this.started) {
-      this.started = this.fetchDocument();
+      this.started = this.pollNow();
       this.started
         .catch(() => {})
         .finally(() => {
@@ -137,7 +163,7 @@ export class RevocationFeed {
 
   /** For ready(): started, and synchronised at least once (retrying now if the first attempt failed). */
   async sync(): Promise<void> {
-    await this.start().catch(() => this.fetchDocument());
+    await this.start().catch(() => this.pollNow());
   }
 
   close(): void {
@@ -177,7 +203,8 @@ export class RevocationFeed {
       else if (iat <= agent.iatMax) return this.refuse();
     }
     if (this.isStale(now)) {
-      if (this.failMode === 'closed') return 'unavailable';
+      // The open bound counts from the last proof of freshness, or from the start for a feed never synchronised.
+      if (this.failMode === 'closed' || now - Math.max(this.lastContact, this.createdAt) > this.staleAfterMs + this.openForMs) return 'unavailable';
       this.counters.acceptedWhileStale++;
       if (now - this.lastWarnAt > 60_000) {
         this.lastWarnAt = now;
@@ -202,55 +229,94 @@ export class RevocationFeed {
   }
 
   /**
-   * Checks a signed document (signature via the JWKS, typ, issuer, platform, no step back in sequence or
-   * time) and applies its entries. Throws DocumentRejectedError when it must not be trusted.
+   * Checks one SET (signature via the JWKS, typ, issuer, audience = this platform) and applies it: a
+   * revocation is applied at once (applying one twice, or early, changes nothing); the stream head proves
+   * freshness, or reveals a gap that is closed by polling at once. Throws DocumentRejectedError when the
+   * SET must not be trusted.
    */
-  async applyDocument(jws: string): Promise<void> {
-    let payload: FeedPayload;
+  async applySet(jws: string, complete = false): Promise<void> {
+    let payload: SetPayload;
     try {
       ({ payload } = (await jwtVerify(jws, (header: JWSHeaderParameters) => {
         if (this.keyIsVoid(header.kid)) throw new Error('signed with a void key');
-        return this.deps.jwks.keyFor(header);
-      }, { algorithms: ['RS256'], issuer: this.deps.issuer, typ: FEED_TYP })) as unknown as { payload: FeedPayload });
+        return this.deps.jwks.keyForFeed(header);
+      }, { algorithms: ['RS256'], issuer: this.deps.issuer, audience: this.deps.platformId, typ: SET_TYP })) as unknown as { payload: SetPayload });
     } catch (error) {
       return this.reject(`signature or header: ${(error as Error).message}`);
     }
-    if (payload.platform_id !== this.deps.platformId) return this.reject('meant for another platform');
-    if (!Number.isSafeInteger(payload.seq) || !Number.isSafeInteger(payload.since) || !Array.isArray(payload.entries)) {
-      return this.reject('malformed');
+    const events = payload.events;
+    if (!events || typeof events !== 'object' || typeof payload.iat !== 'number') return this.reject('malformed');
+    const head = events[EVENT_STREAM_HEAD] as { seq?: unknown } | undefined;
+    if (head) {
+      if (!Number.isSafeInteger(head.seq)) return this.reject('malformed head');
+      return this.applyHead(head.seq as number, payload.iat, complete);
     }
-    const tolerance = this.deps.clockToleranceSeconds;
-    // A replayed older document would hide entries: never step back in sequence, nor in time.
-    if (payload.seq < this.seq) return this.reject(`sequence ${payload.seq} is older than ${this.seq}`);
-    if (payload.iat < this.lastIat - tolerance) return this.reject('issued before a document already applied');
-    // iat has one-second granularity; a document older than the staleness bound proves nothing current.
-    if ((payload.iat + 1 + tolerance) * 1000 < Date.now() - this.staleAfterMs) return this.reject('too old');
-    for (const entry of payload.entries) this.applyEntry(entry);
-    this.lastIat = Math.max(this.lastIat, payload.iat);
-    this.touch();
-    if (payload.since > this.seq) {
-      // Entries between our sequence and the document's start are missing: fetch them.
-      void this.fetchDocument().catch(() => {});
+    const seq = seqOfJti(payload.jti, this.deps.platformId);
+    if (seq === undefined) return this.reject('jti is not one of this stream');
+    const known = this.applyEvents(payload);
+    if (!known) return; // an event type we do not know: ignored, as SSF asks (still acknowledged by sequence)
+    if (seq === this.seq + 1) {
+      this.seq = seq;
+      while (this.ahead.delete(this.seq + 1)) this.seq++;
+    } else if (seq > this.seq) {
+      this.ahead.add(seq);
+    }
+  }
+
+  /** @deprecated since the SET feed: use applySet. */
+  applyDocument(jws: string): Promise<void> {
+    return this.applySet(jws);
+  }
+
+  /**
+   * `complete`: the head came at the end of a poll answer that held every live SET above our sequence, so
+   * any sequence still missing below it belongs to an entry that has expired (purged): nothing to wait for.
+   */
+  private applyHead(headSeq: number, iat: number, complete: boolean): void {
+    if (complete && headSeq > this.seq) {
+      this.seq = headSeq;
+      for (const seq of this.ahead) if (seq <= headSeq) this.ahead.delete(seq);
+    }
+    if (headSeq > this.seq) {
+      // SETs were lost (or are still on their way): fetch them now, whatever carries the socket.
+      void this.pollNow().catch(() => {});
       return;
     }
-    this.seq = Math.max(this.seq, payload.seq);
+    // In sync as of the head's signing time (never later than now: a service clock ahead proves nothing more).
+    this.lastContact = Math.max(this.lastContact, Math.min(Date.now(), (iat + 1) * 1000));
   }
 
   private reject(reason: string): never {
     this.counters.documentsRejected++;
-    this.warn(`revocation feed document rejected (${reason})`, { platform_id: this.deps.platformId });
+    this.warn(`revocation feed SET rejected (${reason})`, { platform_id: this.deps.platformId });
     throw new DocumentRejectedError(reason);
   }
 
-  private applyEntry(entry: FeedEntry): void {
-    if (!entry || typeof entry.expires_at !== 'number') return;
-    if (entry.type === 'key' && typeof entry.kid === 'string') {
-      this.kids.set(entry.kid, Math.max(this.kids.get(entry.kid) ?? 0, entry.expires_at));
-    } else if (entry.type === 'platform' && typeof entry.iat_max === 'number') {
-      this.platform = merge(this.platform, entry.iat_max, entry.expires_at);
-    } else if (entry.type === 'agent' && typeof entry.agent_id === 'string' && typeof entry.iat_max === 'number') {
-      this.agents.set(entry.agent_id, merge(this.agents.get(entry.agent_id), entry.iat_max, entry.expires_at)!);
+  /** Applies the revocation events of a SET; false when it holds none we know. */
+  private applyEvents(payload: SetPayload): boolean {
+    let known = false;
+    const subject = payload.sub_id as Record<string, unknown> | undefined;
+    for (const [type, raw] of Object.entries(payload.events)) {
+      const event = raw as Partial<RevocationEventBody>;
+      if (!event || typeof event.expires_at !== 'number') continue;
+      if (type === EVENT_SIGNING_KEY_RETIRED && subject?.format === 'opaque' && typeof subject.id === 'string') {
+        this.kids.set(subject.id, Math.max(this.kids.get(subject.id) ?? 0, event.expires_at));
+        known = true;
+      } else if (type === EVENT_PLATFORM_TOKENS_REVOKED && typeof event.iat_max === 'number') {
+        this.platform = merge(this.platform, event.iat_max, event.expires_at);
+        known = true;
+      } else if (
+        type === EVENT_SESSION_REVOKED &&
+        typeof event.iat_max === 'number' &&
+        subject?.format === 'iss_sub' &&
+        subject.iss === this.deps.issuer &&
+        typeof subject.sub === 'string'
+      ) {
+        this.agents.set(subject.sub, merge(this.agents.get(subject.sub), event.iat_max, event.expires_at));
+        known = true;
+      }
     }
+    return known;
   }
 
   private refuse(): FeedVerdict {
@@ -266,22 +332,39 @@ export class RevocationFeed {
     return now - this.lastContact > this.staleAfterMs;
   }
 
-  private touch(): void {
-    this.lastContact = Date.now();
-  }
-
-  /** GET the signed document from our sequence; one at a time. */
-  private fetchDocument(): Promise<void> {
-    this.fetching ??= (async () => {
-      const response = await this.deps.fetch(`${this.feedUrl}?since=${this.seq}`, {
-        headers: { accept: 'application/jwt' },
-        signal: AbortSignal.timeout(this.options.timeoutMs ?? 5000),
+  /**
+   * RFC 8936 poll from our sequence (acknowledging it), page after page; one at a time. A poll that
+   * starts while another runs waits for it and polls again, so a gap seen during a poll is not missed.
+   */
+  private pollNow(): Promise<void> {
+    if (this.fetching) {
+      this.pollAgain ??= this.fetching.catch(() => {}).then(() => {
+        this.pollAgain = undefined;
+        return this.pollNow();
       });
-      if (response.status !== 200) {
-        await response.body?.cancel();
-        throw new Error(`revocation feed answered HTTP ${response.status}`);
+      return this.pollAgain;
+    }
+    this.fetching = (async () => {
+      for (let page = 0; page < 100; page++) {
+        const response = await this.deps.fetch(this.feedUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json' },
+          body: JSON.stringify({ ack: this.seq > 0 ? [revocationJti(this.deps.platformId, this.seq)] : [], maxEvents: 1000, returnImmediately: true }),
+          signal: AbortSignal.timeout(this.options.timeoutMs ?? 5000),
+        });
+        if (response.status !== 200) {
+          await response.body?.cancel();
+          throw new Error(`revocation feed answered HTTP ${response.status}`);
+        }
+        const answer = (await response.json()) as PollAnswer;
+        if (!answer || typeof answer.sets !== 'object' || answer.sets === null) throw new Error('revocation poll answer has no "sets"');
+        // Revocations in sequence order, then the head (it proves freshness only once they are applied).
+        const entries = Object.entries(answer.sets).map(([jti, jws]) => ({ seq: seqOfJti(jti, this.deps.platformId) ?? Infinity, jws }));
+        entries.sort((a, b) => a.seq - b.seq);
+        // A rejected SET is counted and warned about in applySet; the rest of the answer still applies.
+        for (const { jws, seq } of entries) await this.applySet(String(jws), seq === Infinity).catch(() => {});
+        if (!answer.moreAvailable) return;
       }
-      await this.applyDocument((await response.text()).trim());
     })().finally(() => {
       this.fetching = undefined;
     });
@@ -316,10 +399,9 @@ export class RevocationFeed {
       this.connected = true;
       this.attempt = 0;
       this.lastMessageAt = Date.now();
-      this.touch();
       this.stopPolling();
       clearInterval(this.watchdog);
-      const silenceMs = (this.options.socketSilenceSeconds ?? 40) * 1000;
+      const silenceMs = (this.options.socketSilenceSeconds ?? 20) * 1000;
       this.watchdog = setInterval(() => {
         if (Date.now() - this.lastMessageAt > silenceMs) socket.close();
       }, Math.min(silenceMs, 5000));
@@ -329,9 +411,9 @@ export class RevocationFeed {
       this.lastMessageAt = Date.now();
       void messageText(event.data).then((text) => {
         if (text === undefined) return;
-        if (text.startsWith('{')) return this.touch(); // heartbeat
-        // A rejected document is counted and warned about in applyDocument; nothing more to do here.
-        this.applyDocument(text).catch(() => {});
+        // A rejected SET is counted and warned about in applySet; nothing more to do here. Only a signed
+        // head proves the copy current: any other frame (a proxy's keep-alive) proves nothing.
+        this.applySet(text.trim()).catch(() => {});
       });
     };
     const lost = () => {
@@ -361,7 +443,7 @@ export class RevocationFeed {
 
   private startPolling(): void {
     if (this.pollTimer || this.closed) return;
-    this.pollTimer = setInterval(() => void this.fetchDocument().then(() => this.touch(), () => {}), this.pollMs);
+    this.pollTimer = setInterval(() => void this.pollNow().catch(() => {}), this.pollMs);
     this.pollTimer.unref?.();
   }
 

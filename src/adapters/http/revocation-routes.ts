@@ -1,24 +1,44 @@
-// Public revocation feed endpoints: the signed document (GET, for polling and catch-up) and the WebSocket
-// push (one uWS topic per platform). Thin: validation and framing here, everything else in
-// domain/revocation.
+// Public revocation feed endpoints, as an SSF 1.0 transmitter: the configuration, RFC 8936 poll (POST) and
+// the WebSocket push of the same SETs (one uWS topic per platform). Thin: validation and framing here, the
+// stream in revocation-feed.ts. The old `ace-revocations+jwt` document (GET) is gone: one format.
 import { STATUS_CODES } from 'node:http';
 import * as uWS from 'uWebSockets.js';
 import { ServiceError, toServiceError } from '../../core/errors.js';
 import { UUID_PATTERN } from './schemas/public.js';
-import type { RevocationFeed, FeedTransport } from './revocation-feed.js';
+import { MAX_MAX_EVENTS, type RevocationFeed, type FeedTransport } from './revocation-feed.js';
 import type { RevocationMetrics } from '../telemetry/index.js';
 import type { Logger } from '../telemetry/index.js';
-import { matchesEtag } from './public-routes.js';
+import { parseJsonBody } from './json-body.js';
+import { compileValidator } from './schemas/validate.js';
+import { Type } from '@sinclair/typebox';
+import {
+  DELIVERY_POLL,
+  DELIVERY_WEBSOCKET,
+  EVENT_PLATFORM_TOKENS_REVOKED,
+  EVENT_SESSION_REVOKED,
+  EVENT_SIGNING_KEY_RETIRED,
+  EVENT_STREAM_HEAD,
+} from '@agent-credential-exchange/middleware/feed-document';
 import type { HttpReply, HttpRequest, Route } from './types.js';
 
 export const FEED_PATH = '/api/v1/platforms/:platform_id/revocations';
 export const FEED_SOCKET_PATH = '/api/v1/platforms/:platform_id/revocations/ws';
-/** Short: a cache or proxy may hold the document only briefly; the signature and sequence do the rest. */
-const FEED_MAX_AGE_SECONDS = 2;
+export const SSF_CONFIGURATION_PATH = '/.well-known/ssf-configuration';
 const UUID = new RegExp(UUID_PATTERN);
 const SEQ = /^(0|[1-9]\d{0,15})$/;
-const HEARTBEAT_TOPIC = 'rev:heartbeat';
 const topic = (platformId: string) => `rev:${platformId}`;
+
+/** RFC 8936 §2.4 poll request (unknown members are ignored, as the RFC asks). */
+const PollRequestSchema = Type.Object(
+  {
+    ack: Type.Optional(Type.Array(Type.String({ maxLength: 128 }), { maxItems: 1000 })),
+    maxEvents: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_MAX_EVENTS })),
+    returnImmediately: Type.Optional(Type.Boolean()),
+    setErrs: Type.Optional(Type.Record(Type.String({ maxLength: 128 }), Type.Unknown(), { maxProperties: 1000 })),
+  },
+  { additionalProperties: true },
+);
+const validatePoll = compileValidator(PollRequestSchema);
 
 function parseSince(query: string): number {
   const since = new URLSearchParams(query).get('since');
@@ -32,21 +52,39 @@ function platformParam(value: string): string {
   return value.toLowerCase();
 }
 
-export function revocationRoutes(feed: RevocationFeed): Route[] {
-  const document = async (request: HttpRequest): Promise<HttpReply> => {
-    const platformId = platformParam(request.params.platform_id);
-    const since = parseSince(request.query ?? '');
-    if (!(await feed.platformExists(platformId))) throw new ServiceError('not_found', 'No platform with this id.');
-    const doc = await feed.document(platformId, since);
-    const headers = {
-      'Content-Type': 'application/jwt',
-      'Cache-Control': `public, max-age=${FEED_MAX_AGE_SECONDS}`,
-      ETag: doc.etag,
-    };
-    if (matchesEtag(request.headers.ifNoneMatch, doc.etag)) return { status: 304, headers, representationLength: Buffer.byteLength(doc.body) };
-    return { status: 200, headers, body: doc.body };
+/** The SSF 1.0 transmitter configuration (one implicit stream per platform, its `aud`). */
+export function ssfConfiguration(issuer: string, publicBaseUrl: string): Record<string, unknown> {
+  return {
+    spec_version: '1_0',
+    issuer,
+    jwks_uri: `${publicBaseUrl}/.well-known/jwks.json`,
+    delivery_methods_supported: [DELIVERY_POLL, DELIVERY_WEBSOCKET],
+    // Streams are implicit: one per platform, the platform id as `aud`, every revocation event of that platform.
+    default_subjects: 'ALL',
+    events_supported: [EVENT_SESSION_REVOKED, EVENT_PLATFORM_TOKENS_REVOKED, EVENT_SIGNING_KEY_RETIRED, EVENT_STREAM_HEAD],
+    poll_endpoint_template: `${publicBaseUrl}${FEED_PATH.replace(':platform_id', '{platform_id}')}`,
+    websocket_endpoint_template: `${publicBaseUrl}${FEED_SOCKET_PATH.replace(':platform_id', '{platform_id}')}?since={seq}`,
   };
-  return [{ method: 'GET', path: FEED_PATH, name: 'revocation_feed', query: true, handler: document }];
+}
+
+export function revocationRoutes(feed: RevocationFeed, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
+  const poll = async (request: HttpRequest): Promise<HttpReply> => {
+    const platformId = platformParam(request.params.platform_id);
+    const body = validatePoll(parseJsonBody(request));
+    const answer = await feed.poll(platformId, body);
+    if (answer === undefined) throw new ServiceError('not_found', 'No platform with this id.');
+    return { status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' }, body: answer };
+  };
+  const configuration = Buffer.from(JSON.stringify(ssfConfiguration(ssf.issuer, ssf.publicBaseUrl)));
+  return [
+    { method: 'POST', path: FEED_PATH, name: 'revocation_poll', body: true, handler: poll },
+    {
+      method: 'GET',
+      path: SSF_CONFIGURATION_PATH,
+      name: 'ssf_configuration',
+      handler: () => ({ status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600' }, body: configuration }),
+    },
+  ];
 }
 
 interface SocketData {
@@ -56,14 +94,13 @@ interface SocketData {
 }
 
 export interface SocketOptions {
-  heartbeatMs: number;
   logger: Logger;
 }
 
 /**
  * Serves the push side on the public uWS app. Each socket subscribes to its platform's topic; the
- * first message is the signed catch-up document from its `since`, then every new document as published.
- * Returns a stop function (clears the heartbeat).
+ * first messages are the SETs above its `since` and the signed head, then every new SET as published and
+ * the re-signed head every heartbeat (RevocationFeed). Returns a stop function.
  */
 export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationFeed, metrics: RevocationMetrics, options: SocketOptions): () => void {
   const perPlatform = new Map<string, number>();
@@ -106,13 +143,15 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
     open: (ws) => {
       const data = ws.getUserData();
       ws.subscribe(topic(data.platformId));
-      ws.subscribe(HEARTBEAT_TOPIC);
       perPlatform.set(data.platformId, (perPlatform.get(data.platformId) ?? 0) + 1);
       metrics.subscriberDelta(1);
       // Subscribed first, then the catch-up: an entry appended in between arrives twice, never zero times.
       feed.subscribed(data.platformId, data.since).then(
-        (doc) => {
-          if (!data.closed) ws.send(doc.body, false);
+        (sets) => {
+          if (data.closed) return;
+          ws.cork(() => {
+            for (const set of sets) ws.send(set, false);
+          });
         },
         (error) => {
           options.logger.warn({ err: { message: (error as Error).message } }, 'revocation catch-up failed; closing the socket');
@@ -133,10 +172,8 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
     },
   });
 
-  // A heartbeat lets a subscriber tell a quiet feed from a dead connection.
-  const heartbeat = setInterval(() => app.publish(HEARTBEAT_TOPIC, '{"type":"heartbeat"}', false), options.heartbeatMs);
-  heartbeat.unref();
-  return () => clearInterval(heartbeat);
+  // The heartbeat is the feed's signed head SET, published per platform by RevocationFeed.
+  return () => {};
 }
 
 function refuse(res: uWS.HttpResponse, error: ServiceError): void {

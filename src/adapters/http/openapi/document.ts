@@ -124,34 +124,46 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
         },
       },
       '/api/v1/platforms/{platform_id}/revocations': {
-        get: {
-          operationId: 'getRevocationFeed',
+        post: {
+          operationId: 'pollRevocationFeed',
           security: noHttpAuth,
-          summary: "Signed revocation feed of a platform (for polling and catching up; public like the JWKS)",
+          summary: 'RFC 8936 poll of the platform\'s SSF stream of revocation SETs',
           description:
-            'A compact JWS (RS256, header typ "ace-revocations+jwt", kid of the service key that signed it: verify it with ' +
-            'the JWKS). Payload: iss, platform_id, since, seq (the platform\'s head sequence), iat, and entries, each ' +
-            '{seq, type, expires_at} plus agent_id and iat_max (type "agent": the agent\'s tokens for this platform with ' +
-            'iat <= iat_max are void), iat_max (type "platform": every token for the platform with iat <= iat_max is void) ' +
-            'or kid (type "key": every token signed with kid is void). Every live entry with a sequence above since is ' +
-            'included; resume with since=seq. A verifier must refuse a document whose seq or iat is lower than one it ' +
-            'already applied. The same documents are pushed over the WebSocket at ./revocations/ws?since=<seq>.',
-          parameters: [
-            { name: 'platform_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } },
-            { name: 'since', in: 'query', required: false, schema: { type: 'integer', minimum: 0, default: 0 } },
-          ],
+            'Body {ack?: [jti], maxEvents?: 0-1000, returnImmediately?: boolean}. Answers {sets: {jti: SET}, moreAvailable}: ' +
+            'each SET an RFC 8417 Security Event Token (RS256, typ "secevent+jwt", verify with the JWKS; aud = the platform). ' +
+            'Stateless: an ack acknowledges every SET up to the highest acknowledged sequence. Event types and subjects: docs/revocation.md.',
+          parameters: [{ name: 'platform_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } }],
+          requestBody: {
+            required: true,
+            content: {
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  properties: {
+                    ack: { type: 'array', items: { type: 'string' }, maxItems: 1000 },
+                    maxEvents: { type: 'integer', minimum: 0, maximum: 1000 },
+                    returnImmediately: { type: 'boolean' },
+                    setErrs: { type: 'object' },
+                  },
+                },
+              },
+            },
+          },
           responses: {
             '200': {
-              description: 'The signed document.',
-              headers: {
-                'Cache-Control': { schema: { type: 'string', const: 'public, max-age=2' } },
-                ETag: { schema: { type: 'string' } },
+              description: 'The SETs above the acknowledged sequence, and the signed stream head.',
+              content: {
+                'application/json': {
+                  schema: {
+                    type: 'object',
+                    required: ['sets'],
+                    properties: { sets: { type: 'object', additionalProperties: { type: 'string' } }, moreAvailable: { type: 'boolean' } },
+                  },
+                },
               },
-              content: { 'application/jwt': { schema: { type: 'string' } } },
             },
-            '304': { description: 'Not modified.' },
             '404': errorResponse(`${codes('not_found')}.`),
-            '422': errorResponse(`${codes('validation_error')}: platform_id is not a UUID, or since is not a non-negative integer.`),
+            '422': errorResponse(`${codes('validation_error')}.`),
             '503': errorResponse(`${codes('service_unavailable')}.`, retryAfter),
           },
         },
@@ -162,9 +174,9 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
           security: noHttpAuth,
           summary: 'WebSocket push of the revocation feed',
           description:
-            'Upgrade to a WebSocket. The first message is the signed document from since (the catch-up); every later ' +
-            'change of the platform\'s feed arrives as a further signed document, and {"type":"heartbeat"} every ' +
-            'REVOCATION_HEARTBEAT_SECONDS. The subscriber sends nothing.',
+            'Upgrade to a WebSocket. Every frame is one SET (the same as the poll\'s): first the SETs above since and the ' +
+            'signed stream head, then each new SET and head, and the head re-signed every REVOCATION_HEARTBEAT_SECONDS. ' +
+            'The subscriber sends nothing.',
           parameters: [
             { name: 'platform_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } },
             { name: 'since', in: 'query', required: false, schema: { type: 'integer', minimum: 0, default: 0 } },
