@@ -82,11 +82,13 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
 /** /readyz: Postgres, the worker pools and a signing key. */
 async function readiness({ stores, domain, metrics, shuttingDown }: ServerContext) {
   const { redis } = stores;
-  const [postgresUp, redisUp, poolsUp] = await Promise.all([
-    stores.postgres.ping().then(() => true, () => false),
+  const [postgres, redisUp, poolsUp] = await Promise.all([
+    stores.primary.check(),
     redis ? withDeadline(redis.ping().then(() => true, () => false), 1000) : Promise.resolve(true),
     domain.pools.ping(1000),
   ]);
+  // Up means writable: a pool that reached a standby or a read-only server is not ready.
+  const postgresUp = postgres.writable;
   metrics.setStoreUp('postgres', postgresUp);
   if (redis) metrics.setStoreUp('redis', redisUp);
   let signingKey = true;
@@ -102,6 +104,6 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
   metrics.setReady(ready);
   return {
     ready,
-    checks: { postgres: postgresUp, redis: redis ? redisUp : 'not configured', worker_pools: poolsUp, signing_key: signingKey, shutting_down: draining },
+    checks: { postgres: postgresUp, postgres_primary: postgres.server, redis: redis ? redisUp : 'not configured', worker_pools: poolsUp, signing_key: signingKey, shutting_down: draining },
   };
 }

@@ -6,6 +6,7 @@ import type { Logger } from '../adapters/telemetry/logger.js';
 import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { connectPostgres, PostgresStore } from '../adapters/postgres/postgres-store.js';
 import { migrate } from '../adapters/postgres/migrate.js';
+import { PrimaryProbe } from '../adapters/postgres/primary-probe.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../adapters/postgres/embedded/pglite-server.js';
 import { connectRedis } from '../adapters/cache/redis.js';
 import { LocalBus, RedisBus } from '../adapters/cache/invalidation-bus.js';
@@ -20,6 +21,8 @@ export interface Stores {
   embedded: boolean;
   sql: ReturnType<typeof connectPostgres>;
   postgres: PostgresStore;
+  /** Which server the pool writes to, and whether it takes writes (for /readyz and /metrics). */
+  primary: PrimaryProbe;
   redis: Redis | undefined;
   bus: InvalidationBus;
   store: CachedStore;
@@ -36,9 +39,16 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
   const database = await startDatabase(config);
   if (database.embedded) cleanups.add(() => database.embedded!.stop());
   const embedded = !config.databaseUrl;
-  const sql = connectPostgres({ url: database.url, poolSize: embedded ? 1 : config.databasePoolSize, timeoutMs: config.storeTimeoutMs });
+  const sql = connectPostgres({ url: database.url, poolSize: embedded ? 1 : config.databasePoolSize, timeoutMs: config.storeTimeoutMs, embedded });
   const postgres = new PostgresStore(sql, { timeoutMs: config.storeTimeoutMs, onHealth: (up) => metrics.setStoreUp('postgres', up) });
   cleanups.add(() => postgres.close());
+  const primary = new PrimaryProbe(sql, { url: database.url, timeoutMs: config.storeTimeoutMs, embedded, registry: metrics.registry });
+  // Migrations (and then key management) only on a writable primary; say which setting to look at.
+  const state = await primary.check();
+  if (!state.writable) {
+    throw new Error(`DATABASE_URL: no writable primary among its hosts (${state.server === 'none' ? '' : `${state.server}: `}${state.reason})`);
+  }
+  logger.info({ server: state.server }, 'postgres primary');
   const applied = await migrate(sql);
   if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
   metrics.setStoreUp('postgres', true);
@@ -66,7 +76,7 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
     bus,
     metrics,
   });
-  return { databaseUrl: database.url, embedded, sql, postgres, redis, bus, store };
+  return { databaseUrl: database.url, embedded, sql, postgres, primary, redis, bus, store };
 }
 
 /** Redis being down at start is not fatal (the service degrades to Postgres), but give it a moment. */
