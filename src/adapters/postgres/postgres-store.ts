@@ -49,6 +49,9 @@ export function connectPostgres(options: PostgresOptions): Sql {
     idle_timeout: 60,
     max_lifetime: 30 * 60,
     prepare: url.prepare,
+    // Reconnect attempts back off up to 1 s (the driver's default grows to 20 s): after a failover the pool
+    // must find the promoted primary within about a second, not after a long wait earned during the outage.
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
     ...(url.target === 'primary' && !options.embedded ? { target_session_attrs: 'primary' as const } : {}),
     onnotice: () => {},
     // Timestamps come back as ISO strings through toISOString() in the mappers below.
