@@ -77,8 +77,10 @@ describe('Postgres switchover behind a multi-host DATABASE_URL', () => {
     const tokenLoop = async (service: ServiceHandle) => {
       while (running) {
         const started = performance.now();
-        const r = await token(service, warm);
-        tokens.push({ status: r.status, retryAfter: r.headers.get('retry-after'), ms: performance.now() - started, at: Date.now(), jti: r.status === 200 ? jtiOf(r.body.access_token) : undefined });
+        // A reset connection counts as a failure (status 0), reported with the rest.
+        const r = await token(service, warm).catch(() => undefined);
+        if (!r) tokens.push({ status: 0, retryAfter: null, ms: performance.now() - started, at: Date.now() });
+        else tokens.push({ status: r.status, retryAfter: r.headers.get('retry-after'), ms: performance.now() - started, at: Date.now(), jti: r.status === 200 ? jtiOf(r.body.access_token) : undefined });
       }
     };
     let n = 0;
@@ -90,9 +92,9 @@ describe('Postgres switchover behind a multi-host DATABASE_URL', () => {
           headers: { authorization: `Bearer ${service.adminToken}`, 'content-type': 'application/json' },
           body: JSON.stringify({ name: `w-${n++}` }),
           signal: AbortSignal.timeout(15_000),
-        });
-        const body = await r.json();
-        writes.push({ status: r.status, retryAfter: r.headers.get('retry-after'), ms: performance.now() - started, at: Date.now(), agentId: r.status === 201 ? body.agent_id : undefined });
+        }).catch(() => undefined);
+        const body = r ? await r.json().catch(() => ({})) : {};
+        writes.push({ status: r?.status ?? 0, retryAfter: r?.headers.get('retry-after') ?? null, ms: performance.now() - started, at: Date.now(), agentId: r?.status === 201 ? body.agent_id : undefined });
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     };
