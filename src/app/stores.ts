@@ -15,6 +15,9 @@ import { CachedStore } from '../adapters/cache/cached-store.js';
 import type { Cleanups } from './cleanups.js';
 import { withDeadline } from './deadline.js';
 
+/** Bound on the start-up check of the primary: the first connection (or PGlite loading) may take a while. */
+const STARTUP_CHECK_MS = 60_000;
+
 export interface Stores {
   /** The Postgres URL in use (the embedded server's when DATABASE_URL is unset). */
   databaseUrl: string;
@@ -44,7 +47,7 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
   cleanups.add(() => postgres.close());
   const primary = new PrimaryProbe(sql, { url: database.url, timeoutMs: config.storeTimeoutMs, embedded, registry: metrics.registry });
   // Migrations (and then key management) only on a writable primary; say which setting to look at.
-  const state = await primary.check();
+  const state = await primary.check(Math.max(config.storeTimeoutMs, STARTUP_CHECK_MS));
   if (!state.writable) {
     throw new Error(`DATABASE_URL: no writable primary among its hosts (${state.server === 'none' ? '' : `${state.server}: `}${state.reason})`);
   }

@@ -36,7 +36,8 @@ export class PrimaryProbe {
       : undefined;
   }
 
-  async check(): Promise<PrimaryState> {
+  /** `timeoutMs`: longer at start-up (a first connection, or PGlite loading, may take seconds). */
+  async check(timeoutMs = this.options.timeoutMs): Promise<PrimaryState> {
     let state: PrimaryState;
     try {
       const [row] = await withTimeout(
@@ -44,14 +45,15 @@ export class PrimaryProbe {
         this.sql`
           SELECT host(inet_server_addr()) AS addr, inet_server_port() AS port, pg_is_in_recovery() AS recovery,
                  current_setting('transaction_read_only') AS read_only`,
-        this.options.timeoutMs,
+        timeoutMs,
       );
       const reason = row.recovery !== false ? 'in recovery' : row.read_only !== 'off' ? 'read-only' : undefined;
       state = { writable: reason === undefined, server: this.name(row.addr, row.port), ...(reason ? { reason } : {}) };
     } catch (error) {
       // Unreachable, timed out or refusing: all mean "no primary"; /readyz and start-up report it.
-      const code = (error as { code?: unknown } | null)?.code;
-      state = { writable: false, server: 'none', reason: typeof code === 'string' ? code : (error as Error).name };
+      const failure = (error as { cause?: unknown } | null)?.cause ?? error;
+      const code = (failure as { code?: unknown } | null)?.code;
+      state = { writable: false, server: 'none', reason: typeof code === 'string' ? code : (failure as Error).message };
     }
     // One series at most: the label set stays bounded whatever the failovers.
     this.gauge?.reset();
