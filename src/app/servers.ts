@@ -69,7 +69,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   };
   const adminServer = new HttpServer(
     [
-      ...opsRoutes({ ready: () => readiness(context), metrics: context.metricsText }),
+      ...opsRoutes({ ready: selfCheckedReadiness(context, cleanups), metrics: context.metricsText }),
       ...adminRoutes({ adminToken: context.adminToken, authLimiter, onAuthFailure, platforms, agents, keys, audit: audit.sink, auditStore: audit.store }),
     ],
     // The internal port has no proxy in front of it (never route ace-internal through an Ingress):
@@ -79,18 +79,44 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   return { public: publicServer, admin: adminServer };
 }
 
-/** /readyz: Postgres, the worker pools and a signing key. */
+/**
+ * How often each process evaluates its readiness on its own. Without it ace_ready and ace_store_up moved
+ * only when something asked /readyz, so Prometheus kept reading 1 through a Postgres outage (issue #25).
+ * One check is a Postgres primary check (one SELECT), a Redis PING and a no-op task per worker pool.
+ */
+const READINESS_EVERY_MS = 1000;
+
+/**
+ * The readiness check, also run on a timer. One evaluation at a time: a probe that arrives while the
+ * timer's check runs shares its answer, so probes and the timer never pile up pings.
+ */
+function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () => ReturnType<typeof readiness> {
+  let inFlight: ReturnType<typeof readiness> | undefined;
+  const check = () =>
+    (inFlight ??= readiness(context).finally(() => {
+      inFlight = undefined;
+    }));
+  const timer = setInterval(() => {
+    check().catch((error: Error) => context.logger.warn({ err: { message: error.message } }, 'readiness check failed'));
+  }, READINESS_EVERY_MS);
+  timer.unref();
+  cleanups.add(() => clearInterval(timer));
+  return check;
+}
+
+/** /readyz: Postgres, the worker pools, a signing key, and Redis verified once when configured. */
 async function readiness({ stores, domain, metrics, shuttingDown }: ServerContext) {
-  const { redis } = stores;
-  const [postgres, redisUp, poolsUp] = await Promise.all([
+  const { redisStatus } = stores;
+  const [postgres, redis, poolsUp] = await Promise.all([
     stores.primary.check(),
-    redis ? withDeadline(redis.ping().then(() => true, () => false), 1000) : Promise.resolve(true),
+    redisStatus ? withDeadline(redisStatus.check(), 1000) : Promise.resolve(undefined),
     domain.pools.ping(1000),
   ]);
   // Up means writable: a pool that reached a standby or a read-only server is not ready.
   const postgresUp = postgres.writable;
+  const redisUp = redis ? redis.up : false; // no answer within the bound: down
   metrics.setStoreUp('postgres', postgresUp);
-  if (redis) metrics.setStoreUp('redis', redisUp);
+  if (redisStatus) metrics.setStoreUp('redis', redisUp);
   let signingKey = true;
   try {
     domain.keys.activeKey();
@@ -98,12 +124,22 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
     signingKey = false;
   }
   // Redis is an accelerator, not a dependency: without it tokens still come from Postgres with an
-  // in-process limiter, so a Redis outage must not pull every pod out of the load balancer.
+  // in-process limiter, so a Redis outage must not pull every pod out of the load balancer. But a process
+  // that has never reached (and verified) the Redis it was told to use is not ready (stores.ts).
   const draining = shuttingDown();
-  const ready = !draining && postgresUp && poolsUp && signingKey;
+  const redisBlocks = redisStatus !== undefined && (redis ? redis.blocksReadiness : !redisStatus.verifiedOnce);
+  const ready = !draining && postgresUp && poolsUp && signingKey && !redisBlocks;
   metrics.setReady(ready);
   return {
     ready,
-    checks: { postgres: postgresUp, postgres_primary: postgres.server, redis: redis ? redisUp : 'not configured', worker_pools: poolsUp, signing_key: signingKey, shutting_down: draining },
+    checks: {
+      postgres: postgresUp,
+      postgres_primary: postgres.server,
+      redis: redisStatus ? redisUp : 'not configured',
+      ...(redisStatus ? { redis_topology: redis ? redis.detail : { topology: redisStatus.topology.kind, problem: 'no answer within 1 s' } } : {}),
+      worker_pools: poolsUp,
+      signing_key: signingKey,
+      shutting_down: draining,
+    },
   };
 }
