@@ -32,7 +32,7 @@ export async function startAudit(options: {
   const { config, logger, metrics } = options;
   // PGlite runs one statement at a time and its socket server takes few connections.
   const poolSize = options.embedded ? Math.min(2, config.poolSize) : config.poolSize;
-  const sql = connectPostgres({ url: options.databaseUrl, poolSize, timeoutMs: config.writeTimeoutMs });
+  const sql = connectPostgres({ url: options.databaseUrl, poolSize, timeoutMs: config.writeTimeoutMs, embedded: options.embedded });
   const store = new PostgresAuditStore(sql, options.readTimeoutMs);
 
   const maintenance = new AuditMaintenance(store, config.retentionDays, config.maintenanceIntervalSeconds * 1000, (result, error) => {

@@ -96,7 +96,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
 /**
  * How often each process evaluates its readiness on its own. Without it ace_ready and ace_store_up moved
  * only when something asked /readyz, so Prometheus kept reading 1 through a Postgres outage (issue #25).
- * One check is a SELECT 1, a Redis PING and a no-op task per worker pool.
+ * One check is a Postgres primary check (one SELECT), a Redis PING and a no-op task per worker pool.
  */
 const READINESS_EVERY_MS = 1000;
 
@@ -121,11 +121,13 @@ function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () =>
 /** /readyz: Postgres, the worker pools, a signing key, and Redis verified once when configured. */
 async function readiness({ stores, domain, metrics, shuttingDown }: ServerContext) {
   const { redisStatus } = stores;
-  const [postgresUp, redis, poolsUp] = await Promise.all([
-    stores.postgres.ping().then(() => true, () => false),
+  const [postgres, redis, poolsUp] = await Promise.all([
+    stores.primary.check(),
     redisStatus ? withDeadline(redisStatus.check(), 1000) : Promise.resolve(undefined),
     domain.pools.ping(1000),
   ]);
+  // Up means writable: a pool that reached a standby or a read-only server is not ready.
+  const postgresUp = postgres.writable;
   const redisUp = redis ? redis.up : false; // no answer within the bound: down
   metrics.setStoreUp('postgres', postgresUp);
   if (redisStatus) metrics.setStoreUp('redis', redisUp);
@@ -146,6 +148,7 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
     ready,
     checks: {
       postgres: postgresUp,
+      postgres_primary: postgres.server,
       redis: redisStatus ? redisUp : 'not configured',
       ...(redisStatus ? { redis_topology: redis ? redis.detail : { topology: redisStatus.topology.kind, problem: 'no answer within 1 s' } } : {}),
       worker_pools: poolsUp,

@@ -7,6 +7,7 @@ import type { Logger } from '../adapters/telemetry/logger.js';
 import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { connectPostgres, PostgresStore } from '../adapters/postgres/postgres-store.js';
 import { migrate } from '../adapters/postgres/migrate.js';
+import { PrimaryProbe } from '../adapters/postgres/primary-probe.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../adapters/postgres/embedded/pglite-server.js';
 import {
   askSentinels,
@@ -27,12 +28,17 @@ import type { InvalidationBus } from '../core/ports/invalidation.js';
 import { CachedStore } from '../adapters/cache/cached-store.js';
 import type { Cleanups } from './cleanups.js';
 
+/** Bound on the start-up check of the primary: the first connection (or PGlite loading) may take a while. */
+const STARTUP_CHECK_MS = 60_000;
+
 export interface Stores {
   /** The Postgres URL in use (the embedded server's when DATABASE_URL is unset). */
   databaseUrl: string;
   embedded: boolean;
   sql: ReturnType<typeof connectPostgres>;
   postgres: PostgresStore;
+  /** Which server the pool writes to, and whether it takes writes (for /readyz and /metrics). */
+  primary: PrimaryProbe;
   redis: RedisClient | undefined;
   /** What /readyz and the topology metric report about Redis; undefined without Redis. */
   redisStatus: RedisStatus | undefined;
@@ -51,9 +57,16 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
   const database = await startDatabase(config);
   if (database.embedded) cleanups.add(() => database.embedded!.stop());
   const embedded = !config.databaseUrl;
-  const sql = connectPostgres({ url: database.url, poolSize: embedded ? 1 : config.databasePoolSize, timeoutMs: config.storeTimeoutMs });
+  const sql = connectPostgres({ url: database.url, poolSize: embedded ? 1 : config.databasePoolSize, timeoutMs: config.storeTimeoutMs, embedded });
   const postgres = new PostgresStore(sql, { timeoutMs: config.storeTimeoutMs, onHealth: (up) => metrics.setStoreUp('postgres', up) });
   cleanups.add(() => postgres.close());
+  const primary = new PrimaryProbe(sql, { url: database.url, timeoutMs: config.storeTimeoutMs, embedded, registry: metrics.registry });
+  // Migrations (and then key management) only on a writable primary; say which setting to look at.
+  const state = await primary.check(Math.max(config.storeTimeoutMs, STARTUP_CHECK_MS));
+  if (!state.writable) {
+    throw new Error(`DATABASE_URL: no writable primary among its hosts (${state.server === 'none' ? '' : `${state.server}: `}${state.reason})`);
+  }
+  logger.info({ server: state.server }, 'postgres primary');
   const applied = await migrate(sql);
   if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
   metrics.setStoreUp('postgres', true);
@@ -89,7 +102,7 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
       trusted ? logger.info('Redis cache swept: in use again') : logger.warn({ why }, 'Redis cache bypassed until swept (reads go to Postgres)'),
   });
   redisStatus?.attachCache(store);
-  return { databaseUrl: database.url, embedded, sql, postgres, redis, redisStatus, bus, store };
+  return { databaseUrl: database.url, embedded, sql, postgres, primary, redis, redisStatus, bus, store };
 }
 
 /** The Redis topology the settings name (validated by loadConfig), or undefined: no Redis. */

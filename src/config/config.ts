@@ -76,7 +76,7 @@ function readSetting(read: EnvReader, setting: Setting, context: DefaultContext)
     case 'oneOf':
       return read.oneOf(setting.env, setting.default, setting.allowed);
     case 'url': {
-      const value = read.optionalUrl(setting.env, setting.protocols) ?? (setting.default ? fallback(setting.default) : undefined);
+      const value = read.optionalUrl(setting.env, setting.protocols, setting.validate) ?? (setting.default ? fallback(setting.default) : undefined);
       return value !== undefined && setting.normalise ? setting.normalise(value) : value;
     }
     case 'key32':
@@ -136,9 +136,13 @@ class EnvReader {
     return value;
   }
 
-  optionalUrl(name: string, protocols: string[]): string | undefined {
+  optionalUrl(name: string, protocols: string[], validate?: (value: string, env: string) => string[]): string | undefined {
     const value = this.raw(name);
     if (value === undefined) return undefined;
+    if (validate) {
+      this.problems.push(...validate(value, name));
+      return value;
+    }
     try {
       const url = new URL(value);
       if (!protocols.includes(url.protocol)) {

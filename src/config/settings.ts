@@ -5,6 +5,7 @@ import { isIPv6 } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { AuditConfig, Config } from './types.js';
+import { parsePostgresUrl } from '../support/postgres-url.js';
 
 /** What a default may depend on: the values read before it, and the machine. */
 export interface DefaultContext {
@@ -29,7 +30,14 @@ export type Setting = Common &
     | { type: 'bool'; default: boolean }
     | { type: 'oneOf'; default: string; allowed: string[] }
     /** Never echoed in errors: URLs may carry passwords. */
-    | { type: 'url'; protocols: string[]; default?: (c: DefaultContext) => string; normalise?: (value: string) => string }
+    | {
+        type: 'url';
+        protocols: string[];
+        default?: (c: DefaultContext) => string;
+        normalise?: (value: string) => string;
+        /** Replaces the WHATWG URL check (e.g. libpq's multi-host form); returns problems naming the variable. */
+        validate?: (value: string, env: string) => string[];
+      }
     /** 32 bytes as 64 hex characters or base64; never echoed. */
     | { type: 'key32' }
     /** A secret string, unset when empty; never echoed. */
@@ -55,7 +63,7 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'ADMIN_PORT', key: 'adminPort', type: 'int', default: 8081, min: 0, max: 65_535, defaultText: '`8081`', meaning: 'internal listener port (never the public one)' },
   { env: 'ADMIN_TOKEN', key: 'adminToken', type: 'secret', minLength: 16, defaultText: 'generated into `DATA_DIR/admin-token` (0600)', meaning: 'bearer token of the admin API (16+ characters)' },
   { env: 'DATA_DIR', key: 'dataDir', type: 'string', default: './data', normalise: (dir) => path.resolve(dir), defaultText: '`./data`', meaning: 'embedded database and generated files' },
-  { env: 'DATABASE_URL', key: 'databaseUrl', type: 'url', protocols: ['postgres:', 'postgresql:'], defaultText: 'unset: embedded PGlite', meaning: 'Postgres URL' },
+  { env: 'DATABASE_URL', key: 'databaseUrl', type: 'url', protocols: ['postgres:', 'postgresql:'], validate: (value, env) => parsePostgresUrl(value, env).problems, defaultText: 'unset: embedded PGlite', meaning: 'Postgres URL' },
   { env: 'DATABASE_POOL_SIZE', key: 'databasePoolSize', type: 'int', default: 10, min: 1, max: 500, defaultText: '`10`', meaning: 'connections per process' },
   { env: 'REDIS_URL', key: 'redisUrl', type: 'url', protocols: ['redis:', 'rediss:'], defaultText: 'unset: in-process', meaning: 'Redis URL (cache, shared rate limits, invalidation bus)' },
   { env: 'REDIS_SENTINELS', key: 'redisSentinels', type: 'string', default: '', defaultText: 'unset', meaning: 'Redis through Sentinel: comma-separated sentinel `host:port` list (with `REDIS_SENTINEL_MASTER`); instead of `REDIS_URL`' },

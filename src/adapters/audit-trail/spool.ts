@@ -152,6 +152,28 @@ export class Spool {
     this.depth = Math.max(0, this.depth - events);
   }
 
+  /** Where events Postgres refused for themselves (a damaged line) are kept for the operator. */
+  get rejectedPath(): string {
+    return path.join(this.dir, 'rejected.jsonl');
+  }
+
+  /**
+   * Keeps events Postgres refused for themselves (never drained again automatically): appended and
+   * fsync'd before the segment that held them may be removed.
+   */
+  reject(events: AuditEvent[]): Promise<void> {
+    return this.serial(async () => {
+      const handle = await open(this.rejectedPath, 'a', 0o600);
+      try {
+        await handle.write(events.map((e) => JSON.stringify(e)).join('\n') + '\n');
+        await handle.datasync();
+      } finally {
+        await handle.close();
+      }
+      await syncDirectory(this.dir);
+    });
+  }
+
   /** Events counted in a claimed segment (for the depth gauge). */
   counted(events: number): void {
     this.depth += events;

@@ -11,6 +11,7 @@
 import type { AuditEvent, AuditSink } from '../../core/audit/events.js';
 import type { AuditStore } from '../../core/ports/audit-store.js';
 import { withTimeout } from '../../core/support/deadline.js';
+import { StoreUnavailableError } from '../../core/errors.js';
 import type { Spool } from './spool.js';
 
 export interface TrailOptions {
@@ -151,11 +152,8 @@ export class AuditTrail implements AuditSink {
 
   private async drainOnce(): Promise<void> {
     if (this.mode === 'spool') {
-      try {
-        await withTimeout('postgres', this.store.ping(), this.options.writeTimeoutMs);
-      } catch {
-        return;
-      }
+      // The store's ping proves it takes writes (a standby answering SELECT 1 is not "back").
+      if (!(await this.postgresAnswers())) return;
       // New batches go to Postgres again; what the spool holds is drained below.
       this.mode = 'postgres';
     }
@@ -163,26 +161,57 @@ export class AuditTrail implements AuditSink {
     await this.spool.seal();
     for (const segment of this.spool.claimDrainable()) {
       const events = await this.spool.read(segment).catch(() => undefined);
-      if (!events) continue;
+      if (!events) continue; // unreadable now: the segment stays and is tried next round
       if (segment.claimed) this.spool.counted(events.length);
-      const timeout = Math.max(this.options.writeTimeoutMs, 5000);
       try {
-        for (let i = 0; i < events.length; i += DRAIN_CHUNK) {
-          const chunk = events.slice(i, i + DRAIN_CHUNK);
-          await withTimeout('postgres', this.store.insert(chunk), timeout).catch(async (error) => {
-            // Postgres answers but refuses the chunk: a damaged line. Keep every other event of it.
-            if (!(await this.postgresAnswers())) throw error;
-            for (const event of chunk) await withTimeout('postgres', this.store.insert([event]), timeout).catch(() => this.observer.failed(1, error));
-          });
-        }
+        await this.drainSegment(events);
       } catch (error) {
         this.enterSpoolMode(error);
         return; // the segment stays; drained again (idempotently) next time
       }
+      // Every event of the segment is committed (or kept in the rejected file): only now may it go.
       await this.spool.remove(segment, events.length);
       this.observer.drained(events.length);
       this.observer.spoolDepth(this.spool.depth);
     }
+  }
+
+  /**
+   * Inserts every event of a segment, or throws. A chunk Postgres refuses while it takes writes holds a
+   * damaged line: its events are inserted one by one, and only an event refused for itself (not for a
+   * connection, a failover or a read-only server) is set aside in the spool's rejected file, never dropped.
+   */
+  private async drainSegment(events: AuditEvent[]): Promise<void> {
+    const timeout = Math.max(this.options.writeTimeoutMs, 5000);
+    const insert = (chunk: AuditEvent[]) => withTimeout('postgres', this.store.insert(chunk), timeout);
+    for (let i = 0; i < events.length; i += DRAIN_CHUNK) {
+      const chunk = events.slice(i, i + DRAIN_CHUNK);
+      try {
+        await insert(chunk);
+        continue;
+      } catch (error) {
+        if (!(await this.refusedForItself(error))) throw error;
+      }
+      const rejected: AuditEvent[] = [];
+      for (const event of chunk) {
+        try {
+          await insert([event]);
+        } catch (error) {
+          if (!(await this.refusedForItself(error))) throw error;
+          rejected.push(event);
+        }
+      }
+      if (rejected.length > 0) {
+        await this.spool.reject(rejected);
+        this.observer.failed(rejected.length, new Error(`Postgres refused ${rejected.length} spooled event(s); kept in ${this.spool.rejectedPath}`));
+      }
+    }
+  }
+
+  /** The statement itself was refused: not a store outage, and Postgres answers and takes writes. */
+  private async refusedForItself(error: unknown): Promise<boolean> {
+    if (error instanceof StoreUnavailableError) return false;
+    return this.postgresAnswers();
   }
 
   private postgresAnswers(): Promise<boolean> {

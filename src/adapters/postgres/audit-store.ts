@@ -3,6 +3,7 @@
 // through the (at, id) key. Partitions are daily; retention drops them whole.
 import type { Sql } from 'postgres';
 import { StoreUnavailableError } from '../../core/errors.js';
+import { toStoreError } from './errors.js';
 import { withTimeout } from '../../core/support/deadline.js';
 import type { AuditEvent, EventData, EventType } from '../../core/audit/events.js';
 import type { AuditStore, EventQuery, MaintenanceResult } from '../../core/ports/audit-store.js';
@@ -32,9 +33,6 @@ export function partitionName(dayStartMs: number): string {
   return `audit_events_p${new Date(dayStartMs).toISOString().slice(0, 10).replace(/-/g, '')}`;
 }
 
-/** Connection-level failures (as opposed to a refused statement): the reader gets a 503, not a 500. */
-const CONNECTION_FAILURE = /^(08|57|53|ECONN|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|CONNECT|CONNECTION)/;
-
 export class PostgresAuditStore implements AuditStore {
   constructor(
     private readonly sql: Sql,
@@ -42,8 +40,17 @@ export class PostgresAuditStore implements AuditStore {
     private readonly readTimeoutMs = 2000,
   ) {}
 
+  /** Retryable failures (connection, failover, read-only server…) come out as StoreUnavailableError. */
   async insert(events: AuditEvent[]): Promise<number> {
     if (events.length === 0) return 0;
+    try {
+      return await this.insertRows(events);
+    } catch (error) {
+      throw toStoreError(error);
+    }
+  }
+
+  private async insertRows(events: AuditEvent[]): Promise<number> {
     // The whole batch as one JSON parameter: serialising it is one native JSON.stringify, which costs the
     // HTTP process less per statement than postgres.js encoding ten array parameters (measured).
     const rows = JSON.stringify(
@@ -73,9 +80,7 @@ export class PostgresAuditStore implements AuditStore {
     try {
       return await withTimeout('postgres', this.read(q), this.readTimeoutMs);
     } catch (error) {
-      const code = (error as { code?: unknown } | null)?.code;
-      if (typeof code === 'string' && CONNECTION_FAILURE.test(code)) throw new StoreUnavailableError('postgres', error);
-      throw error;
+      throw toStoreError(error); // a failover or restart: the reader gets a 503, not a 500
     }
   }
 
@@ -144,8 +149,20 @@ export class PostgresAuditStore implements AuditStore {
     }) as Promise<MaintenanceResult | undefined>;
   }
 
+  /**
+   * Succeeds only when the server would take an insert: "answers SELECT 1" is not enough, since during a
+   * failover the pool may sit on a server in recovery or fenced read-only.
+   */
   async ping(): Promise<void> {
-    await this.sql`SELECT 1`;
+    let row: Row | undefined;
+    try {
+      [row] = await this.sql`SELECT pg_is_in_recovery() AS recovery, current_setting('transaction_read_only') AS read_only`;
+    } catch (error) {
+      throw toStoreError(error);
+    }
+    if (row?.recovery !== false || row.read_only !== 'off') {
+      throw new StoreUnavailableError('postgres', new Error('the server does not accept writes (in recovery or read-only)'));
+    }
   }
 
   async close(): Promise<void> {

@@ -6,6 +6,8 @@
 import postgres, { type PendingQuery, type Sql, type TransactionSql } from 'postgres';
 import { StoreUnavailableError, WriteDeadlineError } from '../../core/errors.js';
 import { withTimeout } from '../../core/support/deadline.js';
+import { parsePostgresUrl } from '../../support/postgres-url.js';
+import { classifyPostgresError, isConnectionFailure, toStoreError } from './errors.js';
 import {
   type AgentCredentials,
   type AgentRecord,
@@ -24,32 +26,39 @@ export interface PostgresOptions {
   poolSize: number;
   timeoutMs: number;
   onHealth?: (up: boolean) => void;
+  /** The embedded PGlite: one local server, nothing to fail over to, so no primary check at connect. */
+  embedded?: boolean;
 }
 
+/**
+ * A pool that works through a transaction-mode pooler and across a failover, with no pooler setting:
+ * - no named prepared statements unless the URL says `prepare=true` (a direct connection): through
+ *   PgBouncer each transaction may run on another server connection, which never saw the statement;
+ * - no session state: settings are SET LOCAL (set_config(..., true)) and locks are transaction-scoped;
+ * - `primary` session target: a server in recovery is detected when connecting and left for the next
+ *   host of a multi-host URL, so nothing is ever written to a standby (libpq's `read-write` trusts
+ *   default_transaction_read_only, which is off on a hot standby).
+ */
 export function connectPostgres(options: PostgresOptions): Sql {
-  return postgres(options.url, {
+  const { url, problems } = parsePostgresUrl(options.url);
+  // The configuration refused a bad DATABASE_URL already; this is a programming error.
+  if (!url) throw new Error(problems.join('; '));
+  return postgres(url.driverUrl, {
     max: options.poolSize,
     connect_timeout: Math.max(1, Math.ceil(options.timeoutMs / 1000)),
     idle_timeout: 60,
     max_lifetime: 30 * 60,
+    prepare: url.prepare,
+    // Reconnect attempts back off up to 1 s (the driver's default grows to 20 s): after a failover the pool
+    // must find the promoted primary within about a second, not after a long wait earned during the outage.
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
+    ...(url.target === 'primary' && !options.embedded ? { target_session_attrs: 'primary' as const } : {}),
     onnotice: () => {},
     // Timestamps come back as ISO strings through toISOString() in the mappers below.
     transform: { undefined: null },
     connection: { application_name: 'agent-credential-exchange' },
   });
 }
-
-const isConnectionError = (error: unknown): boolean => {
-  const code = (error as { code?: string } | null)?.code;
-  if (typeof code !== 'string') return false;
-  return /^(08|57|53)/.test(code) || /^(ECONN|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|CONNECT|CONNECTION)/.test(code);
-};
-
-/** The transaction was rolled back by the server's own deadline (statement, lock or idle timeout). */
-const isDeadlineError = (error: unknown): boolean => {
-  const code = (error as { code?: string } | null)?.code;
-  return code === '57014' || code === '55P03' || code === '25P03';
-};
 
 /** Thrown inside a transaction that reached its deadline, so that the driver rolls back instead of committing. */
 class Abandoned extends Error {}
@@ -129,11 +138,9 @@ export class PostgresStore implements Store {
       this.options.onHealth?.(true);
       return result;
     } catch (error) {
-      if (error instanceof StoreUnavailableError || isConnectionError(error)) {
-        this.options.onHealth?.(false);
-        throw error instanceof StoreUnavailableError ? error : new StoreUnavailableError('postgres', error);
-      }
-      throw error;
+      const mapped = toStoreError(error);
+      if (mapped instanceof StoreUnavailableError) this.options.onHealth?.(false);
+      throw mapped;
     }
   }
 
@@ -177,8 +184,9 @@ export class PostgresStore implements Store {
 
     return new Promise<T>((resolve, reject) => {
       const fail = (error: unknown) => {
-        if (committing && isConnectionError(error)) reject(new WriteDeadlineError('postgres', settled, error));
-        else if (error instanceof Abandoned || isDeadlineError(error) || isConnectionError(error)) {
+        // Only a broken connection leaves a COMMIT's outcome unknown; any answer from the server is definite.
+        if (committing && isConnectionFailure(error)) reject(new WriteDeadlineError('postgres', settled, error));
+        else if (error instanceof Abandoned || classifyPostgresError(error) !== 'other') {
           reject(new StoreUnavailableError('postgres', error));
         } else reject(error);
       };

@@ -1,8 +1,8 @@
 // Postgres implementation of the revocation feed's storage (migration 003_revocation.sql). Every call is
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
 import type { Sql } from 'postgres';
-import { StoreUnavailableError } from '../../core/errors.js';
 import { withTimeout } from '../../core/support/deadline.js';
+import { toStoreError } from './errors.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../core/ports/revocation-log.js';
 
 type Row = Record<string, any>;
@@ -18,12 +18,6 @@ const toEntry = (r: Row): RevocationEntry => ({
   expiresAt: new Date(r.expires_at),
 });
 
-const isConnectionError = (error: unknown): boolean => {
-  const code = (error as { code?: string } | null)?.code;
-  if (typeof code !== 'string') return false;
-  return /^(08|57|53)/.test(code) || /^(ECONN|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|CONNECT|CONNECTION)/.test(code);
-};
-
 export class PostgresRevocationStore implements RevocationStore {
   constructor(
     private readonly sql: Sql,
@@ -34,9 +28,7 @@ export class PostgresRevocationStore implements RevocationStore {
     try {
       return await withTimeout('postgres', fn(), this.timeoutMs);
     } catch (error) {
-      if (error instanceof StoreUnavailableError) throw error;
-      if (isConnectionError(error)) throw new StoreUnavailableError('postgres', error);
-      throw error;
+      throw toStoreError(error);
     }
   }
 

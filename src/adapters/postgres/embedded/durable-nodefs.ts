@@ -30,10 +30,21 @@ export class DurableNodeFS extends NodeFS {
 }
 
 /**
+ * Postgres' buffers live in PGlite's WASM linear memory, which grows and never shrinks: the defaults
+ * (shared_buffers 128MB) alone cost ~130 MiB of resident memory that this service's few small tables
+ * never need.
+ */
+export const EMBEDDED_MEMORY_PARAMS = ['-c', 'shared_buffers=16MB', '-c', 'temp_buffers=1MB', '-c', 'work_mem=1MB', '-c', 'maintenance_work_mem=8MB'];
+
+/**
  * PGlite's own start parameters minus `-F` (which turns fsync off), with the WAL flushed by fsync():
  * Postgres' default on Linux, fdatasync(), is a stub that does nothing in PGlite's WASM runtime.
  */
 export function durableStartParams(): string[] {
   const defaults = (PGlite as unknown as { defaultStartParams: string[] }).defaultStartParams;
-  return [...defaults.filter((param) => param !== '-F'), '-c', 'fsync=on', '-c', 'wal_sync_method=fsync', '-c', 'synchronous_commit=on'];
+  return [
+    ...defaults.filter((param) => param !== '-F'),
+    '-c', 'fsync=on', '-c', 'wal_sync_method=fsync', '-c', 'synchronous_commit=on',
+    ...EMBEDDED_MEMORY_PARAMS,
+  ];
 }

@@ -1,0 +1,86 @@
+// What `prepare: false` (the default since the service must work through a transaction-mode pooler)
+// costs against named prepared statements on a direct connection: the cold path's one Postgres read
+// (getAgentCredentials) and an admin write (a bounded transaction), through the real PostgresStore.
+// Interleaved rounds, medians; run after `npm run build`:
+//   node dist/bench/postgres-prepare.js [--url postgres://postgres@127.0.0.1:5432/postgres] [--rounds 5] [--seconds 3]
+import { randomBytes } from 'node:crypto';
+import postgres from 'postgres';
+import { connectPostgres, PostgresStore } from '../src/adapters/postgres/postgres-store.js';
+import { migrate } from '../src/adapters/postgres/migrate.js';
+
+const arg = (name: string, fallback: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+};
+const adminUrl = arg('url', 'postgres://postgres@127.0.0.1:5432/postgres');
+const rounds = Number(arg('rounds', '5'));
+const seconds = Number(arg('seconds', '3'));
+const CONCURRENCY = 8;
+const AGENTS = 1000;
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
+
+async function measure(fn: () => Promise<unknown>): Promise<{ opsPerSecond: number; p50: number; p99: number }> {
+  const latencies: number[] = [];
+  const end = performance.now() + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        await fn();
+        latencies.push(performance.now() - t);
+      }
+    }),
+  );
+  return { opsPerSecond: latencies.length / seconds, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) };
+}
+
+async function main() {
+  const name = `ace_bench_${randomBytes(4).toString('hex')}`;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`CREATE DATABASE ${name}`);
+  const url = adminUrl.replace(/\/[^/?]*(\?|$)/, `/${name}$1`);
+  const withPrepare = (on: boolean) => `${url}${url.includes('?') ? '&' : '?'}prepare=${on}`;
+  try {
+    const seedSql = connectPostgres({ url, poolSize: 4, timeoutMs: 5000 });
+    await migrate(seedSql);
+    const seed = new PostgresStore(seedSql, { timeoutMs: 5000 });
+    const keys: string[] = [];
+    const ids: string[] = [];
+    for (let i = 0; i < AGENTS; i++) {
+      const agent = await seed.createAgent({ name: `a${i}`, apiKeyId: `bench_kid_${i}`, secretHash: 'h' });
+      keys.push(agent.apiKeyId);
+      ids.push(agent.id);
+    }
+    await seed.close();
+
+    const results: Record<string, { read: number[]; readP99: number[]; write: number[]; writeP99: number[] }> = {};
+    for (let r = 0; r < rounds; r++) {
+      for (const on of r % 2 === 0 ? [true, false] : [false, true]) {
+        const store = new PostgresStore(connectPostgres({ url: withPrepare(on), poolSize: CONCURRENCY, timeoutMs: 5000 }), { timeoutMs: 5000 });
+        await store.listAgents(); // connect the pool before measuring
+        let i = 0;
+        const read = await measure(() => store.getAgentCredentials(keys[i++ % keys.length]));
+        const write = await measure(() => store.updateAgent(ids[i++ % ids.length], { name: `n${i}` }));
+        await store.close();
+        const entry = (results[on ? 'prepare=true' : 'prepare=false'] ??= { read: [], readP99: [], write: [], writeP99: [] });
+        entry.read.push(read.opsPerSecond);
+        entry.readP99.push(read.p99);
+        entry.write.push(write.opsPerSecond);
+        entry.writeP99.push(write.p99);
+      }
+    }
+    console.log(`${rounds} interleaved rounds of ${seconds} s, ${CONCURRENCY} concurrent callers, medians:`);
+    for (const [mode, e] of Object.entries(results)) {
+      console.log(
+        `${mode.padEnd(14)} cold-path read ${median(e.read).toFixed(0)}/s (p99 ${median(e.readP99).toFixed(2)} ms)   admin write ${median(e.write).toFixed(0)}/s (p99 ${median(e.writeP99).toFixed(2)} ms)`,
+      );
+    }
+  } finally {
+    await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.end();
+  }
+}
+
+await main();
