@@ -6,9 +6,9 @@
 // acknowledged is missing afterwards, and a deactivation at one instance is refused at the other at once.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { startPostgres, startStandby, stopAll, waitFor, waitForReplay, type PostgresNode } from './support/topology/index.js';
+import { startPostgres, startStandby, stopAll, pollFor, waitForReplay, type PostgresNode } from './support/topology/index.js';
 
 const STORE_TIMEOUT_MS = 1000;
 
@@ -66,7 +66,7 @@ describe('Postgres switchover behind a multi-host DATABASE_URL', () => {
 
   it('keeps issuing tokens, answers admin writes 503 (never 500 or hung) and recovers them within seconds, loses nothing', async () => {
     for (const s of services) {
-      const readyz = await (await fetch(`${s.adminUrl}/readyz`)).json();
+      const readyz = (await (await fetch(`${s.adminUrl}/readyz`)).json()) as { checks: Record<string, unknown> };
       expect(readyz.checks.postgres_primary).toBe(`127.0.0.1:${primary.port}`);
       expect((await token(s, warm)).status).toBe(200); // warm: verified and cached at both instances
     }
@@ -93,25 +93,25 @@ describe('Postgres switchover behind a multi-host DATABASE_URL', () => {
           body: JSON.stringify({ name: `w-${n++}` }),
           signal: AbortSignal.timeout(15_000),
         }).catch(() => undefined);
-        const body = r ? await r.json().catch(() => ({})) : {};
+        const body = (r ? await r.json().catch(() => ({})) : {}) as { agent_id?: string };
         writes.push({ status: r?.status ?? 0, retryAfter: r?.headers.get('retry-after') ?? null, ms: performance.now() - started, at: Date.now(), agentId: r?.status === 201 ? body.agent_id : undefined });
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     };
     const loops = [...services.flatMap((s) => [tokenLoop(s), tokenLoop(s)]), ...services.map(writeLoop)];
 
-    await waitFor('writes before the switchover', () => writes.filter((w) => w.status === 201).length >= 4, { timeoutMs: 20_000 });
+    await pollFor('writes before the switchover', () => writes.filter((w) => w.status === 201).length >= 4, { timeoutMs: 20_000 });
     // Switchover, the safe order: a clean stop of the primary (its WAL reaches the standby), then promotion.
     await waitForReplay(primary, standby);
     const stoppedAt = Date.now();
     await primary.stop();
     await standby.promote();
     const promotedAt = Date.now();
-    await waitFor('an admin write to succeed after the promotion', () => writes.some((w) => w.status === 201 && w.at > promotedAt), { timeoutMs: 20_000 });
+    await pollFor('an admin write to succeed after the promotion', () => writes.some((w) => w.status === 201 && w.at > promotedAt), { timeoutMs: 20_000 });
     const backAt = writes.find((w) => w.status === 201 && w.at > promotedAt)!.at;
     // Keep the load a little longer on the new primary.
     const after = tokens.length;
-    await waitFor('tokens after recovery', () => tokens.length > after + 50, { timeoutMs: 20_000 });
+    await pollFor('tokens after recovery', () => tokens.length > after + 50, { timeoutMs: 20_000 });
     running = false;
     await Promise.all(loops);
 
@@ -141,7 +141,7 @@ describe('Postgres switchover behind a multi-host DATABASE_URL', () => {
     // Every token answered 200 has its token.issued event in the trail once the spools have drained.
     const jtis = ok.map((t) => t.jti!);
     let missing: string[] = jtis;
-    await waitFor('every issued token in the audit trail', async () => {
+    await pollFor('every issued token in the audit trail', async () => {
       const rows = await standby.query<{ jti: string }>("SELECT jti::text FROM audit_events WHERE type = 'token.issued'");
       const seen = new Set(rows.map((r) => r.jti));
       missing = jtis.filter((j) => !seen.has(j));
@@ -151,7 +151,7 @@ describe('Postgres switchover behind a multi-host DATABASE_URL', () => {
 
     // Both instances report the new primary; a deactivation at one is refused at the other within 1 s.
     for (const s of services) {
-      await waitFor('readyz to name the new primary', async () => (await (await fetch(`${s.adminUrl}/readyz`)).json()).checks.postgres_primary === `127.0.0.1:${standby.port}`, { timeoutMs: 10_000 });
+      await pollFor('readyz to name the new primary', async () => ((await (await fetch(`${s.adminUrl}/readyz`)).json()) as { checks: Record<string, unknown> }).checks.postgres_primary === `127.0.0.1:${standby.port}`, { timeoutMs: 10_000 });
       const metrics = await (await fetch(`${s.adminUrl}/metrics`)).text();
       expect(metrics).toContain(`ace_postgres_primary_info{server="127.0.0.1:${standby.port}"} 1`);
       expect(metrics).not.toContain(`ace_postgres_primary_info{server="127.0.0.1:${primary.port}"}`);
@@ -161,7 +161,7 @@ describe('Postgres switchover behind a multi-host DATABASE_URL', () => {
     await admins[0].grant(victim.agent_id, platform.platform_id, ['orders:read']);
     expect((await token(services[1], victim)).status).toBe(200);
     await admins[0].patchAgent(victim.agent_id, { status: 'inactive' });
-    const refusedAfter = await waitFor('the other instance to refuse the deactivated agent', async () => (await token(services[1], victim)).status === 403, { timeoutMs: 1000, intervalMs: 50 }).then(() => true);
+    const refusedAfter = await pollFor('the other instance to refuse the deactivated agent', async () => (await token(services[1], victim)).status === 403, { timeoutMs: 1000, intervalMs: 50 }).then(() => true);
     expect(refusedAfter).toBe(true);
   }, 110_000);
 });

@@ -4,7 +4,7 @@
 // `prepared statement "…" does not exist` whenever a write landed on another server connection.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import { startPgBouncer, startPostgres, stopAll, type PgBouncerNode, type PostgresNode } from './support/topology/index.js';
 
@@ -93,7 +93,7 @@ describe('through PgBouncer (transaction mode, default settings)', () => {
 
     for (const s of services) {
       expect(s.output()).not.toMatch(/prepared statement|"status":500|internal_error/);
-      const readyz = await (await fetch(`${s.adminUrl}/readyz`)).json();
+      const readyz = (await (await fetch(`${s.adminUrl}/readyz`)).json()) as { checks: Record<string, unknown> };
       // Through a pooler the probe names the server behind it.
       expect(readyz.checks).toMatchObject({ postgres: true, postgres_primary: `127.0.0.1:${pg.port}` });
     }

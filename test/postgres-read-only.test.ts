@@ -18,7 +18,7 @@ import { Spool } from '../src/adapters/audit-trail/spool.js';
 import { auditEvents } from '../src/core/audit/events.js';
 import { StoreUnavailableError } from '../src/core/errors.js';
 import { createDatabase, PG_ADMIN_URL, type TestDatabase } from './support/service.js';
-import { waitFor } from './support/faults.js';
+import { waitFor } from '../kit/wait.js';
 
 const TIMEOUT_MS = 2000;
 const issued = () =>
