@@ -3,13 +3,15 @@
 // domain/revocation.
 import { STATUS_CODES } from 'node:http';
 import * as uWS from 'uWebSockets.js';
+import { Type } from '@sinclair/typebox';
 import { ServiceError, toServiceError } from '../../core/errors.js';
-import { UUID_PATTERN } from './schemas/public.js';
+import { PlatformId, UUID_PATTERN } from './schemas/public.js';
+import { ETAG_HEADER, fixedHeader, NOT_MODIFIED, refusals } from './responses.js';
 import type { RevocationFeed, FeedTransport } from './revocation-feed.js';
 import type { RevocationMetrics } from '../telemetry/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { matchesEtag } from './public-routes.js';
-import type { HttpReply, HttpRequest, Route } from './types.js';
+import { bindRoutes, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
 
 export const FEED_PATH = '/api/v1/platforms/:platform_id/revocations';
 export const FEED_SOCKET_PATH = '/api/v1/platforms/:platform_id/revocations/ws';
@@ -32,6 +34,71 @@ function platformParam(value: string): string {
   return value.toLowerCase();
 }
 
+const FEED_PARAMS = { platform_id: PlatformId };
+const FEED_QUERY = Type.Object({
+  since: Type.Optional(Type.Integer({ minimum: 0, default: 0, description: 'Sequence number already applied: entries above it are sent.' })),
+});
+const FEED_DOCUMENT = 'A compact JWS (RS256, header typ "ace-revocations+jwt", kid of the service key that signed it: verify it with ' +
+  'the JWKS). Payload: iss, platform_id, since, seq (the platform\'s head sequence), iat, and entries, each ' +
+  '{seq, type, expires_at} plus agent_id and iat_max (type "agent": the agent\'s tokens for this platform with ' +
+  'iat <= iat_max are void), iat_max (type "platform": every token for the platform with iat <= iat_max is void) ' +
+  'or kid (type "key": every token signed with kid is void). Every live entry with a sequence above since is ' +
+  'included; resume with since=seq. A verifier must refuse a document whose seq or iat is lower than one it ' +
+  'already applied.';
+
+export const revocationRouteTable = {
+  document: {
+    method: 'GET', path: FEED_PATH, name: 'revocation_feed', operationId: 'getRevocationFeed',
+    summary: 'Signed revocation feed of a platform (for polling and catching up; public like the JWKS)',
+    description: `${FEED_DOCUMENT} The same documents are pushed over the WebSocket at ./revocations/ws?since=<seq>.`,
+    params: FEED_PARAMS,
+    query: FEED_QUERY,
+    auth: 'none',
+    audit: { kind: 'none' },
+    responses: {
+      200: {
+        description: 'The signed document.',
+        headers: { 'Cache-Control': fixedHeader(`public, max-age=${FEED_MAX_AGE_SECONDS}`), ETag: ETAG_HEADER },
+        content: { 'application/jwt': Type.String({ description: 'Compact JWS.' }) },
+      },
+      304: NOT_MODIFIED,
+      ...refusals({
+        not_found: 'no platform with this id.',
+        validation_error: 'platform_id is not a UUID, or since is not a non-negative integer.',
+        service_unavailable: '',
+      }),
+    },
+  },
+} satisfies Record<string, RouteDeclaration>;
+
+/** The push side, served by attachRevocationSockets (uWS's WebSocket handler), declared for the document. */
+export const revocationSocketRoute = {
+  method: 'GET', path: FEED_SOCKET_PATH, name: 'revocation_socket', operationId: 'subscribeRevocationFeed',
+  summary: 'WebSocket push of the revocation feed',
+  description:
+    'A WebSocket upgrade (RFC 6455: send Connection: Upgrade, Upgrade: websocket, Sec-WebSocket-Key and ' +
+    'Sec-WebSocket-Version: 13). Once open, the server sends text messages only: the first is the signed document ' +
+    'from since (the catch-up), every later change of the platform\'s feed arrives as a further signed document, ' +
+    'and {"type":"heartbeat"} every REVOCATION_HEARTBEAT_SECONDS. The subscriber sends nothing (messages are ' +
+    `ignored). The server closes with 1011 when the catch-up cannot be read. ${FEED_DOCUMENT}`,
+  params: FEED_PARAMS,
+  query: FEED_QUERY,
+  auth: 'none',
+  audit: { kind: 'none' },
+  upgrade: 'websocket',
+  responses: {
+    101: {
+      description: 'Switching Protocols: subscribed; the messages described above follow on the WebSocket.',
+      headers: { Upgrade: fixedHeader('websocket'), Connection: fixedHeader('Upgrade'), 'Sec-WebSocket-Accept': { schema: Type.String() } },
+    },
+    ...refusals({
+      not_found: 'no platform with this id.',
+      validation_error: 'platform_id is not a UUID, or since is not a non-negative integer.',
+      service_unavailable: '',
+    }),
+  },
+} satisfies RouteDeclaration;
+
 export function revocationRoutes(feed: RevocationFeed): Route[] {
   const document = async (request: HttpRequest): Promise<HttpReply> => {
     const platformId = platformParam(request.params.platform_id);
@@ -46,7 +113,7 @@ export function revocationRoutes(feed: RevocationFeed): Route[] {
     if (matchesEtag(request.headers.ifNoneMatch, doc.etag)) return { status: 304, headers, representationLength: Buffer.byteLength(doc.body) };
     return { status: 200, headers, body: doc.body };
   };
-  return [{ method: 'GET', path: FEED_PATH, name: 'revocation_feed', query: true, handler: document }];
+  return bindRoutes(revocationRouteTable, { document });
 }
 
 interface SocketData {
@@ -73,7 +140,7 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
   };
   feed.attach(transport);
 
-  app.ws<SocketData>(FEED_SOCKET_PATH, {
+  app.ws<SocketData>(revocationSocketRoute.path, {
     // No compression: uWS's default (the repack's typings lack the DISABLED constant).
     maxPayloadLength: 512,
     // uWS pings idle sockets itself; a peer silent for this long is dropped.
