@@ -15,7 +15,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/adapters/po
 import { CachedStore } from '../src/adapters/cache/cached-store.js';
 import { LocalBus, RedisBus } from '../src/adapters/cache/invalidation-bus.js';
 import type { InvalidationBus } from '../src/core/ports/invalidation.js';
-import { connectRedis } from '../src/adapters/cache/redis.js';
+import { closeRedis, connectRedis } from '../src/adapters/cache/redis.js';
 import { Metrics } from '../src/adapters/telemetry/metrics.js';
 import type { Store } from '../src/core/ports/store.js';
 import { createDatabase, REDIS_URL, type TestDatabase } from './support/service.js';
@@ -112,7 +112,7 @@ describe('Store conformance: cached store over Postgres + Redis, two instances',
   });
   afterAll(async () => {
     for (const close of closers) await close();
-    for (const c of connections) c.disconnect();
+    for (const c of connections) closeRedis(c);
     await db?.drop();
   });
   storeConformance(() => subject);

@@ -107,16 +107,17 @@ function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () =>
   return check;
 }
 
-/** /readyz: Postgres, the worker pools and a signing key. */
+/** /readyz: Postgres, the worker pools, a signing key, and Redis verified once when configured. */
 async function readiness({ stores, domain, metrics, shuttingDown }: ServerContext) {
-  const { redis } = stores;
-  const [postgresUp, redisUp, poolsUp] = await Promise.all([
+  const { redisStatus } = stores;
+  const [postgresUp, redis, poolsUp] = await Promise.all([
     stores.postgres.ping().then(() => true, () => false),
-    redis ? withDeadline(redis.ping().then(() => true, () => false), 1000) : Promise.resolve(true),
+    redisStatus ? withDeadline(redisStatus.check(), 1000) : Promise.resolve(undefined),
     domain.pools.ping(1000),
   ]);
+  const redisUp = redis ? redis.up : false; // no answer within the bound: down
   metrics.setStoreUp('postgres', postgresUp);
-  if (redis) metrics.setStoreUp('redis', redisUp);
+  if (redisStatus) metrics.setStoreUp('redis', redisUp);
   let signingKey = true;
   try {
     domain.keys.activeKey();
@@ -124,12 +125,21 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
     signingKey = false;
   }
   // Redis is an accelerator, not a dependency: without it tokens still come from Postgres with an
-  // in-process limiter, so a Redis outage must not pull every pod out of the load balancer.
+  // in-process limiter, so a Redis outage must not pull every pod out of the load balancer. But a process
+  // that has never reached (and verified) the Redis it was told to use is not ready (stores.ts).
   const draining = shuttingDown();
-  const ready = !draining && postgresUp && poolsUp && signingKey;
+  const redisBlocks = redisStatus !== undefined && (redis ? redis.blocksReadiness : !redisStatus.verifiedOnce);
+  const ready = !draining && postgresUp && poolsUp && signingKey && !redisBlocks;
   metrics.setReady(ready);
   return {
     ready,
-    checks: { postgres: postgresUp, redis: redis ? redisUp : 'not configured', worker_pools: poolsUp, signing_key: signingKey, shutting_down: draining },
+    checks: {
+      postgres: postgresUp,
+      redis: redisStatus ? redisUp : 'not configured',
+      ...(redisStatus ? { redis_topology: redis ? redis.detail : { topology: redisStatus.topology.kind, problem: 'no answer within 1 s' } } : {}),
+      worker_pools: poolsUp,
+      signing_key: signingKey,
+      shutting_down: draining,
+    },
   };
 }

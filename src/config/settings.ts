@@ -58,6 +58,12 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'DATABASE_URL', key: 'databaseUrl', type: 'url', protocols: ['postgres:', 'postgresql:'], defaultText: 'unset: embedded PGlite', meaning: 'Postgres URL' },
   { env: 'DATABASE_POOL_SIZE', key: 'databasePoolSize', type: 'int', default: 10, min: 1, max: 500, defaultText: '`10`', meaning: 'connections per process' },
   { env: 'REDIS_URL', key: 'redisUrl', type: 'url', protocols: ['redis:', 'rediss:'], defaultText: 'unset: in-process', meaning: 'Redis URL (cache, shared rate limits, invalidation bus)' },
+  { env: 'REDIS_SENTINELS', key: 'redisSentinels', type: 'string', default: '', defaultText: 'unset', meaning: 'Redis through Sentinel: comma-separated sentinel `host:port` list (with `REDIS_SENTINEL_MASTER`); instead of `REDIS_URL`' },
+  { env: 'REDIS_SENTINEL_MASTER', key: 'redisSentinelMaster', type: 'string', default: '', defaultText: 'unset', meaning: 'the master name the sentinels monitor' },
+  { env: 'REDIS_CLUSTER_NODES', key: 'redisClusterNodes', type: 'string', default: '', defaultText: 'unset', meaning: 'Redis Cluster: comma-separated seed `host:port` list; instead of `REDIS_URL`' },
+  { env: 'REDIS_PASSWORD', key: 'redisPassword', type: 'secret', minLength: 1, defaultText: 'unset', meaning: 'password of the Redis data nodes (for `REDIS_URL`: when the URL carries none)' },
+  { env: 'REDIS_SENTINEL_PASSWORD', key: 'redisSentinelPassword', type: 'secret', minLength: 1, defaultText: 'unset', meaning: 'password of the sentinels themselves' },
+  { env: 'REDIS_TLS', key: 'redisTls', type: 'bool', default: false, defaultText: '`false` (`rediss://` implies `true`)', meaning: 'TLS to Redis (data nodes and sentinels)' },
   { env: 'REDIS_KEY_PREFIX', key: 'redisKeyPrefix', type: 'string', default: 'ace:', defaultText: '`ace:`', meaning: 'prefix of every Redis key and the pub/sub channel' },
   { env: 'API_KEY_PREFIX', key: 'apiKeyPrefix', type: 'string', default: 'agnt_kid_', defaultText: '`agnt_kid_`', meaning: '4 lowercase letters/digits + `_kid_`' },
   {
@@ -73,7 +79,7 @@ export const SETTINGS: readonly Setting[] = [
     env: 'WORKERS', key: 'workers', type: 'int', min: 1, max: 64,
     // Measured (README, Performance): one HTTP process keeps up with the signatures of ~4 cores, and a
     // second one on 2 cores only adds memory and context switches.
-    default: ({ values, cores }) => (values.redisUrl ? Math.max(1, Math.ceil(cores / 4)) : 1),
+    default: ({ values, cores }) => (values.redisUrl || values.redisSentinels || values.redisClusterNodes ? Math.max(1, Math.ceil(cores / 4)) : 1),
     defaultText: 'ceil(cores / 4) with Redis, else `1` (more than 1 needs Redis)',
     meaning: 'HTTP processes (node:cluster, SO_REUSEPORT); see Performance',
   },

@@ -13,6 +13,13 @@ export interface Config {
   databaseUrl: string | undefined;
   /** Unset: in-process cache, limiter and invalidation bus. */
   redisUrl: string | undefined;
+  /** Sentinel `host:port` list (with redisSentinelMaster) or Cluster seed nodes; '' when unset (see redis-settings.ts). */
+  redisSentinels: string;
+  redisSentinelMaster: string;
+  redisClusterNodes: string;
+  redisPassword: string | undefined;
+  redisSentinelPassword: string | undefined;
+  redisTls: boolean;
   redisKeyPrefix: string;
   apiKeyPrefix: string;
   publicBaseUrl: string;

@@ -4,7 +4,7 @@ import { refusals } from './responses.js';
 import { bindRoutes, type Route, type RouteDeclaration } from './types.js';
 
 export interface OpsDeps {
-  ready: () => Promise<{ ready: boolean; checks: Record<string, boolean | string> }>;
+  ready: () => Promise<{ ready: boolean; checks: Record<string, unknown> }>;
   metrics: () => Promise<{ contentType: string; body: string }>;
 }
 

@@ -1,12 +1,12 @@
 // Rate limits (rate-limiter-flexible): per api_key_id on authenticated token requests, and per client
 // address on failed authentications. With Redis the counts are shared by every instance; when Redis is
 // away an in-process insurance limiter takes over, so limiting never stops and never blocks on Redis.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../cache/index.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { ServiceError } from '../../core/errors.js';
 
 export interface LimiterOptions {
-  redis: Redis | undefined;
+  redis: RedisClient | undefined;
   keyPrefix: string;
   tokenPoints: number;
   tokenWindowSeconds: number;
@@ -16,11 +16,17 @@ export interface LimiterOptions {
 
 export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address';
 
-// The library joins keyPrefix and key with ':' itself.
-export function makeLimiter(redis: Redis | undefined, keyPrefix: string, points: number, duration: number): RateLimiterAbstract {
+/**
+ * The library joins keyPrefix and key with ':' itself. With Redis the key is hash-tagged ("{key}"): in a
+ * Cluster everything the library keeps for one key (its MULTI and Lua script touch only that key today)
+ * stays in one slot.
+ * While Redis is away (or a Cluster master's slots are failing over) the in-process insurance limiter
+ * answers with the same budget, per process: limits are shared only while Redis answers.
+ */
+export function makeLimiter(redis: RedisClient | undefined, keyPrefix: string, points: number, duration: number): RateLimiterAbstract {
   const memory = new RateLimiterMemory({ keyPrefix, points, duration });
   if (!redis) return memory;
-  return new RateLimiterRedis({
+  return new HashTaggedRateLimiterRedis({
     storeClient: redis,
     keyPrefix,
     points,
@@ -28,6 +34,13 @@ export function makeLimiter(redis: Redis | undefined, keyPrefix: string, points:
     rejectIfRedisNotReady: true,
     insuranceLimiter: memory,
   });
+}
+
+/** RateLimiterRedis with every key wrapped in a Cluster hash tag. */
+class HashTaggedRateLimiterRedis extends RateLimiterRedis {
+  override getKey(key: string | number): string {
+    return super.getKey(`{${key}}`);
+  }
 }
 
 export function rateLimitedError(res: RateLimiterRes): ServiceError {

@@ -19,6 +19,9 @@ export class Metrics {
   private readonly backgroundFailures: client.Counter;
   private readonly adminAuthFailures: client.Counter;
   private readonly storeUp: client.Gauge<'store'>;
+  private readonly redisTopology: client.Gauge<'topology' | 'primary'>;
+  private readonly redisCacheTrusted: client.Gauge;
+  private readonly redisFailures: client.Counter<'operation'>;
   private readonly ready: client.Gauge;
   private readonly auditWritten: client.Counter<'sink'>;
   private readonly auditBatch: client.Histogram;
@@ -122,6 +125,25 @@ export class Metrics {
       labelNames: ['store'],
       registers,
       aggregator: 'min', // down in any process counts as down
+    });
+    this.redisTopology = new client.Gauge({
+      name: 'ace_redis_topology_info',
+      help: 'The Redis topology in use (standalone, sentinel, cluster) and its master(s) host:port, 1 per master; absent without Redis.',
+      labelNames: ['topology', 'primary'],
+      registers,
+      aggregator: 'max',
+    });
+    this.redisCacheTrusted = new client.Gauge({
+      name: 'ace_redis_cache_trusted',
+      help: '1 while the Redis cache layer is read; 0 while it is bypassed after a failed Redis write or a reconnect, until it has been swept.',
+      registers,
+      aggregator: 'min',
+    });
+    this.redisFailures = new client.Counter({
+      name: 'ace_redis_failures_total',
+      help: 'Redis commands that failed, by operation (cache_get, cache_set, cache_delete, cache_sweep, publish); none is ignored.',
+      labelNames: ['operation'],
+      registers,
     });
     this.ready = new client.Gauge({ name: 'ace_ready', help: '1 when the instance is ready for traffic.', registers, aggregator: 'min' });
     new client.Gauge({
@@ -241,6 +263,20 @@ export class Metrics {
 
   setStoreUp(store: StoreName, up: boolean): void {
     this.storeUp.set({ store }, up ? 1 : 0);
+  }
+
+  /** The Redis topology and its current master(s); replaces what was reported before. */
+  setRedisTopology(topology: string, primaries: string[]): void {
+    this.redisTopology.reset();
+    for (const primary of primaries.length > 0 ? primaries : ['unknown']) this.redisTopology.set({ topology, primary }, 1);
+  }
+
+  setRedisCacheTrusted(trusted: boolean): void {
+    this.redisCacheTrusted.set(trusted ? 1 : 0);
+  }
+
+  redisFailed(operation: 'cache_get' | 'cache_set' | 'cache_delete' | 'cache_sweep' | 'publish'): void {
+    this.redisFailures.inc({ operation });
   }
 
   setReady(ready: boolean): void {
