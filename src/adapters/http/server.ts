@@ -165,7 +165,7 @@ export class HttpServer {
       contentType: body ? req.getHeader('content-type') : '',
       contentLength: body ? req.getHeader('content-length') : '',
       ifNoneMatch: route.method === 'GET' ? req.getHeader('if-none-match') : '',
-      authorization: needsAuth(route) ? req.getHeader('authorization') : '',
+      authorization: needsAuth(route) || route.handlerAuth ? req.getHeader('authorization') : '',
       requestId: req.getHeader('x-request-id'),
       forwardedFor: body && (this.options.proxy.hops > 0 || this.options.proxy.proxies) ? req.getHeader('x-forwarded-for') : '',
     };

@@ -92,8 +92,14 @@ export interface RouteDeclaration {
   /** Query parameters (an object schema): only then is the query string copied out of uWS. */
   query?: TObject;
   /** A request body: only then is it read. `required: false` means an empty body is accepted. */
-  body?: { schema: TSchema; contentType: 'application/json'; required: boolean };
+  body?: { schema: TSchema; contentType: 'application/json' | 'application/x-www-form-urlencoded'; required: boolean };
   auth: RouteAuth;
+  /**
+   * HTTP authentication the handler checks itself (e.g. OAuth client_secret_basic, where the credentials
+   * may also come in the body): the server then copies Authorization out for it, and the document names
+   * these schemes (OpenAPI security scheme objects by name; `optional`: the request may carry none).
+   */
+  handlerAuth?: { schemes: Record<string, Record<string, unknown>>; optional: boolean };
   audit: RouteAudit;
   /** Status -> answer. Refusals use `refusals()` (errors.ts codes with the contract's Error shape). */
   responses: Record<number, ResponseSpec>;

@@ -34,7 +34,7 @@ export const openApiPath = (uwsPath: string): string => uwsPath.replace(/:([A-Za
 export function buildOpenApiDocument(options: OpenApiOptions) {
   const schemas: Record<string, Json> = {};
   const requestBodies: Record<string, Json> = {};
-  const usedSchemes = new Set<keyof typeof SECURITY_SCHEMES>();
+  const securitySchemes: Record<string, Record<string, unknown>> = {};
 
   /** Plain JSON Schema of a TypeBox schema; nested named schemas become $refs to components. */
   const convert = (schema: TSchema, inlineTop = false): Json => {
@@ -84,14 +84,24 @@ export function buildOpenApiDocument(options: OpenApiOptions) {
       requestBodies[name] = { required: route.body.required, content: { [route.body.contentType]: { schema: convert(route.body.schema, true) } } };
       requestBody = { $ref: `#/components/requestBodies/${name}` };
     }
-    if (route.auth !== 'none') usedSchemes.add(route.auth);
+    if (route.auth !== 'none') securitySchemes[route.auth] = SECURITY_SCHEMES[route.auth];
+    for (const [name, scheme] of Object.entries(route.handlerAuth?.schemes ?? {})) {
+      if (securitySchemes[name] && JSON.stringify(securitySchemes[name]) !== JSON.stringify(scheme)) throw new Error(`OpenAPI: security scheme ${name} declared twice, differently`);
+      securitySchemes[name] = scheme;
+    }
+    const security =
+      route.auth !== 'none'
+        ? [{ [route.auth]: [] }]
+        : route.handlerAuth
+          ? [...Object.keys(route.handlerAuth.schemes).map((name) => ({ [name]: [] })), ...(route.handlerAuth.optional ? [{}] : [])]
+          : [];
     return {
       operationId: route.operationId,
       summary: route.summary,
       ...(route.description ? { description: route.description } : {}),
       // An explicit empty list says "no HTTP authentication" to generators and linters (public routes
       // take their credentials in the JSON body).
-      security: route.auth === 'none' ? [] : [{ [route.auth]: [] }],
+      security,
       ...(parameters.length > 0 ? { parameters } : {}),
       ...(requestBody ? { requestBody } : {}),
       responses: Object.fromEntries(Object.entries(route.responses).map(([status, spec]) => [status, response(spec)])),
@@ -110,7 +120,6 @@ export function buildOpenApiDocument(options: OpenApiOptions) {
     item[method] = operation(route as RouteDeclaration & { operationId: string });
   }
 
-  const securitySchemes = Object.fromEntries([...usedSchemes].map((name) => [name, SECURITY_SCHEMES[name]]));
   return {
     openapi: '3.1.0',
     info: {
@@ -126,7 +135,7 @@ export function buildOpenApiDocument(options: OpenApiOptions) {
     ],
     paths,
     components: {
-      ...(Object.keys(securitySchemes).length > 0 ? { securitySchemes } : {}),
+      ...(Object.keys(securitySchemes).length > 0 ? { securitySchemes: sortKeys(securitySchemes) } : {}),
       schemas: sortKeys(schemas),
       ...(Object.keys(requestBodies).length > 0 ? { requestBodies: sortKeys(requestBodies) } : {}),
     },
