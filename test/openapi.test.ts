@@ -105,6 +105,7 @@ describe('OpenAPI document', () => {
     await call('/.well-known/jwks.json', '/.well-known/jwks.json', 'GET'); // 200
     const etag = (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).headers.get('etag')!;
     await call('/.well-known/jwks.json', '/.well-known/jwks.json', 'GET', undefined, { 'if-none-match': etag }); // 304
+    await call('/.well-known/jwks.json', '/.well-known/jwks.json', 'POST', '{}'); // 405
     const scopes = '/api/v1/platforms/{platform_id}/scopes.yaml';
     await call(scopes, `/api/v1/platforms/${platform.platform_id}/scopes.yaml`, 'GET'); // 200
     await call(scopes, `/api/v1/platforms/${crypto.randomUUID()}/scopes.yaml`, 'GET'); // 404
@@ -114,13 +115,15 @@ describe('OpenAPI document', () => {
     for (const expected of ['200', '400', '401', '403', '413', '415', '422', '429']) expect(seen).toContain(`POST ${token} ${expected}`);
     for (const expected of ['200', '401', '403', '422']) expect(seen).toContain(`POST ${listing} ${expected}`);
     expect(seen).toContain('GET /.well-known/jwks.json 304');
+    expect(seen).toContain('POST /.well-known/jwks.json 405');
     for (const expected of ['200', '404', '422']) expect(seen).toContain(`GET ${scopes} ${expected}`);
 
     const ajv = new Ajv2020({ strict: false });
     (ajvFormats.default as unknown as (a: Ajv2020) => void)(ajv);
     ajv.addSchema({ $id: 'openapi', components: document.components });
     for (const o of observed) {
-      const operation = document.paths[o.path]?.[o.method.toLowerCase()];
+      // A 405 answers a method the path has no operation for: it is documented on the path's operations.
+      const operation = document.paths[o.path]?.[o.method.toLowerCase()] ?? (o.status === 405 ? Object.values<any>(document.paths[o.path] ?? {})[0] : undefined);
       expect(operation, `${o.method} ${o.path} documented`).toBeDefined();
       const response = operation.responses[String(o.status)];
       expect(response, `${o.method} ${o.path} ${o.status} documented`).toBeDefined();

@@ -92,8 +92,8 @@ export function publicRouteTable(apiKeyPrefix: string) {
           content: { 'application/json': KeySet },
         },
         304: NOT_MODIFIED,
-        // The server's own answers: any other path under it, and a method other than GET/HEAD.
-        ...refusals({ not_found: 'any other path.', method_not_allowed: 'a method other than GET or HEAD.' }),
+        // The server's own answer to a method other than GET/HEAD (with Allow).
+        ...refusals({ method_not_allowed: 'a method other than GET or HEAD.' }),
       },
     },
     scopeFile: {
