@@ -7,7 +7,7 @@ import * as ajvFormats from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { AdminClient } from './support/admin.js';
+import { AdminClient } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 
 interface Observed {

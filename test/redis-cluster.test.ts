@@ -3,11 +3,11 @@
 // a deactivation during the failover is refused at the other instance within 1 s of it, limits stay
 // shared; a cluster node given as REDIS_URL refuses start-up, naming the setting.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient } from './support/admin.js';
+import { AdminClient } from '../kit/admin.js';
 import { runToExit } from './support/service.js';
 import { startRedisCluster, stopAll, type RedisCluster } from './support/topology/index.js';
 import { expectFailoverOutcome, metricsOf, readyz, runFailover, sharedBudget, startPair, TOKEN_POINTS, type Pair } from './support/redis-failover.js';
-import { metricSum } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
 
 describe('Redis Cluster', () => {
   let cluster: RedisCluster;

@@ -3,11 +3,11 @@
 // replica promoted, a deactivation during the failover is refused at the other instance within 1 s of it,
 // rate limits stay shared before and after, and start-up refuses a master name the sentinels do not know.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient } from './support/admin.js';
+import { AdminClient } from '../kit/admin.js';
 import { runToExit } from './support/service.js';
 import { startRedisSentinelGroup, stopAll, type RedisSentinelGroup } from './support/topology/index.js';
 import { expectFailoverOutcome, metricsOf, readyz, runFailover, sharedBudget, startPair, TOKEN_POINTS, type Pair } from './support/redis-failover.js';
-import { metricSum } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
 
 describe('Redis Sentinel', () => {
   let group: RedisSentinelGroup;
@@ -46,7 +46,7 @@ describe('Redis Sentinel', () => {
   });
 
   it('keeps answering through a failover, refuses a deactivated agent at the other instance within 1 s of it, loses nothing', async () => {
-    let killed: { port: number } | undefined;
+    let killed: Awaited<ReturnType<typeof group.killPrimary>> | undefined;
     const outcome = await runFailover(
       pair,
       async () => {

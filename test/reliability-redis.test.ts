@@ -3,9 +3,11 @@
 // The service talks to a private redis-server (the shared one on 6379 serves other suites in parallel).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { AdminClient, postJson, type AgentCredentials } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { dumpRedis, metricSum, serverErrorsIn, sleep, startRedisServer, waitFor, type RedisServer } from './support/faults.js';
+import { dumpRedis, serverErrorsIn, startRedisServer, type RedisServer } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { sleep, waitFor } from '../kit/wait.js';
 
 const TOKEN_LIMIT = 150;
 const FAIL_LIMIT = 5;

@@ -94,11 +94,11 @@ describe('Store conformance: cached store over Postgres + Redis, two instances',
     const instance = async () => {
       const { store } = await postgresStore(db.url);
       closers.push(() => store.close());
-      const redis = connectRedis(REDIS_URL, 1000);
-      const subscriber = connectRedis(REDIS_URL, 1000);
+      const redis = connectRedis(REDIS_URL, 1000) as Redis;
+      const subscriber = connectRedis(REDIS_URL, 1000) as Redis;
       connections.push(redis, subscriber);
-      const bus = new RedisBus(redis, subscriber, `${prefix}invalidate`);
-      return cached(store, bus, redis, `${prefix}c:`);
+      const bus = new RedisBus(redis as Redis, subscriber as Redis, `${prefix}invalidate`);
+      return cached(store, bus, redis as Redis, `${prefix}c:`);
     };
     subject = { store: await instance(), peer: await instance(), concurrentSessions: true };
     // Both buses must be subscribed before the first write, or its invalidation would reach nobody.

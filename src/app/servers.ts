@@ -6,11 +6,12 @@ import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { AdminAuthLimiter } from '../adapters/ratelimit/admin-auth-limiter.js';
 import { HttpServer } from '../adapters/http/server.js';
 import { MAX_BODY_BYTES, type Route } from '../adapters/http/types.js';
-import { NO_PROXY, parseProxyList } from '../support/client-address.js';
+import { NO_PROXY, parseProxyList, PRIVATE_RANGES } from '../support/client-address.js';
 import { publicRoutes } from '../adapters/http/public-routes.js';
 import { adminBearerGuard, adminRoutes } from '../adapters/http/admin-routes.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
 import { attachRevocationSockets, revocationRoutes, revocationSocketRoute } from '../adapters/http/revocation-routes.js';
+import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
 import { publicApiDocument } from '../adapters/http/openapi/api-documents.js';
 import type { Stores } from './stores.js';
 import type { Domain } from './domain.js';
@@ -37,17 +38,31 @@ export interface ServerContext {
 export function createServers(context: ServerContext, cleanups: Cleanups): Servers {
   const { config, logger, metrics, stores, domain } = context;
   const { tokens, authenticator, platforms, scopeFiles, keys, audit, revocationFeed, revocationMetrics, agents } = domain;
+  const refusals = new RefusalRecorder(
+    audit.sink,
+    { perWindow: config.audit.refusalsPerWindow, windowSeconds: config.audit.refusalWindowSeconds },
+    {
+      uncheckedRefusals: ({ byCode, exampleAddress, windowSeconds }) =>
+        logger.warn({ refused: byCode, example_address: exampleAddress, window_seconds: windowSeconds }, 'token requests refused before any credential check (counted in ace_tokens_issued_total, not recorded in the audit trail)'),
+    },
+  );
+  cleanups.add(() => refusals.close());
   const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics, logger, accessLog: config.accessLog };
 
   const publicRouteList: Route[] = [
-    ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink }),
+    ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
     ...revocationRoutes(revocationFeed),
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
   const publicServer = new HttpServer(
     publicRouteList,
-    { ...serverOptions, name: 'public', proxy: { hops: config.trustProxyHops, proxies: parseProxyList(config.trustProxyCidrs).proxies } },
+    { ...serverOptions, name: 'public', proxy: {
+        hops: config.trustProxyHops,
+        proxies: parseProxyList(config.trustProxyCidrs).proxies,
+        peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
+      },
+    },
   );
   const stopSockets = attachRevocationSockets(publicServer.app, revocationFeed, revocationMetrics, {
     heartbeatMs: config.revocationHeartbeatSeconds * 1000,

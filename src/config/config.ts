@@ -54,6 +54,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (invalidProxies.length > 0) {
     problems.push(`TRUST_PROXY_CIDRS must list IP addresses or ranges such as 10.0.0.0/8 or fd00::/8 (not: ${invalidProxies.map((e) => `"${e.slice(0, 64)}"`).join(', ')})`);
   }
+  const invalidPeers = parseProxyList(config.trustProxyPeers).invalid;
+  if (invalidPeers.length > 0) {
+    problems.push(`TRUST_PROXY_PEERS must list IP addresses or ranges such as 10.0.0.0/8 or fd00::/8 (not: ${invalidPeers.map((e) => `"${e.slice(0, 64)}"`).join(', ')})`);
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }

@@ -4,9 +4,10 @@
 // test/redis-sentinel.test.ts and test/redis-cluster.test.ts.
 import { randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
-import { AdminClient, postJson, type AgentCredentials } from './admin.js';
+import { AdminClient, postJson, type AgentCredentials } from '../../kit/admin.js';
 import { createDatabase, startService, type ServiceHandle, type TestDatabase } from './service.js';
-import { metricSum, waitFor } from './faults.js';
+import { metricSum } from '../../kit/metrics.js';
+import { waitFor } from '../../kit/wait.js';
 
 /** Token budget per api_key_id and minute: the shared-limit checks spend it exactly. */
 export const TOKEN_POINTS = 300;

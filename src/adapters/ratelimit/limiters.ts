@@ -48,9 +48,19 @@ export function rateLimitedError(res: RateLimiterRes): ServiceError {
   return new ServiceError('rate_limited', undefined, { 'Retry-After': String(retryAfter) });
 }
 
+/** Addresses remembered as locked out, per process (a flood of addresses cannot grow it further). */
+const MAX_LOCKED_OUT = 100_000;
+
 export class Limiters {
   private readonly token: RateLimiterAbstract;
   private readonly authFail: RateLimiterAbstract;
+  /**
+   * Addresses whose failure budget is spent → when their window ends (ms). Fed by this process's own
+   * reservations, read in memory before the warm path: a locked-out address gets 429 for every credential
+   * request until its window passes, a remembered secret included, without a Redis round trip on the
+   * warm path (docs/decisions.md, Lockout).
+   */
+  private readonly lockedOut = new Map<string, number>();
 
   constructor(options: LimiterOptions, private readonly onRefusal: (limiter: LimiterName) => void) {
     this.token = makeLimiter(options.redis, `${options.keyPrefix}rl:token`, options.tokenPoints, options.tokenWindowSeconds);
@@ -69,16 +79,49 @@ export class Limiters {
    * failed for our own reasons (store or pool unavailable).
    */
   async reserveAuthAttempt(address: string): Promise<() => void> {
+    let reserved: RateLimiterRes;
     try {
-      await this.authFail.consume(address);
+      reserved = await this.authFail.consume(address);
     } catch (rejection) {
       if (rejection instanceof RateLimiterRes) {
+        this.lockOut(address, rejection.msBeforeNext);
         this.onRefusal('auth_fail_per_address');
         throw rateLimitedError(rejection);
       }
       return () => {}; // the store itself failed and no insurance answered: do not refuse for our fault
     }
-    return () => void this.authFail.reward(address, 1).catch(() => {});
+    // The last point: locked out from now unless this attempt succeeds (or fails for our reasons) and
+    // gives it back; any point given back means the budget is no longer spent.
+    if (reserved.remainingPoints <= 0) this.lockOut(address, reserved.msBeforeNext);
+    return () => {
+      this.lockedOut.delete(address);
+      void this.authFail.reward(address, 1).catch(() => {}); // a lost refund only shrinks the budget: nothing to do
+    };
+  }
+
+  /** Throws 429 while this process knows the address's failure budget to be spent; no I/O. */
+  assertNotLockedOut(address: string): void {
+    const until = this.lockedOut.get(address);
+    if (until === undefined) return;
+    const left = until - Date.now();
+    if (left <= 0) {
+      this.lockedOut.delete(address);
+      return;
+    }
+    this.onRefusal('auth_fail_per_address');
+    throw new ServiceError('rate_limited', undefined, { 'Retry-After': String(Math.max(1, Math.ceil(left / 1000))) });
+  }
+
+  private lockOut(address: string, ms: number): void {
+    if (ms <= 0) return;
+    if (this.lockedOut.size >= MAX_LOCKED_OUT && !this.lockedOut.has(address)) {
+      const now = Date.now();
+      for (const [key, until] of this.lockedOut) if (until <= now) this.lockedOut.delete(key);
+      // Still full: forget the oldest entry (its address still meets the shared limiter on its next cold check).
+      if (this.lockedOut.size >= MAX_LOCKED_OUT) this.lockedOut.delete(this.lockedOut.keys().next().value!);
+    }
+    this.lockedOut.delete(address); // re-inserted last: the Map's order stays oldest first
+    this.lockedOut.set(address, Date.now() + ms);
   }
 
   private async consume(limiter: RateLimiterAbstract, name: LimiterName, key: string): Promise<void> {
