@@ -25,7 +25,7 @@ const INTERNAL_FILE = path.join(ROOT, 'docs/openapi-internal.json');
 
 describe('docs/openapi.json and docs/openapi-internal.json', () => {
   it('are the current rendering of the route declarations (else: npm run build && npm run docs:openapi)', () => {
-    const prefix = SETTINGS.find((s) => s.env === 'API_KEY_PREFIX')!.default as string;
+    const prefix = (SETTINGS.find((s) => s.env === 'API_KEY_PREFIX') as { default: string }).default;
     expect(readFileSync(PUBLIC_FILE, 'utf8')).toBe(documentText(publicApiDocument({ routes: publicRouteDeclarations(prefix) })));
     expect(readFileSync(INTERNAL_FILE, 'utf8')).toBe(documentText(internalApiDocument({ routes: internalRouteDeclarations() })));
   });
