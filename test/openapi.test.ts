@@ -6,6 +6,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import * as ajvFormats from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { AdminClient } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 
@@ -17,13 +18,15 @@ interface Observed {
   body: string;
 }
 
+const PUBLIC_BASE_URL = 'https://ace.example.test/exchange';
+
 describe('OpenAPI document', () => {
   let service: ServiceHandle;
   let document: any;
   const observed: Observed[] = [];
 
   beforeAll(async () => {
-    service = await startService({ mode: 'real', env: { RATE_LIMIT_TOKEN_POINTS: '2', TRUST_PROXY: 'true' } });
+    service = await startService({ mode: 'real', env: { RATE_LIMIT_TOKEN_POINTS: '2', TRUST_PROXY: 'true', PUBLIC_BASE_URL: PUBLIC_BASE_URL } });
     document = await (await fetch(`${service.publicUrl}/openapi.json`)).json();
   });
   afterAll(async () => {
@@ -49,11 +52,22 @@ describe('OpenAPI document', () => {
         '/api/v1/platforms/{platform_id}/scopes.yaml',
         '/api/v1/platforms/{platform_id}/revocations',
         '/api/v1/platforms/{platform_id}/revocations/ws',
+        '/openapi.json',
       ].sort(),
     );
     // The token request schema is the validator's own: the api_key_id pattern carries the configured prefix.
-    expect(document.components.schemas.TokenRequest.properties.api_key_id.pattern).toBe('^agnt_kid_[0-9a-f]{32}$');
-    expect(document.components.schemas.TokenRequest.required.sort()).toEqual(['api_key_id', 'platform_id', 'secret']);
+    // (A request body's schema sits under requestBodies: generators then read defaulted fields as optional.)
+    const tokenRequest = document.components.requestBodies.TokenRequest.content['application/json'].schema;
+    expect(document.paths['/api/v1/auth/token'].post.requestBody).toEqual({ $ref: '#/components/requestBodies/TokenRequest' });
+    expect(tokenRequest.properties.api_key_id.pattern).toBe('^agnt_kid_[0-9a-f]{32}$');
+    expect([...tokenRequest.required].sort()).toEqual(['api_key_id', 'platform_id', 'secret']);
+  });
+
+  it('is the checked-in docs/openapi.json, with the configured PUBLIC_BASE_URL as its server', () => {
+    const file = JSON.parse(readFileSync(new URL('../docs/openapi.json', import.meta.url), 'utf8'));
+    expect(file.servers.map((s: { url: string }) => s.url)).toEqual(['/']);
+    expect(document.servers.map((s: { url: string }) => s.url)).toEqual([PUBLIC_BASE_URL]);
+    expect({ ...document, servers: file.servers }).toEqual(file);
   });
 
   it('declares that no public operation takes HTTP authentication (security: [], as linters require)', () => {
@@ -91,6 +105,7 @@ describe('OpenAPI document', () => {
     await call('/.well-known/jwks.json', '/.well-known/jwks.json', 'GET'); // 200
     const etag = (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).headers.get('etag')!;
     await call('/.well-known/jwks.json', '/.well-known/jwks.json', 'GET', undefined, { 'if-none-match': etag }); // 304
+    await call('/.well-known/jwks.json', '/.well-known/jwks.json', 'POST', '{}'); // 405
     const scopes = '/api/v1/platforms/{platform_id}/scopes.yaml';
     await call(scopes, `/api/v1/platforms/${platform.platform_id}/scopes.yaml`, 'GET'); // 200
     await call(scopes, `/api/v1/platforms/${crypto.randomUUID()}/scopes.yaml`, 'GET'); // 404
@@ -100,13 +115,15 @@ describe('OpenAPI document', () => {
     for (const expected of ['200', '400', '401', '403', '413', '415', '422', '429']) expect(seen).toContain(`POST ${token} ${expected}`);
     for (const expected of ['200', '401', '403', '422']) expect(seen).toContain(`POST ${listing} ${expected}`);
     expect(seen).toContain('GET /.well-known/jwks.json 304');
+    expect(seen).toContain('POST /.well-known/jwks.json 405');
     for (const expected of ['200', '404', '422']) expect(seen).toContain(`GET ${scopes} ${expected}`);
 
     const ajv = new Ajv2020({ strict: false });
     (ajvFormats.default as unknown as (a: Ajv2020) => void)(ajv);
     ajv.addSchema({ $id: 'openapi', components: document.components });
     for (const o of observed) {
-      const operation = document.paths[o.path]?.[o.method.toLowerCase()];
+      // A 405 answers a method the path has no operation for: it is documented on the path's operations.
+      const operation = document.paths[o.path]?.[o.method.toLowerCase()] ?? (o.status === 405 ? Object.values<any>(document.paths[o.path] ?? {})[0] : undefined);
       expect(operation, `${o.method} ${o.path} documented`).toBeDefined();
       const response = operation.responses[String(o.status)];
       expect(response, `${o.method} ${o.path} ${o.status} documented`).toBeDefined();

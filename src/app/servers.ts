@@ -5,14 +5,14 @@ import type { Logger } from '../adapters/telemetry/logger.js';
 import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { AdminAuthLimiter } from '../adapters/ratelimit/admin-auth-limiter.js';
 import { HttpServer } from '../adapters/http/server.js';
-import { MAX_BODY_BYTES } from '../adapters/http/types.js';
+import { MAX_BODY_BYTES, type Route } from '../adapters/http/types.js';
 import { NO_PROXY, parseProxyList, PRIVATE_RANGES } from '../support/client-address.js';
 import { publicRoutes } from '../adapters/http/public-routes.js';
-import { adminRoutes } from '../adapters/http/admin-routes.js';
+import { adminBearerGuard, adminRoutes } from '../adapters/http/admin-routes.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
-import { attachRevocationSockets, revocationRoutes } from '../adapters/http/revocation-routes.js';
+import { attachRevocationSockets, revocationRoutes, revocationSocketRoute } from '../adapters/http/revocation-routes.js';
 import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
-import { buildOpenApiDocument } from '../adapters/http/openapi/document.js';
+import { publicApiDocument } from '../adapters/http/openapi/api-documents.js';
 import type { Stores } from './stores.js';
 import type { Domain } from './domain.js';
 import type { Cleanups } from './cleanups.js';
@@ -38,9 +38,6 @@ export interface ServerContext {
 export function createServers(context: ServerContext, cleanups: Cleanups): Servers {
   const { config, logger, metrics, stores, domain } = context;
   const { tokens, authenticator, platforms, scopeFiles, keys, audit, revocationFeed, revocationMetrics, agents } = domain;
-  const openApiBody = Buffer.from(
-    JSON.stringify(buildOpenApiDocument({ apiKeyPrefix: config.apiKeyPrefix, serverUrl: config.publicBaseUrl, version: '1.0.0' })),
-  );
   const refusals = new RefusalRecorder(
     audit.sink,
     { perWindow: config.audit.refusalsPerWindow, windowSeconds: config.audit.refusalWindowSeconds },
@@ -52,11 +49,14 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   cleanups.add(() => refusals.close());
   const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics, logger, accessLog: config.accessLog };
 
+  const publicRouteList: Route[] = [
+    ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
+    ...revocationRoutes(revocationFeed, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
+  ];
+  // Generated from the routes this listener serves (and the WebSocket beside them).
+  const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
   const publicServer = new HttpServer(
-    [
-      ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
-      ...revocationRoutes(revocationFeed, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
-    ],
+    publicRouteList,
     { ...serverOptions, name: 'public', proxy: {
         hops: config.trustProxyHops,
         proxies: parseProxyList(config.trustProxyCidrs).proxies,
@@ -84,11 +84,14 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const adminServer = new HttpServer(
     [
       ...opsRoutes({ ready: selfCheckedReadiness(context, cleanups), metrics: context.metricsText }),
-      ...adminRoutes({ adminToken: context.adminToken, authLimiter, onAuthFailure, platforms, agents, keys, audit: audit.sink, auditStore: audit.store }),
+      ...adminRoutes({ platforms, agents, keys, audit: audit.sink, auditStore: audit.store }),
     ],
     // The internal port has no proxy in front of it (never route ace-internal through an Ingress):
     // X-Forwarded-For there is the caller's own text, so the socket address counts.
-    { ...serverOptions, name: 'admin', accessLog: false, readsAuthorization: true, proxy: NO_PROXY },
+    {
+      ...serverOptions, name: 'admin', accessLog: false, proxy: NO_PROXY,
+      guards: { admin_bearer: adminBearerGuard({ adminToken: context.adminToken, authLimiter, onAuthFailure, audit: audit.sink }) },
+    },
   );
   return { public: publicServer, admin: adminServer };
 }

@@ -1,7 +1,28 @@
-// The internal admin API (docs/admin-api.md). Every /admin/v1/* request carries the admin bearer token,
-// compared in constant time (admin-auth.ts), with a per-address budget of wrong tokens.
+// The internal admin API (docs/admin-api.md). Every /admin/v1/* route declares the admin bearer token
+// (auth: 'admin_bearer'); the server runs adminBearerGuard before the handler: the token is compared in
+// constant time (admin-auth.ts), with a per-address budget of wrong tokens.
+import { Type, type TSchema } from '@sinclair/typebox';
 import { ServiceError } from '../../core/errors.js';
-import { AgentCreate, AgentPatch, GrantPut, PlatformCreate, PlatformPatch, SecretRotate } from './schemas/admin.js';
+import {
+  AgentCreate,
+  AgentCreated,
+  AgentList,
+  AgentPatch,
+  AgentView,
+  EventPage,
+  EventQueryParams,
+  GrantList,
+  GrantPut,
+  GrantView,
+  KeyList,
+  KeyView,
+  PlatformCreate,
+  PlatformList,
+  PlatformPatch,
+  PlatformView,
+  SecretRotate,
+  SecretRotated,
+} from './schemas/admin.js';
 import { UUID_PATTERN } from './schemas/public.js';
 import { compileValidator } from './schemas/validate.js';
 import type { AgentService } from '../../core/agents/agent-service.js';
@@ -11,17 +32,22 @@ import type { PlatformChange, PlatformDraft, PlatformService } from '../../core/
 import type { AgentRecord, GrantRecord, PlatformRecord } from '../../core/model.js';
 import type { AdminAuthLimiter } from '../ratelimit/index.js';
 import { adminTokenCheck } from './admin-auth.js';
-import { ADMIN_ACTOR, auditEvents, type AuditEvent, type AuditSink } from '../../core/audit/events.js';
+import { ADMIN_ACTOR, auditEvents, type AuditEvent, type AuditSink, type EventType } from '../../core/audit/events.js';
 import { parseEventQuery, presentEvent, readEvents } from './audit-query.js';
 import type { AuditStore } from '../../core/ports/audit-store.js';
 import { parseJsonBody } from './json-body.js';
-import { allowHeader, json, routesByPath, type Handler, type HttpRequest, type Route } from './types.js';
+import { JSON_BODY_REFUSALS, refusals, type RefusalNotes } from './responses.js';
+import { allowHeader, bindRoutes, json, routesByPath, type Guard, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
 
-export interface AdminDeps {
+export interface AdminGuardDeps {
   adminToken: string;
   authLimiter: Pick<AdminAuthLimiter, 'assertAllowed' | 'recordFailure'>;
   /** Metric and log of a wrong token (never the token itself). */
   onAuthFailure: (address: string) => void;
+  audit: AuditSink;
+}
+
+export interface AdminDeps {
   platforms: PlatformService;
   agents: AgentService;
   keys: KeyManager;
@@ -76,21 +102,126 @@ function uuidParam(request: HttpRequest, name: string): string {
   return value.toLowerCase();
 }
 
-export function adminRoutes(deps: AdminDeps): Route[] {
+/** The check of `auth: 'admin_bearer'` routes (ServerOptions.guards). */
+export function adminBearerGuard(deps: AdminGuardDeps): Guard {
   const authorised = adminTokenCheck(deps.adminToken);
-  const guard =
-    (handler: Handler): Handler =>
-    async (request) => {
-      // A blocked address is refused before its token is looked at, so a lucky guess is not confirmed.
-      await deps.authLimiter.assertAllowed(request.address);
-      if (!authorised(request.headers.authorization)) {
-        deps.onAuthFailure(request.address);
-        deps.audit.emit(auditEvents.adminAuthFailed({ clientAddress: request.address, method: request.method, path: request.path }));
-        await deps.authLimiter.recordFailure(request.address);
-        throw new ServiceError('unauthorized', undefined, { 'WWW-Authenticate': 'Bearer realm="admin"' });
-      }
-      return handler(request);
-    };
+  return async (request) => {
+    // A blocked address is refused before its token is looked at, so a lucky guess is not confirmed.
+    await deps.authLimiter.assertAllowed(request.address);
+    if (!authorised(request.headers.authorization)) {
+      deps.onAuthFailure(request.address);
+      deps.audit.emit(auditEvents.adminAuthFailed({ clientAddress: request.address, method: request.method, path: request.path }));
+      await deps.authLimiter.recordFailure(request.address);
+      throw new ServiceError('unauthorized', undefined, { 'WWW-Authenticate': 'Bearer realm="admin"' });
+    }
+  };
+}
+
+const AGENT_ID = { agent_id: Type.String({ format: 'uuid' }) };
+const PLATFORM_ID = { platform_id: Type.String({ format: 'uuid' }) };
+/** Every admin route can answer these: the guard's, the stores'. */
+const GUARD_REFUSALS: RefusalNotes = {
+  unauthorized: 'the bearer token is missing or wrong.',
+  rate_limited: 'too many wrong tokens from this address.',
+  service_unavailable: '',
+};
+const ok = (description: string, schema: TSchema): ResponseSpec => ({ description, content: { 'application/json': schema } });
+const NO_STORE = { 'Cache-Control': { schema: Type.Literal('no-store') } };
+const change = (...events: EventType[]) => ({ kind: 'before_answer' as const, events });
+const jsonBody = <S extends TSchema>(schema: S, required = true) => ({ schema, contentType: 'application/json' as const, required });
+const admin = { auth: 'admin_bearer', audit: { kind: 'none' } } as const;
+
+/** The admin routes as data. */
+export const adminRouteTable = {
+  platformCreate: {
+    ...admin, method: 'POST', path: '/admin/v1/platforms', name: 'admin_platforms', operationId: 'adminCreatePlatform',
+    summary: 'Register a platform', body: jsonBody(PlatformCreate), audit: change('platform.created'),
+    responses: { 201: ok('Created.', PlatformView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, validation_error: '', conflict: '' }) },
+  },
+  platformList: {
+    ...admin, method: 'GET', path: '/admin/v1/platforms', name: 'admin_platforms', operationId: 'adminListPlatforms',
+    summary: 'List platforms', responses: { 200: ok('Every platform.', PlatformList), ...refusals(GUARD_REFUSALS) },
+  },
+  platformGet: {
+    ...admin, method: 'GET', path: '/admin/v1/platforms/:platform_id', name: 'admin_platform', operationId: 'adminGetPlatform',
+    summary: 'Read a platform', params: PLATFORM_ID,
+    responses: { 200: ok('The platform.', PlatformView), ...refusals({ ...GUARD_REFUSALS, not_found: '' }) },
+  },
+  platformPatch: {
+    ...admin, method: 'PATCH', path: '/admin/v1/platforms/:platform_id', name: 'admin_platform', operationId: 'adminUpdatePlatform',
+    summary: 'Change a platform (only the fields given)', params: PLATFORM_ID, body: jsonBody(PlatformPatch), audit: change('platform.updated'),
+    responses: { 200: ok('The changed platform.', PlatformView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '', conflict: '' }) },
+  },
+  agentCreate: {
+    ...admin, method: 'POST', path: '/admin/v1/agents', name: 'admin_agents', operationId: 'adminCreateAgent',
+    summary: 'Create an agent (its secret is shown once)', body: jsonBody(AgentCreate), audit: change('agent.created'),
+    responses: { 201: { ...ok('Created.', AgentCreated), headers: NO_STORE }, ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, validation_error: '' }) },
+  },
+  agentList: {
+    ...admin, method: 'GET', path: '/admin/v1/agents', name: 'admin_agents', operationId: 'adminListAgents',
+    summary: 'List agents', responses: { 200: ok('Every agent.', AgentList), ...refusals(GUARD_REFUSALS) },
+  },
+  agentGet: {
+    ...admin, method: 'GET', path: '/admin/v1/agents/:agent_id', name: 'admin_agent', operationId: 'adminGetAgent',
+    summary: 'Read an agent', params: AGENT_ID,
+    responses: { 200: ok('The agent.', AgentView), ...refusals({ ...GUARD_REFUSALS, not_found: '' }) },
+  },
+  agentPatch: {
+    ...admin, method: 'PATCH', path: '/admin/v1/agents/:agent_id', name: 'admin_agent', operationId: 'adminUpdateAgent',
+    summary: 'Rename, deactivate or reactivate an agent', params: AGENT_ID, body: jsonBody(AgentPatch), audit: change('agent.updated'),
+    responses: { 200: ok('The changed agent.', AgentView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '' }) },
+  },
+  secretRotate: {
+    ...admin, method: 'POST', path: '/admin/v1/agents/:agent_id/secret/rotate', name: 'admin_agent_secret_rotate', operationId: 'adminRotateAgentSecret',
+    summary: "Rotate an agent's secret (the old one may stay valid for grace_seconds)", params: AGENT_ID,
+    // An empty body means "no options".
+    body: jsonBody(SecretRotate, false), audit: change('agent.secret_rotated'),
+    responses: { 200: { ...ok('The new secret.', SecretRotated), headers: NO_STORE }, ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '' }) },
+  },
+  grantList: {
+    ...admin, method: 'GET', path: '/admin/v1/agents/:agent_id/grants', name: 'admin_agent_grants', operationId: 'adminListGrants',
+    summary: "List an agent's grants", params: AGENT_ID,
+    responses: { 200: ok('Its grants.', GrantList), ...refusals({ ...GUARD_REFUSALS, not_found: '' }) },
+  },
+  grantPut: {
+    ...admin, method: 'PUT', path: '/admin/v1/agents/:agent_id/grants/:platform_id', name: 'admin_agent_grant', operationId: 'adminPutGrant',
+    summary: 'Grant scopes of a platform to an agent (replaces the grant)', params: { ...AGENT_ID, ...PLATFORM_ID }, body: jsonBody(GrantPut), audit: change('grant.put'),
+    responses: { 200: ok('The grant.', GrantView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '' }) },
+  },
+  grantDelete: {
+    ...admin, method: 'DELETE', path: '/admin/v1/agents/:agent_id/grants/:platform_id', name: 'admin_agent_grant', operationId: 'adminDeleteGrant',
+    summary: 'Take a grant back', params: { ...AGENT_ID, ...PLATFORM_ID }, audit: change('grant.deleted'),
+    responses: { 204: { description: 'Deleted.' }, ...refusals({ ...GUARD_REFUSALS, not_found: '' }) },
+  },
+  keyList: {
+    ...admin, method: 'GET', path: '/admin/v1/keys', name: 'admin_keys', operationId: 'adminListKeys',
+    summary: 'List signing keys and their states', responses: { 200: ok('Every key.', KeyList), ...refusals(GUARD_REFUSALS) },
+  },
+  keyRotate: {
+    ...admin, method: 'POST', path: '/admin/v1/keys/rotate', name: 'admin_keys_rotate', operationId: 'adminRotateKey',
+    // The body, if any, is not read.
+    summary: 'Create the next signing key', body: jsonBody(Type.Object({}), false), audit: change('key.rotated'),
+    responses: { 200: ok('The new key.', KeyView), ...refusals({ ...GUARD_REFUSALS, conflict: '' }) },
+  },
+  keyRetire: {
+    ...admin, method: 'POST', path: '/admin/v1/keys/:kid/retire', name: 'admin_key_retire', operationId: 'adminRetireKey',
+    summary: 'Retire a signing key now (tokens it signed stop verifying)', params: { kid: Type.String() },
+    body: jsonBody(Type.Object({}), false), audit: change('key.retired'),
+    responses: { 200: ok('The retired key.', KeyView), ...refusals({ ...GUARD_REFUSALS, not_found: '', conflict: '' }) },
+  },
+  events: {
+    ...admin, method: 'GET', path: '/admin/v1/events', name: 'admin_events', operationId: 'adminListEvents',
+    summary: 'Read the audit trail, newest first, a page at a time', query: EventQueryParams,
+    responses: { 200: { ...ok('A page of events.', EventPage), headers: NO_STORE }, ...refusals({ ...GUARD_REFUSALS, validation_error: '' }) },
+  },
+  // Unknown admin paths answer 401 without the token, 404 with it: nothing is learned unauthenticated.
+  unmatched: {
+    ...admin, method: 'ANY', path: '/admin/v1/*', name: 'admin_unmatched', summary: 'Any other admin path',
+    responses: refusals({ ...GUARD_REFUSALS, not_found: '' }),
+  },
+} satisfies Record<string, RouteDeclaration>;
+
+export function adminRoutes(deps: AdminDeps): Route[] {
   // An admin change is answered once its event is durable; if the trail cannot take it, the change
   // (already made) still answers, and the failure is counted and logged by the trail.
   const audited = async <T>(result: T, event: (r: T) => AuditEvent): Promise<T> => {
@@ -100,152 +231,100 @@ export function adminRoutes(deps: AdminDeps): Route[] {
   const by = (r: HttpRequest) => ({ actor: ADMIN_ACTOR, clientAddress: r.address });
   const fieldsOf = (body: object) => Object.keys(body);
 
-  const platformCreate = compileValidator(PlatformCreate);
-  const platformPatch = compileValidator(PlatformPatch);
-  const agentCreate = compileValidator(AgentCreate);
-  const agentPatch = compileValidator(AgentPatch);
-  const grantPut = compileValidator(GrantPut);
-  const secretRotate = compileValidator(SecretRotate);
+  const t = adminRouteTable;
+  const platformCreate = compileValidator(t.platformCreate.body.schema);
+  const platformPatch = compileValidator(t.platformPatch.body.schema);
+  const agentCreate = compileValidator(t.agentCreate.body.schema);
+  const agentPatch = compileValidator(t.agentPatch.body.schema);
+  const grantPut = compileValidator(t.grantPut.body.schema);
+  const secretRotate = compileValidator(t.secretRotate.body.schema);
   // An empty body on the rotate endpoints means "no options".
   const optionalBody = (request: HttpRequest) => (request.body && request.body.length > 0 ? parseJsonBody(request) : {});
 
-  const routes: Route[] = [
-    {
-      method: 'POST', path: '/admin/v1/platforms', name: 'admin_platforms', body: true,
-      handler: async (r) => {
-        const body = platformCreate(parseJsonBody(r));
-        const platform = await audited(await deps.platforms.create(toPlatformChange(body) as PlatformDraft), (p) =>
-          auditEvents.adminChange('platform.created', { ...by(r), platformId: p.id, fields: fieldsOf(body), status: p.status }),
-        );
-        return json(201, presentPlatform(platform));
-      },
+  const routes = bindRoutes(adminRouteTable, {
+    platformCreate: async (r) => {
+      const body = platformCreate(parseJsonBody(r));
+      const platform = await audited(await deps.platforms.create(toPlatformChange(body) as PlatformDraft), (p) =>
+        auditEvents.adminChange('platform.created', { ...by(r), platformId: p.id, fields: fieldsOf(body), status: p.status }),
+      );
+      return json(201, presentPlatform(platform));
     },
-    {
-      method: 'GET', path: '/admin/v1/platforms', name: 'admin_platforms',
-      handler: async () => json(200, { platforms: (await deps.platforms.list()).map(presentPlatform) }),
+    platformList: async () => json(200, { platforms: (await deps.platforms.list()).map(presentPlatform) }),
+    platformGet: async (r) => json(200, presentPlatform(await deps.platforms.get(uuidParam(r, 'platform_id')))),
+    platformPatch: async (r) => {
+      const id = uuidParam(r, 'platform_id');
+      const body = platformPatch(parseJsonBody(r));
+      const platform = await audited(await deps.platforms.update(id, toPlatformChange(body)), (p) =>
+        auditEvents.adminChange('platform.updated', { ...by(r), platformId: p.id, fields: fieldsOf(body), ...(body.status ? { status: p.status } : {}) }),
+      );
+      return json(200, presentPlatform(platform));
     },
-    {
-      method: 'GET', path: '/admin/v1/platforms/:platform_id', name: 'admin_platform',
-      handler: async (r) => json(200, presentPlatform(await deps.platforms.get(uuidParam(r, 'platform_id')))),
+    agentCreate: async (r) => {
+      const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name);
+      await audited(agent, (a) => auditEvents.adminChange('agent.created', { ...by(r), agentId: a.id, fields: ['name'], status: a.status }));
+      return json(201, { ...presentAgent(agent), secret }, { 'Cache-Control': 'no-store' });
     },
-    {
-      method: 'PATCH', path: '/admin/v1/platforms/:platform_id', name: 'admin_platform', body: true,
-      handler: async (r) => {
-        const id = uuidParam(r, 'platform_id');
-        const body = platformPatch(parseJsonBody(r));
-        const platform = await audited(await deps.platforms.update(id, toPlatformChange(body)), (p) =>
-          auditEvents.adminChange('platform.updated', { ...by(r), platformId: p.id, fields: fieldsOf(body), ...(body.status ? { status: p.status } : {}) }),
-        );
-        return json(200, presentPlatform(platform));
-      },
+    agentList: async () => json(200, { agents: (await deps.agents.list()).map(presentAgent) }),
+    agentGet: async (r) => json(200, presentAgent(await deps.agents.get(uuidParam(r, 'agent_id')))),
+    agentPatch: async (r) => {
+      const id = uuidParam(r, 'agent_id');
+      const body = agentPatch(parseJsonBody(r));
+      const agent = await audited(await deps.agents.update(id, body), (a) =>
+        auditEvents.adminChange('agent.updated', { ...by(r), agentId: a.id, fields: fieldsOf(body), ...(body.status ? { status: a.status } : {}) }),
+      );
+      return json(200, presentAgent(agent));
     },
-    {
-      method: 'POST', path: '/admin/v1/agents', name: 'admin_agents', body: true,
-      handler: async (r) => {
-        const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name);
-        await audited(agent, (a) => auditEvents.adminChange('agent.created', { ...by(r), agentId: a.id, fields: ['name'], status: a.status }));
-        return json(201, { ...presentAgent(agent), secret }, { 'Cache-Control': 'no-store' });
-      },
+    secretRotate: async (r) => {
+      const id = uuidParam(r, 'agent_id');
+      const { grace_seconds } = secretRotate(optionalBody(r));
+      const { apiKeyId, secret } = await deps.agents.rotateSecret(id, grace_seconds ?? 0);
+      await audited(id, (agentId) => auditEvents.adminChange('agent.secret_rotated', { ...by(r), agentId, fields: ['secret'], graceSeconds: grace_seconds ?? 0 }));
+      return json(200, { api_key_id: apiKeyId, secret }, { 'Cache-Control': 'no-store' });
     },
-    {
-      method: 'GET', path: '/admin/v1/agents', name: 'admin_agents',
-      handler: async () => json(200, { agents: (await deps.agents.list()).map(presentAgent) }),
+    grantList: async (r) => json(200, { grants: (await deps.agents.listGrants(uuidParam(r, 'agent_id'))).map(presentGrant) }),
+    grantPut: async (r) => {
+      const agentId = uuidParam(r, 'agent_id');
+      const platformId = uuidParam(r, 'platform_id');
+      const { scopes } = grantPut(parseJsonBody(r));
+      const grant = await audited(await deps.agents.putGrant(agentId, platformId, scopes), (g) =>
+        auditEvents.adminChange('grant.put', { ...by(r), agentId: g.agentId, platformId: g.platformId, fields: ['scopes'], scopes: g.scopes }),
+      );
+      return json(200, presentGrant(grant));
     },
-    {
-      method: 'GET', path: '/admin/v1/agents/:agent_id', name: 'admin_agent',
-      handler: async (r) => json(200, presentAgent(await deps.agents.get(uuidParam(r, 'agent_id')))),
+    grantDelete: async (r) => {
+      const [agentId, platformId] = [uuidParam(r, 'agent_id'), uuidParam(r, 'platform_id')];
+      await deps.agents.deleteGrant(agentId, platformId);
+      await audited(null, () => auditEvents.adminChange('grant.deleted', { ...by(r), agentId, platformId }));
+      return { status: 204 };
     },
-    {
-      method: 'PATCH', path: '/admin/v1/agents/:agent_id', name: 'admin_agent', body: true,
-      handler: async (r) => {
-        const id = uuidParam(r, 'agent_id');
-        const body = agentPatch(parseJsonBody(r));
-        const agent = await audited(await deps.agents.update(id, body), (a) =>
-          auditEvents.adminChange('agent.updated', { ...by(r), agentId: a.id, fields: fieldsOf(body), ...(body.status ? { status: a.status } : {}) }),
-        );
-        return json(200, presentAgent(agent));
-      },
+    keyList: () => json(200, { keys: deps.keys.list().map(presentKey) }),
+    keyRotate: async (r) => {
+      const key = await audited(await deps.keys.rotate(), (k) => auditEvents.adminChange('key.rotated', { ...by(r), kid: k.row.kid, status: k.state }));
+      return json(200, presentKey(key));
     },
-    {
-      method: 'POST', path: '/admin/v1/agents/:agent_id/secret/rotate', name: 'admin_agent_secret_rotate', body: true,
-      handler: async (r) => {
-        const id = uuidParam(r, 'agent_id');
-        const { grace_seconds } = secretRotate(optionalBody(r));
-        const { apiKeyId, secret } = await deps.agents.rotateSecret(id, grace_seconds ?? 0);
-        await audited(id, (agentId) =>
-          auditEvents.adminChange('agent.secret_rotated', { ...by(r), agentId, fields: ['secret'], graceSeconds: grace_seconds ?? 0 }),
-        );
-        return json(200, { api_key_id: apiKeyId, secret }, { 'Cache-Control': 'no-store' });
-      },
+    keyRetire: async (r) => {
+      const key = await audited(await deps.keys.retire(r.params.kid), (k) => auditEvents.adminChange('key.retired', { ...by(r), kid: k.row.kid, status: k.state }));
+      return json(200, presentKey(key));
     },
-    {
-      method: 'GET', path: '/admin/v1/agents/:agent_id/grants', name: 'admin_agent_grants',
-      handler: async (r) => json(200, { grants: (await deps.agents.listGrants(uuidParam(r, 'agent_id'))).map(presentGrant) }),
+    events: async (r) => {
+      const page = await readEvents(deps.auditStore, parseEventQuery(r.query));
+      return json(200, { events: page.events.map(presentEvent), next_cursor: page.nextCursor }, { 'Cache-Control': 'no-store' });
     },
-    {
-      method: 'PUT', path: '/admin/v1/agents/:agent_id/grants/:platform_id', name: 'admin_agent_grant', body: true,
-      handler: async (r) => {
-        const agentId = uuidParam(r, 'agent_id');
-        const platformId = uuidParam(r, 'platform_id');
-        const { scopes } = grantPut(parseJsonBody(r));
-        const grant = await audited(await deps.agents.putGrant(agentId, platformId, scopes), (g) =>
-          auditEvents.adminChange('grant.put', { ...by(r), agentId: g.agentId, platformId: g.platformId, fields: ['scopes'], scopes: g.scopes }),
-        );
-        return json(200, presentGrant(grant));
-      },
+    unmatched: () => {
+      throw new ServiceError('not_found');
     },
-    {
-      method: 'DELETE', path: '/admin/v1/agents/:agent_id/grants/:platform_id', name: 'admin_agent_grant',
-      handler: async (r) => {
-        const [agentId, platformId] = [uuidParam(r, 'agent_id'), uuidParam(r, 'platform_id')];
-        await deps.agents.deleteGrant(agentId, platformId);
-        await audited(null, () => auditEvents.adminChange('grant.deleted', { ...by(r), agentId, platformId }));
-        return { status: 204 };
-      },
-    },
-    {
-      method: 'GET', path: '/admin/v1/keys', name: 'admin_keys',
-      handler: () => json(200, { keys: deps.keys.list().map(presentKey) }),
-    },
-    {
-      method: 'POST', path: '/admin/v1/keys/rotate', name: 'admin_keys_rotate', body: true,
-      handler: async (r) => {
-        const key = await audited(await deps.keys.rotate(), (k) => auditEvents.adminChange('key.rotated', { ...by(r), kid: k.row.kid, status: k.state }));
-        return json(200, presentKey(key));
-      },
-    },
-    {
-      method: 'POST', path: '/admin/v1/keys/:kid/retire', name: 'admin_key_retire', body: true,
-      handler: async (r) => {
-        const key = await audited(await deps.keys.retire(r.params.kid), (k) => auditEvents.adminChange('key.retired', { ...by(r), kid: k.row.kid, status: k.state }));
-        return json(200, presentKey(key));
-      },
-    },
-    {
-      method: 'GET', path: '/admin/v1/events', name: 'admin_events', query: true,
-      handler: async (r) => {
-        const page = await readEvents(deps.auditStore, parseEventQuery(r.query));
-        return json(200, { events: page.events.map(presentEvent), next_cursor: page.nextCursor }, { 'Cache-Control': 'no-store' });
-      },
-    },
-    {
-      // Unknown admin paths answer 401 without the token, 404 with it: nothing is learned unauthenticated.
-      method: 'ANY', path: '/admin/v1/*', name: 'admin_unmatched',
-      handler: () => {
-        throw new ServiceError('not_found');
-      },
-    },
-  ];
+  });
   // A known path with another method: 405 with Allow, but only after the token check, so the API cannot
   // be mapped without the token. (First matching route wins, so these catch only the missing methods.)
   for (const [path, group] of routesByPath(routes.filter((r) => r.method !== 'ANY'))) {
     const allow = allowHeader(group);
     routes.push({
-      method: 'ANY', path, name: group[0].name,
+      ...admin, method: 'ANY', path, name: group[0].name, summary: 'Any other method',
+      responses: refusals({ ...GUARD_REFUSALS, method_not_allowed: '' }),
       handler: () => {
         throw new ServiceError('method_not_allowed', undefined, { Allow: allow });
       },
     });
   }
-  return routes.map((route) => ({ ...route, handler: guard(route.handler) }));
+  return routes;
 }

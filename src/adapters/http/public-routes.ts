@@ -1,8 +1,20 @@
-// The four endpoints of the public contract (and the OpenAPI document). Thin: parse, validate, call the
-// domain, shape the reply.
+// The four endpoints of the public contract (and the OpenAPI document). The table declares each route as
+// data (schemas, answers, auth, audit: the OpenAPI document is generated from it); the handlers are thin:
+// parse, validate, call the domain, shape the reply.
+import { Type } from '@sinclair/typebox';
 import { ServiceError, toServiceError } from '../../core/errors.js';
 import type { Metrics } from '../telemetry/index.js';
-import { credentialsRequestSchema, tokenRequestSchema, UUID_PATTERN, type PlatformListing, type TokenRequest as TokenRequestBody } from './schemas/public.js';
+import {
+  credentialsRequestSchema,
+  KeySet,
+  PlatformId,
+  PlatformListing,
+  tokenRequestSchema,
+  TokenResponse,
+  UUID_PATTERN,
+  type TokenRequest as TokenRequestBody,
+} from './schemas/public.js';
+import { SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
 import { compileValidator } from './schemas/validate.js';
 import type { Authenticator } from '../../core/credentials/authenticator.js';
 import type { KeyManager } from '../../core/keys/key-manager.js';
@@ -11,7 +23,8 @@ import type { ScopeFiles } from './scope-file.js';
 import type { ExchangeOutcome, TokenService } from '../../core/tokens/token-service.js';
 import { parseJsonBody } from './json-body.js';
 import { auditEvents, type AuditSink } from '../../core/audit/events.js';
-import { json, type HttpReply, type HttpRequest, type Route } from './types.js';
+import { ETAG_HEADER, fixedHeader, JSON_BODY_REFUSALS, NOT_MODIFIED, refusals } from './responses.js';
+import { bindRoutes, json, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
 
 export interface PublicDeps {
   apiKeyPrefix: string;
@@ -36,9 +49,91 @@ export interface TokenRefusals {
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
 const UUID = new RegExp(UUID_PATTERN);
 
+
+/** The public routes as data; `apiKeyPrefix` is the deployment's (the api_key_id pattern carries it). */
+export function publicRouteTable(apiKeyPrefix: string) {
+  const noStore = { 'Cache-Control': fixedHeader('no-store'), Pragma: fixedHeader('no-cache') };
+  const table = {
+    token: {
+      method: 'POST', path: '/api/v1/auth/token', name: 'token', operationId: 'exchangeToken',
+      summary: 'Exchange agent credentials for a token',
+      description: 'Trades api_key_id + secret + platform_id for a short-lived RS256 JWT whose aud is the platform.',
+      body: { schema: tokenRequestSchema(apiKeyPrefix), contentType: 'application/json', required: true },
+      auth: 'none',
+      audit: { kind: 'batched', events: ['token.issued', 'token.refused'] },
+      responses: {
+        200: { description: 'Token issued.', headers: noStore, content: { 'application/json': TokenResponse } },
+        ...refusals({
+          ...JSON_BODY_REFUSALS,
+          invalid_credentials: 'unknown api_key_id or wrong secret; identical for both.',
+          agent_inactive: '',
+          platform_access_denied: '',
+          invalid_scope: '',
+          validation_error: 'a field is missing or malformed (the detail names it).',
+          unsupported_profile: '',
+          rate_limited: 'per api_key_id, or failed authentications per address.',
+          service_unavailable: '',
+        }),
+      },
+    },
+    listing: {
+      method: 'POST', path: '/api/v1/auth/agents/me/platforms', name: 'platform_listing', operationId: 'listAgentPlatforms',
+      summary: "List the calling agent's platforms (client bootstrap)",
+      body: { schema: credentialsRequestSchema(apiKeyPrefix), contentType: 'application/json', required: true },
+      auth: 'none',
+      audit: { kind: 'batched', events: ['listing.served'] },
+      responses: {
+        200: { description: 'Platform listing.', headers: noStore, content: { 'application/json': PlatformListing } },
+        ...refusals({ ...JSON_BODY_REFUSALS, invalid_credentials: '', agent_inactive: '', validation_error: '', rate_limited: '', service_unavailable: '' }),
+      },
+    },
+    jwks: {
+      method: 'GET', path: '/.well-known/jwks.json', name: 'jwks', operationId: 'getJwks',
+      summary: 'Public signing keys',
+      auth: 'none',
+      audit: { kind: 'none' },
+      responses: {
+        200: {
+          description: 'Key set: the active key first, then published keys that are not active.',
+          headers: { 'Cache-Control': fixedHeader('public, max-age=3600'), ETag: ETAG_HEADER },
+          content: { 'application/json': KeySet },
+        },
+        304: NOT_MODIFIED,
+        // The server's own answer to a method other than GET/HEAD (with Allow).
+        ...refusals({ method_not_allowed: 'a method other than GET or HEAD.' }),
+      },
+    },
+    scopeFile: {
+      method: 'GET', path: '/api/v1/platforms/:platform_id/scopes.yaml', name: 'scope_file', operationId: 'getScopeFile',
+      summary: 'Scope file of a platform (SvcScopesYaml v1)',
+      params: { platform_id: PlatformId },
+      auth: 'none',
+      audit: { kind: 'none' },
+      responses: {
+        200: { description: 'The scope file.', headers: { ETag: ETAG_HEADER, 'Cache-Control': fixedHeader('no-cache') }, content: { 'text/yaml': SvcScopesYaml } },
+        304: NOT_MODIFIED,
+        ...refusals({ not_found: 'no platform with this id.', validation_error: 'platform_id is not a UUID.', service_unavailable: '' }),
+      },
+    },
+    openApi: {
+      method: 'GET', path: '/openapi.json', name: 'openapi', operationId: 'getOpenApiDocument',
+      summary: 'This OpenAPI document',
+      description: 'The same document as docs/openapi.json in the repository, with this deployment\'s PUBLIC_BASE_URL as its server.',
+      auth: 'none',
+      audit: { kind: 'none' },
+      responses: {
+        200: { description: 'OpenAPI 3.1 document.', content: { 'application/json': Type.Object({}, { additionalProperties: true }) } },
+        ...refusals({ method_not_allowed: 'a method other than GET or HEAD.' }),
+      },
+    },
+  } satisfies Record<string, RouteDeclaration>;
+  return table;
+}
+
 export function publicRoutes(deps: PublicDeps): Route[] {
-  const validateToken = compileValidator(tokenRequestSchema(deps.apiKeyPrefix));
-  const validateCredentials = compileValidator(credentialsRequestSchema(deps.apiKeyPrefix));
+  const table = publicRouteTable(deps.apiKeyPrefix);
+  const validateToken = compileValidator(table.token.body.schema);
+  const validateCredentials = compileValidator(table.listing.body.schema);
 
   const token = async (request: HttpRequest): Promise<HttpReply> => {
     let body: TokenRequestBody | undefined;
@@ -109,13 +204,7 @@ export function publicRoutes(deps: PublicDeps): Route[] {
 
   const openApi = (): HttpReply => ({ status: 200, headers: { 'Content-Type': 'application/json' }, body: deps.openApi() });
 
-  return [
-    { method: 'POST', path: '/api/v1/auth/token', name: 'token', body: true, handler: token },
-    { method: 'POST', path: '/api/v1/auth/agents/me/platforms', name: 'platform_listing', body: true, handler: listing },
-    { method: 'GET', path: '/.well-known/jwks.json', name: 'jwks', handler: jwks },
-    { method: 'GET', path: '/api/v1/platforms/:platform_id/scopes.yaml', name: 'scope_file', handler: scopeFile },
-    { method: 'GET', path: '/openapi.json', name: 'openapi', handler: openApi },
-  ];
+  return bindRoutes(table, { token, listing, jwks, scopeFile, openApi });
 }
 
 function presentListing(agentId: string, platforms: ListedPlatform[]): PlatformListing {

@@ -3,14 +3,15 @@
 // stream in revocation-feed.ts. The old `ace-revocations+jwt` document (GET) is gone: one format.
 import { STATUS_CODES } from 'node:http';
 import * as uWS from 'uWebSockets.js';
+import { Type } from '@sinclair/typebox';
 import { ServiceError, toServiceError } from '../../core/errors.js';
-import { UUID_PATTERN } from './schemas/public.js';
+import { PlatformId, UUID_PATTERN } from './schemas/public.js';
+import { fixedHeader, refusals } from './responses.js';
 import { MAX_MAX_EVENTS, type RevocationFeed, type FeedTransport } from './revocation-feed.js';
 import type { RevocationMetrics } from '../telemetry/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { parseJsonBody } from './json-body.js';
 import { compileValidator } from './schemas/validate.js';
-import { Type } from '@sinclair/typebox';
 import {
   DELIVERY_POLL,
   DELIVERY_WEBSOCKET,
@@ -19,7 +20,7 @@ import {
   EVENT_SIGNING_KEY_RETIRED,
   EVENT_STREAM_HEAD,
 } from '@agent-credential-exchange/middleware/feed-document';
-import type { HttpReply, HttpRequest, Route } from './types.js';
+import { bindRoutes, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
 
 export const FEED_PATH = '/api/v1/platforms/:platform_id/revocations';
 export const FEED_SOCKET_PATH = '/api/v1/platforms/:platform_id/revocations/ws';
@@ -31,13 +32,95 @@ const topic = (platformId: string) => `rev:${platformId}`;
 /** RFC 8936 §2.4 poll request (unknown members are ignored, as the RFC asks). */
 const PollRequestSchema = Type.Object(
   {
-    ack: Type.Optional(Type.Array(Type.String({ maxLength: 128 }), { maxItems: 1000 })),
+    ack: Type.Optional(Type.Array(Type.String({ maxLength: 128 }), { maxItems: 1000, description: 'jti values of SETs already applied: every SET up to the highest acknowledged is acknowledged.' })),
     maxEvents: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_MAX_EVENTS })),
     returnImmediately: Type.Optional(Type.Boolean()),
     setErrs: Type.Optional(Type.Record(Type.String({ maxLength: 128 }), Type.Unknown(), { maxProperties: 1000 })),
   },
-  { additionalProperties: true },
+  { $id: 'PollRequest', additionalProperties: true },
 );
+const PollResponseSchema = Type.Object(
+  {
+    sets: Type.Record(Type.String(), Type.String({ description: 'A compact SET (RFC 8417, typ secevent+jwt), keyed by its jti.' })),
+    moreAvailable: Type.Boolean(),
+  },
+  { $id: 'PollResponse' },
+);
+const FEED_PARAMS = { platform_id: PlatformId };
+const FEED_QUERY = Type.Object({
+  since: Type.Optional(Type.Integer({ minimum: 0, default: 0, description: 'Sequence number already applied: SETs above it are sent.' })),
+});
+const SET_FORMAT =
+  'Each revocation is an RFC 8417 Security Event Token (typ secevent+jwt, RS256, kid of a service key in the JWKS; ' +
+  'aud the platform id; jti "<platform_id>:<seq>"), with CAEP session-revoked for an agent, and this service\'s ' +
+  'platform-tokens-revoked and signing-key-retired events (docs/revocation.md). A signed stream-head SET carries ' +
+  'the platform\'s head sequence.';
+
+export const revocationRouteTable = {
+  poll: {
+    method: 'POST', path: FEED_PATH, name: 'revocation_poll', operationId: 'pollRevocations',
+    summary: 'RFC 8936 poll delivery of the platform\'s revocation SETs',
+    description: SET_FORMAT,
+    params: FEED_PARAMS,
+    body: { schema: PollRequestSchema, contentType: 'application/json', required: true },
+    auth: 'none',
+    audit: { kind: 'none' },
+    responses: {
+      200: { description: 'The SETs above the acknowledged ones, and whether more are available.', headers: { 'Cache-Control': fixedHeader('no-store') }, content: { 'application/json': PollResponseSchema } },
+      ...refusals({
+        not_found: 'no platform with this id.',
+        validation_error: 'platform_id is not a UUID, or the poll request is malformed.',
+        invalid_json: '',
+        unsupported_media_type: '',
+        payload_too_large: '',
+        service_unavailable: '',
+      }),
+    },
+  },
+  configuration: {
+    method: 'GET', path: SSF_CONFIGURATION_PATH, name: 'ssf_configuration', operationId: 'getSsfConfiguration',
+    summary: 'OpenID Shared Signals Framework 1.0 transmitter configuration',
+    auth: 'none',
+    audit: { kind: 'none' },
+    responses: {
+      200: {
+        description: 'issuer, jwks_uri, delivery methods (poll, WebSocket push), supported events and the endpoint templates.',
+        headers: { 'Cache-Control': fixedHeader('public, max-age=3600') },
+        content: { 'application/json': Type.Object({}, { additionalProperties: true }) },
+      },
+      ...refusals({ method_not_allowed: 'a method other than GET or HEAD.' }),
+    },
+  },
+} satisfies Record<string, RouteDeclaration>;
+
+/** The push side, served by attachRevocationSockets (uWS's WebSocket handler), declared for the document. */
+export const revocationSocketRoute = {
+  method: 'GET', path: FEED_SOCKET_PATH, name: 'revocation_socket', operationId: 'subscribeRevocationFeed',
+  summary: 'WebSocket push of the revocation SETs',
+  description:
+    'A WebSocket upgrade (RFC 6455: send Connection: Upgrade, Upgrade: websocket, Sec-WebSocket-Key and ' +
+    'Sec-WebSocket-Version: 13). Once open, the server sends text messages only, each one compact SET: first the ' +
+    'SETs above since and the signed stream head (the catch-up), then every new SET as it is appended, and the ' +
+    're-signed stream head every REVOCATION_HEARTBEAT_SECONDS. The subscriber sends nothing (messages are ignored). ' +
+    `The server closes with 1011 when the catch-up cannot be read. ${SET_FORMAT}`,
+  params: FEED_PARAMS,
+  query: FEED_QUERY,
+  auth: 'none',
+  audit: { kind: 'none' },
+  upgrade: 'websocket',
+  responses: {
+    101: {
+      description: 'Switching Protocols: subscribed; the SETs described above follow on the WebSocket.',
+      headers: { Upgrade: fixedHeader('websocket'), Connection: fixedHeader('Upgrade'), 'Sec-WebSocket-Accept': { schema: Type.String() } },
+    },
+    ...refusals({
+      not_found: 'no platform with this id.',
+      validation_error: 'platform_id is not a UUID, or since is not a non-negative integer.',
+      service_unavailable: '',
+    }),
+  },
+} satisfies RouteDeclaration;
+
 const validatePoll = compileValidator(PollRequestSchema);
 
 function parseSince(query: string): number {
@@ -76,15 +159,10 @@ export function revocationRoutes(feed: RevocationFeed, ssf: { issuer: string; pu
     return { status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' }, body: answer };
   };
   const configuration = Buffer.from(JSON.stringify(ssfConfiguration(ssf.issuer, ssf.publicBaseUrl)));
-  return [
-    { method: 'POST', path: FEED_PATH, name: 'revocation_poll', body: true, handler: poll },
-    {
-      method: 'GET',
-      path: SSF_CONFIGURATION_PATH,
-      name: 'ssf_configuration',
-      handler: () => ({ status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600' }, body: configuration }),
-    },
-  ];
+  return bindRoutes(revocationRouteTable, {
+    poll,
+    configuration: () => ({ status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600' }, body: configuration }),
+  });
 }
 
 interface SocketData {
@@ -110,7 +188,7 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
   };
   feed.attach(transport);
 
-  app.ws<SocketData>(FEED_SOCKET_PATH, {
+  app.ws<SocketData>(revocationSocketRoute.path, {
     // No compression: uWS's default (the repack's typings lack the DISABLED constant).
     maxPayloadLength: 512,
     // uWS pings idle sockets itself; a peer silent for this long is dropped.

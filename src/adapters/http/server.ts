@@ -10,7 +10,7 @@ import { clientAddress, type ProxyTrust } from '../../support/client-address.js'
 import { framingRefusal, type FramingFields } from './framing.js';
 import { InFlight, type Completion } from './in-flight.js';
 import { LingeringRefusal } from './lingering-refusal.js';
-import { allowHeader, routesByPath, type HttpReply, type HttpRequest, type RequestHeaders, type Route } from './types.js';
+import { allowHeader, routesByPath, type Guard, type HttpReply, type HttpRequest, type RequestHeaders, type Route, type RouteAuth } from './types.js';
 
 /** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
 export function assertNativeUws(): void {
@@ -28,8 +28,11 @@ export interface ServerOptions {
   metrics: Metrics;
   logger: Logger;
   accessLog: boolean;
-  /** The admin listener reads Authorization; the public one never needs it. */
-  readsAuthorization?: boolean;
+  /**
+   * The check of each auth kind the routes declare (RouteDeclaration.auth), run before the handler.
+   * Only routes that declare one read Authorization and the client address for it.
+   */
+  guards?: Partial<Record<Exclude<RouteAuth, 'none'>, Guard>>;
 }
 
 const STATUS_LINES = new Map<number, string>();
@@ -81,6 +84,12 @@ export class HttpServer {
   constructor(routes: Route[], private readonly options: ServerOptions) {
     this.proxy = { ...options.proxy, onUntrustedPeer: (peer) => this.untrustedPeer(peer) };
     this.app = uWS.App();
+    for (const route of routes) {
+      // Fail closed: a route that declares an auth kind this listener cannot check is never served.
+      if (needsAuth(route) && !options.guards?.[route.auth as Exclude<RouteAuth, 'none'>]) {
+        throw new Error(`${options.name}: route ${route.method} ${route.path} declares auth "${route.auth}" but the listener has no guard for it`);
+      }
+    }
     for (const [path, group] of routesByPath(routes)) {
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
       const allow = allowHeader(group);
@@ -186,12 +195,12 @@ export class HttpServer {
 
   /** Reads only the headers this route can use: each read crosses into C++. */
   private readHeaders(req: uWS.HttpRequest, route: Route): RequestHeaders {
-    const body = route.body === true;
+    const body = route.body !== undefined;
     return {
       contentType: body ? req.getHeader('content-type') : '',
       contentLength: body ? req.getHeader('content-length') : '',
       ifNoneMatch: route.method === 'GET' ? req.getHeader('if-none-match') : '',
-      authorization: this.options.readsAuthorization ? req.getHeader('authorization') : '',
+      authorization: needsAuth(route) || route.handlerAuth ? req.getHeader('authorization') : '',
       requestId: req.getHeader('x-request-id'),
       forwardedFor: body && (this.options.proxy.hops > 0 || this.options.proxy.proxies) ? req.getHeader('x-forwarded-for') : '',
     };
@@ -205,10 +214,10 @@ export class HttpServer {
     paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i) ?? '')));
     const path = req.getUrl();
     const query = route.query ? (req.getQuery() ?? '') : '';
-    // The client address only matters where credentials arrive: routes with a body, and every request to
-    // the listener that reads Authorization (the admin token limit; failed admin token checks are audited).
+    // The client address only matters where credentials arrive: routes with a body, and routes with an
+    // auth check (the admin token limit; failed admin token checks are audited).
     const address =
-      route.body || this.options.readsAuthorization ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy) : '';
+      route.body || needsAuth(route) ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
     // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
     const controller = route.body ? new AbortController() : undefined;
@@ -220,11 +229,12 @@ export class HttpServer {
     });
     const exchange: Exchange = { res, state, routeName: route.name, method, started, requestId };
 
+    const guard = needsAuth(route) ? this.options.guards?.[route.auth as Exclude<RouteAuth, 'none'>] : undefined;
     const run = (body: Buffer | null) => {
       const request: HttpRequest = { method, path, query, params, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
       let result: HttpReply | Promise<HttpReply>;
       try {
-        result = route.handler(request);
+        result = guard ? Promise.resolve(guard(request)).then(() => route.handler(request)) : route.handler(request);
       } catch (error) {
         result = Promise.reject(error);
       }
@@ -325,6 +335,11 @@ function endWithoutBody(res: uWS.HttpResponse, length: number, close: boolean): 
   res.writeHeader('Content-Length', String(length));
   if (close) res.writeHeader('Connection', 'close');
   res.endWithoutBody();
+}
+
+/** Routes built in tests may omit `auth`: that means none. */
+function needsAuth(route: Route): boolean {
+  return route.auth !== undefined && route.auth !== 'none';
 }
 
 function decodeURIComponentSafe(value: string): string {

@@ -1,4 +1,7 @@
-// The HTTP layer's own request/reply shapes: handlers see these, never uWS objects.
+// The HTTP layer's own request/reply shapes: handlers see these, never uWS objects; and the route
+// declaration, the one place a route's method, path, schemas, auth, audit and answers are stated.
+import type { TObject, TSchema } from '@sinclair/typebox';
+import type { EventType } from '../../core/audit/events.js';
 
 export interface RequestHeaders {
   contentType: string;
@@ -13,10 +16,10 @@ export interface HttpRequest {
   method: string;
   path: string;
   params: Record<string, string>;
-  /** Raw query string (without `?`), for routes that declare `query: true`; else empty. */
+  /** Raw query string (without `?`), for routes that declare `query`; else empty. */
   query: string;
   headers: RequestHeaders;
-  /** Raw body (routes that declare `body: true`), at most the configured limit. */
+  /** Raw body (routes that declare `body`), at most the configured limit. */
   body: Buffer | null;
   /** Client address as the per-address limits count it (client-address.ts): IPv4, or an IPv6 /64. */
   address: string;
@@ -35,17 +38,82 @@ export interface HttpReply {
 
 export type Handler = (request: HttpRequest) => Promise<HttpReply> | HttpReply;
 
-export interface Route {
+/** An auth check run before a route's handler: resolves to let the request through, throws a ServiceError to refuse. */
+export type Guard = (request: HttpRequest) => Promise<void> | void;
+
+export type RouteMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'ANY';
+
+/**
+ * Who may call a route. The server enforces it with the guard registered for the kind (ServerOptions.
+ * guards) and refuses to start with a route whose guard is missing, so a declaration cannot be served
+ * unguarded by mistake.
+ */
+export type RouteAuth = 'none' | 'admin_bearer';
+
+/** What a route writes to the audit trail (docs/audit.md); shown in the OpenAPI document as x-audit. */
+export type RouteAudit =
+  | { kind: 'none' }
+  /** Recorded in the next batch, the answer does not wait for it. */
+  | { kind: 'batched'; events: EventType[] }
+  /** The answer waits until the event is durable (the change itself is already made). */
+  | { kind: 'before_answer'; events: EventType[] };
+
+export interface ResponseHeaderSpec {
+  description?: string;
+  schema: TSchema;
+}
+
+/** One documented answer. `content` absent: no body (101, 204, 304). */
+export interface ResponseSpec {
+  description: string;
+  /** Media type -> schema of the body. */
+  content?: Record<string, TSchema>;
+  headers?: Record<string, ResponseHeaderSpec>;
+}
+
+/**
+ * A route as data: what the server needs to serve it (method, path, body, query, auth) and everything the
+ * OpenAPI document says about it. The document is generated from these declarations (openapi/document.ts),
+ * so nothing here is typed twice.
+ */
+export interface RouteDeclaration {
   /** ANY: every method (used for guarded catch-alls such as /admin/v1/*). */
-  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'ANY';
+  method: RouteMethod;
   /** uWS pattern, e.g. /api/v1/platforms/:platform_id/scopes.yaml */
   path: string;
   /** Low-cardinality name for metrics and logs. */
   name: string;
-  body?: boolean;
-  /** The handler reads the query string (only then is it copied out of uWS). */
-  query?: boolean;
+  /** OpenAPI operationId; only declarations that have one are documented (catch-alls have none). */
+  operationId?: string;
+  summary: string;
+  description?: string;
+  /** Path parameters by name (each `:name` of the path). */
+  params?: Record<string, TSchema>;
+  /** Query parameters (an object schema): only then is the query string copied out of uWS. */
+  query?: TObject;
+  /** A request body: only then is it read. `required: false` means an empty body is accepted. */
+  body?: { schema: TSchema; contentType: 'application/json' | 'application/x-www-form-urlencoded'; required: boolean };
+  auth: RouteAuth;
+  /**
+   * HTTP authentication the handler checks itself (e.g. OAuth client_secret_basic, where the credentials
+   * may also come in the body): the server then copies Authorization out for it, and the document names
+   * these schemes (OpenAPI security scheme objects by name; `optional`: the request may carry none).
+   */
+  handlerAuth?: { schemes: Record<string, Record<string, unknown>>; optional: boolean };
+  audit: RouteAudit;
+  /** Status -> answer. Refusals use `refusals()` (errors.ts codes with the contract's Error shape). */
+  responses: Record<number, ResponseSpec>;
+  /** Served by the WebSocket upgrade handler, not by HttpServer (documented with its 101 answer). */
+  upgrade?: 'websocket';
+}
+
+export interface Route extends RouteDeclaration {
   handler: Handler;
+}
+
+/** Joins declarations to their handlers: the compiler insists on one handler per declared route. */
+export function bindRoutes<K extends string>(table: Record<K, RouteDeclaration>, handlers: Record<K, Handler>): Route[] {
+  return (Object.keys(table) as K[]).map((key) => ({ ...table[key], handler: handlers[key] }));
 }
 
 export const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
@@ -58,13 +126,13 @@ export function json(status: number, value: unknown, headers: Record<string, str
 }
 
 /** Routes grouped by path pattern, in the order they were declared (405 answers need the group). */
-export function routesByPath(routes: Route[]): Map<string, Route[]> {
-  const byPath = new Map<string, Route[]>();
+export function routesByPath<R extends Pick<Route, 'method' | 'path'>>(routes: R[]): Map<string, R[]> {
+  const byPath = new Map<string, R[]>();
   for (const route of routes) byPath.set(route.path, [...(byPath.get(route.path) ?? []), route]);
   return byPath;
 }
 
 /** The Allow header of a 405 for a path served by `group`: its methods, GET bringing HEAD along. */
-export function allowHeader(group: Route[]): string {
+export function allowHeader(group: Pick<Route, 'method'>[]): string {
   return [...new Set(group.filter((r) => r.method !== 'ANY').flatMap((r) => (r.method === 'GET' ? ['GET', 'HEAD'] : [r.method])))].join(', ');
 }

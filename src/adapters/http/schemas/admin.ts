@@ -66,3 +66,74 @@ export const SecretRotate = Type.Object(
   { $id: 'SecretRotate', additionalProperties: false },
 );
 export type SecretRotate = Static<typeof SecretRotate>;
+
+// --- answers (what the presenters in admin-routes.ts produce) ---
+
+const Timestamp = Type.String({ format: 'date-time' });
+const Uuid = Type.String({ format: 'uuid' });
+
+export const PlatformView = Type.Object(
+  {
+    platform_id: Uuid,
+    name: Type.String(),
+    domain: Type.Union([Type.String(), Type.Null()]),
+    status: PlatformStatus,
+    verification_status: VerificationStatus,
+    scopes: Type.Array(Type.Object({ name: Type.String(), description: Type.String() })),
+    routes: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), scopes: Type.Array(Type.String()) })),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: 'Platform' },
+);
+
+export const AgentView = Type.Object(
+  { agent_id: Uuid, name: Type.String(), status: AgentStatus, api_key_id: Type.String(), created_at: Timestamp, updated_at: Timestamp },
+  { $id: 'Agent' },
+);
+export const AgentCreated = Type.Composite([AgentView, Type.Object({ secret: Type.String({ description: 'Shown once; never stored in clear.' }) })], {
+  $id: 'AgentCreated',
+});
+export const SecretRotated = Type.Object(
+  { api_key_id: Type.String(), secret: Type.String({ description: 'Shown once; never stored in clear.' }) },
+  { $id: 'SecretRotated' },
+);
+export const GrantView = Type.Object({ agent_id: Uuid, platform_id: Uuid, scopes: Type.Array(Type.String()), updated_at: Timestamp }, { $id: 'Grant' });
+export const KeyView = Type.Object(
+  {
+    kid: Type.String(),
+    state: Type.Union([Type.Literal('next'), Type.Literal('active'), Type.Literal('retiring'), Type.Literal('retired')]),
+    created_at: Timestamp,
+    activates_at: Timestamp,
+    deactivated_at: Type.Union([Timestamp, Type.Null()]),
+    retires_at: Type.Union([Timestamp, Type.Null()]),
+    retired_at: Type.Union([Timestamp, Type.Null()]),
+  },
+  { $id: 'SigningKey' },
+);
+export const PlatformList = Type.Object({ platforms: Type.Array(PlatformView) }, { $id: 'PlatformList' });
+export const AgentList = Type.Object({ agents: Type.Array(AgentView) }, { $id: 'AgentList' });
+export const GrantList = Type.Object({ grants: Type.Array(GrantView) }, { $id: 'GrantList' });
+export const KeyList = Type.Object({ keys: Type.Array(KeyView) }, { $id: 'SigningKeyList' });
+export const EventPage = Type.Object(
+  {
+    events: Type.Array(
+      Type.Object(
+        { id: Uuid, type: Type.String(), at: Timestamp },
+        { additionalProperties: true, description: 'The event: its ids (agent_id, platform_id, kid, jti), actor, client_address and type-specific fields.' },
+      ),
+    ),
+    next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next page; null on the last page.' }),
+  },
+  { $id: 'AuditEventPage' },
+);
+/** The query parameters GET /admin/v1/events accepts (parsed by audit-query.ts). */
+export const EventQueryParams = Type.Object({
+  type: Type.Optional(Type.String({ description: 'One or more event types separated by commas.' })),
+  agent_id: Type.Optional(Uuid),
+  platform_id: Type.Optional(Uuid),
+  since: Type.Optional(Type.String({ description: 'ISO 8601 instant (inclusive).' })),
+  until: Type.Optional(Type.String({ description: 'ISO 8601 instant (exclusive).' })),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
+  cursor: Type.Optional(Type.String({ description: 'next_cursor of the previous page.' })),
+});
