@@ -11,7 +11,7 @@ import type { PlatformChange, PlatformDraft, PlatformService } from '../../core/
 import type { AgentRecord, GrantRecord, PlatformRecord } from '../../core/model.js';
 import type { AdminAuthLimiter } from '../ratelimit/index.js';
 import { adminTokenCheck } from './admin-auth.js';
-import { ADMIN_ACTOR, auditEvents, type AuditEvent, type AuditSink } from '../../core/audit/events.js';
+import { ADMIN_ACTOR, auditEvents, type AuditSink, type ChangeBy } from '../../core/audit/events.js';
 import { parseEventQuery, presentEvent, readEvents } from './audit-query.js';
 import type { AuditStore } from '../../core/ports/audit-store.js';
 import { parseJsonBody } from './json-body.js';
@@ -91,14 +91,9 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       }
       return handler(request);
     };
-  // An admin change is answered once its event is durable; if the trail cannot take it, the change
-  // (already made) still answers, and the failure is counted and logged by the trail.
-  const audited = async <T>(result: T, event: (r: T) => AuditEvent): Promise<T> => {
-    await deps.audit.record(event(result)).catch(() => {});
-    return result;
-  };
-  const by = (r: HttpRequest) => ({ actor: ADMIN_ACTOR, clientAddress: r.address });
-  const fieldsOf = (body: object) => Object.keys(body);
+  // Who made a change, for its audit event, which the core writes in the change's own transaction: a
+  // change is acknowledged only with its event, and a 503 means neither was written.
+  const by = (r: HttpRequest, body?: object): ChangeBy => ({ actor: ADMIN_ACTOR, clientAddress: r.address, ...(body ? { fields: Object.keys(body) } : {}) });
 
   const platformCreate = compileValidator(PlatformCreate);
   const platformPatch = compileValidator(PlatformPatch);
@@ -114,9 +109,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       method: 'POST', path: '/admin/v1/platforms', name: 'admin_platforms', body: true,
       handler: async (r) => {
         const body = platformCreate(parseJsonBody(r));
-        const platform = await audited(await deps.platforms.create(toPlatformChange(body) as PlatformDraft), (p) =>
-          auditEvents.adminChange('platform.created', { ...by(r), platformId: p.id, fields: fieldsOf(body), status: p.status }),
-        );
+        const platform = await deps.platforms.create(toPlatformChange(body) as PlatformDraft, by(r, body));
         return json(201, presentPlatform(platform));
       },
     },
@@ -133,17 +126,14 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       handler: async (r) => {
         const id = uuidParam(r, 'platform_id');
         const body = platformPatch(parseJsonBody(r));
-        const platform = await audited(await deps.platforms.update(id, toPlatformChange(body)), (p) =>
-          auditEvents.adminChange('platform.updated', { ...by(r), platformId: p.id, fields: fieldsOf(body), ...(body.status ? { status: p.status } : {}) }),
-        );
+        const platform = await deps.platforms.update(id, toPlatformChange(body), by(r, body));
         return json(200, presentPlatform(platform));
       },
     },
     {
       method: 'POST', path: '/admin/v1/agents', name: 'admin_agents', body: true,
       handler: async (r) => {
-        const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name);
-        await audited(agent, (a) => auditEvents.adminChange('agent.created', { ...by(r), agentId: a.id, fields: ['name'], status: a.status }));
+        const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name, by(r));
         return json(201, { ...presentAgent(agent), secret }, { 'Cache-Control': 'no-store' });
       },
     },
@@ -160,9 +150,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       handler: async (r) => {
         const id = uuidParam(r, 'agent_id');
         const body = agentPatch(parseJsonBody(r));
-        const agent = await audited(await deps.agents.update(id, body), (a) =>
-          auditEvents.adminChange('agent.updated', { ...by(r), agentId: a.id, fields: fieldsOf(body), ...(body.status ? { status: a.status } : {}) }),
-        );
+        const agent = await deps.agents.update(id, body, by(r, body));
         return json(200, presentAgent(agent));
       },
     },
@@ -171,10 +159,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       handler: async (r) => {
         const id = uuidParam(r, 'agent_id');
         const { grace_seconds } = secretRotate(optionalBody(r));
-        const { apiKeyId, secret } = await deps.agents.rotateSecret(id, grace_seconds ?? 0);
-        await audited(id, (agentId) =>
-          auditEvents.adminChange('agent.secret_rotated', { ...by(r), agentId, fields: ['secret'], graceSeconds: grace_seconds ?? 0 }),
-        );
+        const { apiKeyId, secret } = await deps.agents.rotateSecret(id, grace_seconds ?? 0, by(r));
         return json(200, { api_key_id: apiKeyId, secret }, { 'Cache-Control': 'no-store' });
       },
     },
@@ -188,9 +173,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
         const agentId = uuidParam(r, 'agent_id');
         const platformId = uuidParam(r, 'platform_id');
         const { scopes } = grantPut(parseJsonBody(r));
-        const grant = await audited(await deps.agents.putGrant(agentId, platformId, scopes), (g) =>
-          auditEvents.adminChange('grant.put', { ...by(r), agentId: g.agentId, platformId: g.platformId, fields: ['scopes'], scopes: g.scopes }),
-        );
+        const grant = await deps.agents.putGrant(agentId, platformId, scopes, by(r));
         return json(200, presentGrant(grant));
       },
     },
@@ -198,8 +181,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       method: 'DELETE', path: '/admin/v1/agents/:agent_id/grants/:platform_id', name: 'admin_agent_grant',
       handler: async (r) => {
         const [agentId, platformId] = [uuidParam(r, 'agent_id'), uuidParam(r, 'platform_id')];
-        await deps.agents.deleteGrant(agentId, platformId);
-        await audited(null, () => auditEvents.adminChange('grant.deleted', { ...by(r), agentId, platformId }));
+        await deps.agents.deleteGrant(agentId, platformId, by(r));
         return { status: 204 };
       },
     },
@@ -210,14 +192,14 @@ export function adminRoutes(deps: AdminDeps): Route[] {
     {
       method: 'POST', path: '/admin/v1/keys/rotate', name: 'admin_keys_rotate', body: true,
       handler: async (r) => {
-        const key = await audited(await deps.keys.rotate(), (k) => auditEvents.adminChange('key.rotated', { ...by(r), kid: k.row.kid, status: k.state }));
+        const key = await deps.keys.rotate(by(r));
         return json(200, presentKey(key));
       },
     },
     {
       method: 'POST', path: '/admin/v1/keys/:kid/retire', name: 'admin_key_retire', body: true,
       handler: async (r) => {
-        const key = await audited(await deps.keys.retire(r.params.kid), (k) => auditEvents.adminChange('key.retired', { ...by(r), kid: k.row.kid, status: k.state }));
+        const key = await deps.keys.retire(r.params.kid, by(r));
         return json(200, presentKey(key));
       },
     },
