@@ -1,11 +1,12 @@
 // The client honours 429 Retry-After (from the service's per-key token limit and from a platform), with
-// jitter added on top of the server's delay, never taken off it.
+// jitter added on top of the server's delay, never taken off it. 502/503/504, cut connections, the wait
+// budget and a real restart: test/unit/client-service-retries.test.ts and test/client-restart.test.ts.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type ServiceHandle } from './support/service.js';
 import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
-import { AgentClient, AgentClientError } from '../packages/client/src/index.js';
+import { AgentClient, AgentClientError, RetriesExhaustedError } from '../packages/client/src/index.js';
 
 interface Call {
   path: string;
@@ -94,6 +95,8 @@ describe('429 Retry-After', () => {
     await client.token(first.platform_id).catch(() => undefined);
     const error = await client.token(second.platform_id).catch((e) => e);
     expect(error).toBeInstanceOf(AgentClientError);
+    expect(error).toBeInstanceOf(RetriesExhaustedError);
+    expect([error.reason, error.attempts]).toEqual(['maxRetryDelaySeconds', 1]);
     expect(error.status).toBe(429);
     expect(error.code).toBe('rate_limited');
     expect(error.retryAfterSeconds).toBeGreaterThanOrEqual(1);

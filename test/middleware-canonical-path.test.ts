@@ -170,8 +170,8 @@ describe('verifier answers', () => {
     const scopesDocument = { schema: 'SvcScopesYaml', version: 1, platform_id: PLATFORM, scopes: [], routes: ROUTES };
     const verifier = createVerifier({ serviceUrl: 'http://ace.test', scopesDocument, fetch: fakeFetch, unmatchedRoutes });
     const token = (scope: string) =>
-      new SignJWT({ scope })
-        .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      new SignJWT({ scope, svc_token_profile: 'svc-native-jwt' })
+        .setProtectedHeader({ alg: 'RS256', kid: 'k1', typ: 'JWT' })
         .setIssuer('http://ace.test')
         .setAudience(PLATFORM)
         .setSubject('agent-1')

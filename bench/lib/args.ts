@@ -23,8 +23,8 @@ export interface BenchOptions {
   argon2Seconds: number;
   /** Agents started at once by the fleet-restart scenario. */
   fleetAgents: number;
-  /** maxRetries given to each fleet agent's client. */
-  fleetRetries: number;
+  /** maxRetries given to each fleet agent's client (undefined: the client's defaults). */
+  fleetRetries: number | undefined;
   embedded: boolean;
   peer: boolean;
   /** WORKERS of the service in compare (undefined: the service's default). */
@@ -53,7 +53,7 @@ const HELP = `usage: npm run bench -- [flags]
   --openssl-seconds <s> openssl speed seconds (default 3; --quick: 1)
   --argon2-seconds <s>  raw argon2 rate seconds per round (default 3; --quick: 1)
   --fleet-agents <n>    agents of the fleet restart (default 5000; --quick: 300)
-  --fleet-retries <n>   maxRetries of each fleet agent's client (default 100)
+  --fleet-retries <n>   maxRetries of each fleet agent's client (default: none, the client's wait budget alone)
   --workers <n>         WORKERS (HTTP processes) of the service in compare; the bare servers and the peer follow (default: the service's default)
   --uv-threads <n>      UV_THREADPOOL_SIZE of the service, the peer and the bare servers (default: max(2, cores))
   --embedded            run the service on its embedded default (PGlite, in-process cache) instead of Postgres+Redis
@@ -122,7 +122,7 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
     opensslSeconds: Math.floor(num('openssl-seconds', values['openssl-seconds'], quick ? 1 : 3, 1)),
     argon2Seconds: num('argon2-seconds', values['argon2-seconds'], quick ? 1 : 3, 1),
     fleetAgents: Math.floor(num('fleet-agents', values['fleet-agents'], quick ? 300 : 5000, 1)),
-    fleetRetries: Math.floor(num('fleet-retries', values['fleet-retries'], 100, 0)),
+    fleetRetries: values['fleet-retries'] === undefined ? undefined : Math.floor(num('fleet-retries', values['fleet-retries'], 0, 0)),
     embedded: values.embedded === true,
     peer: values['no-peer'] !== true,
     workers: values.workers === undefined ? undefined : Math.floor(num('workers', values.workers, 1, 1)),

@@ -69,7 +69,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   };
   const adminServer = new HttpServer(
     [
-      ...opsRoutes({ ready: () => readiness(context), metrics: context.metricsText }),
+      ...opsRoutes({ ready: selfCheckedReadiness(context, cleanups), metrics: context.metricsText }),
       ...adminRoutes({ adminToken: context.adminToken, authLimiter, onAuthFailure, platforms, agents, keys, audit: audit.sink, auditStore: audit.store }),
     ],
     // The internal port has no proxy in front of it (never route ace-internal through an Ingress):
@@ -77,6 +77,31 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     { ...serverOptions, name: 'admin', accessLog: false, readsAuthorization: true, proxy: NO_PROXY },
   );
   return { public: publicServer, admin: adminServer };
+}
+
+/**
+ * How often each process evaluates its readiness on its own. Without it ace_ready and ace_store_up moved
+ * only when something asked /readyz, so Prometheus kept reading 1 through a Postgres outage (issue #25).
+ * One check is a SELECT 1, a Redis PING and a no-op task per worker pool.
+ */
+const READINESS_EVERY_MS = 1000;
+
+/**
+ * The readiness check, also run on a timer. One evaluation at a time: a probe that arrives while the
+ * timer's check runs shares its answer, so probes and the timer never pile up pings.
+ */
+function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () => ReturnType<typeof readiness> {
+  let inFlight: ReturnType<typeof readiness> | undefined;
+  const check = () =>
+    (inFlight ??= readiness(context).finally(() => {
+      inFlight = undefined;
+    }));
+  const timer = setInterval(() => {
+    check().catch((error: Error) => context.logger.warn({ err: { message: error.message } }, 'readiness check failed'));
+  }, READINESS_EVERY_MS);
+  timer.unref();
+  cleanups.add(() => clearInterval(timer));
+  return check;
 }
 
 /** /readyz: Postgres, the worker pools and a signing key. */

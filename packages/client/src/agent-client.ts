@@ -1,12 +1,16 @@
 // The agent side of the exchange: lists the agent's platforms once at start, then behaves like fetch,
 // adding `Authorization: Bearer <token>` to requests for those platforms. Tokens are fetched on first
-// use, reused until shortly before expiry, and replaced once (single-flight) when a platform answers 401.
+// use, reused while valid (renewed in the background shortly before expiry), and replaced once
+// (single-flight) when a platform answers 401. Calls to the service are retried within a time budget.
 import { inspect } from 'node:util';
-import { AgentClientError } from './errors.js';
+import { AgentClientError, RetriesExhaustedError } from './errors.js';
 import { parseRetryAfter, retryDelayMs, sleep, type BackoffPolicy } from './backoff.js';
 import { createServiceApi, type PlatformEntry, type ServiceApi } from './service-api.js';
 import { PlatformMap } from './platform-map.js';
 import { TokenStore } from './token-store.js';
+
+/** Default wait budget of one call to the service (see AgentClientOptions.maxWaitMs). */
+export const DEFAULT_MAX_WAIT_MS = 300_000;
 
 export interface AgentClientOptions {
   /** Base URL of the credential exchange service. */
@@ -25,10 +29,25 @@ export interface AgentClientOptions {
   scopes?: Record<string, string[]>;
   /** Renew a token this many seconds before it expires (at most a quarter of its lifetime). Default 30. */
   refreshSkewSeconds?: number;
-  /** Retries after 429 (honouring Retry-After), 503 or network failures of the service. Default 3. */
+  /**
+   * How long one call to the service (the listing, or one token) keeps retrying 429, 502, 503, 504 and
+   * network failures, from its first attempt: no retry starts later than this, and a Retry-After that
+   * ends later stops the call at once. Default 300000 (5 minutes): a fleet restart is refused for as long
+   * as the service needs to verify every agent once, and its Retry-After alone goes up to 60 s.
+   */
+  maxWaitMs?: number;
+  /**
+   * Deprecated as the main bound (use maxWaitMs). If given, also at most this many retries per call to
+   * the service. Also bounds the retries of a platform's 429 (default 3 for those).
+   */
   maxRetries?: number;
   /** A Retry-After longer than this is not waited for: the 429 is returned / thrown. Default 60. */
   maxRetryDelaySeconds?: number;
+  /**
+   * Told when a renewal that ran in the background (the token in use still valid) failed, e.g. to log
+   * it. Requests keep the valid token; after it expires they wait on a new renewal and get its error.
+   */
+  onRenewalError?: (platformId: string, error: AgentClientError) => void;
   /** Map listed hostnames for plain http: URLs too (default: https only; explicit overrides always apply). */
   allowInsecureHttp?: boolean;
   /** Timeout of each call to the service. Default 10000. */
@@ -38,8 +57,9 @@ export interface AgentClientOptions {
 export type { PlatformEntry };
 
 /**
- * An agent's client: trades its credentials for platform tokens, keeps them fresh, and retries as the
- * service asks (Retry-After honoured, jittered).
+ * An agent's client: trades its credentials for platform tokens, keeps them fresh (renewing in the
+ * background while the token in use is valid), and rides out a restart of the service: 429, 502, 503, 504
+ * and network failures are retried (Retry-After honoured, jittered) for up to `maxWaitMs`.
  *
  * @example
  * const client = await AgentClient.start({ serviceUrl: 'https://ace.example.com', apiKeyId, secret });
@@ -51,7 +71,8 @@ export class AgentClient {
   readonly #fetch: typeof fetch;
   readonly #overrides: Record<string, string>;
   readonly #allowInsecureHttp: boolean;
-  readonly #maxRetries: number;
+  /** Retries of a platform's 429. */
+  readonly #platformRetries: number;
   readonly #backoff: BackoffPolicy;
   readonly #serviceUrl: string;
   readonly #apiKeyId: string;
@@ -67,21 +88,24 @@ export class AgentClient {
     this.#apiKeyId = options.apiKeyId;
     this.#overrides = { ...(options.platforms ?? {}) };
     this.#allowInsecureHttp = options.allowInsecureHttp ?? false;
-    this.#maxRetries = options.maxRetries ?? 3;
-    this.#backoff = { baseDelayMs: 250, maxDelayMs: (options.maxRetryDelaySeconds ?? 60) * 1000 };
+    this.#platformRetries = options.maxRetries ?? 3;
+    // Without Retry-After (a refused connection, an ingress's 502) the backoff tops out at 10 s, so agents
+    // are back within seconds of the service; with it, the service decides (up to maxRetryDelaySeconds).
+    this.#backoff = { baseDelayMs: 250, maxDelayMs: (options.maxRetryDelaySeconds ?? 60) * 1000, maxBackoffMs: 10_000 };
     this.#api = createServiceApi({
       serviceUrl: this.#serviceUrl,
       apiKeyId: options.apiKeyId,
       secret: options.secret,
       fetch: this.#fetch,
-      maxRetries: this.#maxRetries,
-      backoff: this.#backoff,
+      retry: { ...this.#backoff, maxWaitMs: options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS, maxRetries: options.maxRetries },
       timeoutMs: options.serviceTimeoutMs ?? 10_000,
     });
     const scopes = { ...(options.scopes ?? {}) };
+    const onRenewalError = options.onRenewalError;
     this.#tokens = new TokenStore(
       (platformId) => this.#api.requestToken(platformId, scopes[platformId]),
       options.refreshSkewSeconds ?? 30,
+      onRenewalError && ((platformId, error) => onRenewalError(platformId, asClientError(error))),
     );
     this.#map = new PlatformMap([], this.#overrides, this.#allowInsecureHttp);
   }
@@ -90,6 +114,12 @@ export class AgentClient {
   static async start(options: AgentClientOptions): Promise<AgentClient> {
     for (const name of ['serviceUrl', 'apiKeyId', 'secret'] as const) {
       if (typeof options[name] !== 'string' || options[name] === '') throw new TypeError(`AgentClient: ${name} is required`);
+    }
+    for (const name of ['maxWaitMs', 'maxRetries', 'maxRetryDelaySeconds', 'refreshSkewSeconds', 'serviceTimeoutMs'] as const) {
+      const value = options[name];
+      if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
+        throw new TypeError(`AgentClient: ${name} must be a finite number >= 0`);
+      }
     }
     const client = new AgentClient(options);
     await client.reloadPlatforms();
@@ -151,7 +181,7 @@ export class AgentClient {
         current = spare;
         continue;
       }
-      if (response.status === 429 && spare && attempt < this.#maxRetries) {
+      if (response.status === 429 && spare && attempt < this.#platformRetries) {
         const delay = retryDelayMs(attempt++, parseRetryAfter(response.headers.get('retry-after')), this.#backoff);
         if (delay !== undefined) {
           await discard(response);
@@ -196,8 +226,14 @@ async function discard(response: Response): Promise<void> {
   try {
     await response.body?.cancel();
   } catch {
-    // nothing to free
+    // Cancelling a body that already ended or failed: there is nothing left to free.
   }
 }
 
-export { AgentClientError };
+/** Everything the service calls throw is an AgentClientError; anything else is wrapped, never dropped. */
+function asClientError(error: unknown): AgentClientError {
+  if (error instanceof AgentClientError) return error;
+  return new AgentClientError(`token renewal failed (${(error as Error)?.name ?? 'unknown error'})`, undefined, undefined, undefined, { cause: error });
+}
+
+export { AgentClientError, RetriesExhaustedError };

@@ -31,3 +31,31 @@ export class AgentClientError extends Error {
     this.code = code ?? (status === undefined ? ERR_UNREACHABLE : ERR_BAD_RESPONSE);
   }
 }
+
+/**
+ * The service kept answering with something worth retrying (429, 502, 503, 504, or no answer) until the
+ * call's wait budget (`maxWaitMs`), the optional `maxRetries`, or `maxRetryDelaySeconds` (a Retry-After
+ * longer than that) ended it. `status`, `code` and `retryAfterSeconds` describe the last answer as for any
+ * AgentClientError (so `code` is the service's error_code, or ERR_ACE_UNREACHABLE when nothing answered).
+ *
+ * @example
+ * catch (error) { if (error instanceof RetriesExhaustedError) scheduleRestart(error.retryAfterSeconds); }
+ */
+export class RetriesExhaustedError extends AgentClientError {
+  constructor(
+    message: string,
+    status: number | undefined,
+    code: string | undefined,
+    retryAfterSeconds: number | undefined,
+    /** Which bound ended the retries. */
+    readonly reason: 'maxWaitMs' | 'maxRetries' | 'maxRetryDelaySeconds',
+    /** Attempts made, the first included. */
+    readonly attempts: number,
+    /** Time from the first attempt to giving up. */
+    readonly elapsedMs: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, status, code, retryAfterSeconds, options);
+    this.name = 'RetriesExhaustedError';
+  }
+}

@@ -1,7 +1,7 @@
 // Calls to the credential exchange service (contract v1, endpoints 1 and 2). The secret lives only in
 // this closure: it is put into request bodies and nowhere else (no field, no log, no error message).
-import { AgentClientError } from './errors.js';
-import { parseRetryAfter, retryDelayMs, sleep, type BackoffPolicy } from './backoff.js';
+import { AgentClientError, ERR_BAD_RESPONSE, RetriesExhaustedError } from './errors.js';
+import { parseRetryAfter, RetrySchedule, sleep, type RetryPolicy } from './backoff.js';
 
 /** One platform of the agent's listing (contract v1, endpoint 1). */
 export interface PlatformEntry {
@@ -36,61 +36,80 @@ export interface ServiceApiOptions {
   apiKeyId: string;
   secret: string;
   fetch: typeof fetch;
-  /** Retries after 429, 503 or a network failure. */
-  maxRetries: number;
-  backoff: BackoffPolicy;
+  /** Retries after 429, 502, 503, 504 or a network failure: bounded in time, optionally in number. */
+  retry: RetryPolicy;
   timeoutMs: number;
 }
 
+/**
+ * Answers worth another attempt: the service (or the ingress in front of it) is restarting or shedding
+ * load. 502 and 504 are what an ingress answers while no instance is ready; 503 is the service's own
+ * "busy, come back after Retry-After"; 429 is the per-key limit (with its Retry-After). Any other 5xx is a
+ * fault that the same request would meet again, and a 4xx is about the request itself.
+ */
+const RETRYABLE = new Set([429, 502, 503, 504]);
+
 export function createServiceApi(options: ServiceApiOptions): ServiceApi {
   // Copy what is needed; the options object (which holds the secret) is not retained.
-  const { apiKeyId, secret, maxRetries, backoff, timeoutMs } = options;
+  const { apiKeyId, secret, retry, timeoutMs } = options;
   const fetchImpl = options.fetch;
   const base = options.serviceUrl.replace(/\/+$/, '');
 
   async function post(path: string, extra: Record<string, unknown>, what: string): Promise<unknown> {
-    for (let attempt = 0; ; attempt++) {
-      let response: Response;
+    const schedule = new RetrySchedule(retry);
+    for (;;) {
+      let failure: { status?: number; code?: string; detail?: string; retryAfterMs?: number; cause?: unknown; summary: string };
       try {
-        response = await fetchImpl(`${base}${path}`, {
+        const response = await fetchImpl(`${base}${path}`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', accept: 'application/json' },
           body: JSON.stringify({ api_key_id: apiKeyId, secret, ...extra }),
           signal: AbortSignal.timeout(timeoutMs),
         });
+        if (response.ok) {
+          try {
+            return await response.json();
+          } catch (error) {
+            throw new AgentClientError(`${what}: HTTP ${response.status} with a body that is not JSON`, response.status, undefined, undefined, { cause: error });
+          }
+        }
+        const { detail, code } = await readError(response);
+        const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
+        failure = { status: response.status, code, detail, retryAfterMs, summary: `HTTP ${response.status}${code ? ` ${code}` : ''}${detail ? `: ${detail}` : ''}` };
+        if (!RETRYABLE.has(response.status)) throw toError(what, failure);
       } catch (error) {
-        if (attempt < maxRetries) {
-          await sleep(retryDelayMs(attempt, undefined, backoff)!);
-          continue;
-        }
-        throw new AgentClientError(`${what}: the service could not be reached (${(error as Error).name})`, undefined, undefined, undefined, {
-          cause: error,
-        });
+        if (error instanceof AgentClientError) throw error;
+        // No answer (refused, reset, timed out): the service may be restarting.
+        failure = { cause: error, summary: `the service could not be reached (${(error as Error).name})` };
       }
-      if (response.ok) return response.json();
-
-      const { detail, code } = await readError(response);
-      const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
-      if ((response.status === 429 || response.status === 503) && attempt < maxRetries) {
-        const delay = retryDelayMs(attempt, retryAfterMs, backoff);
-        if (delay !== undefined) {
-          await sleep(delay);
-          continue;
-        }
+      const plan = schedule.next(failure.retryAfterMs);
+      if ('giveUp' in plan) {
+        const attempts = schedule.retries + 1;
+        const elapsedMs = Date.now() - schedule.startedAt;
+        const why = {
+          maxWaitMs: `wait budget of ${retry.maxWaitMs} ms ${failure.retryAfterMs !== undefined ? 'shorter than its Retry-After' : 'spent'}`,
+          maxRetries: `maxRetries ${retry.maxRetries} reached`,
+          maxRetryDelaySeconds: `Retry-After longer than ${retry.maxDelayMs / 1000} s`,
+        }[plan.giveUp];
+        throw new RetriesExhaustedError(
+          `${what}: ${failure.summary} (gave up after ${attempts} attempt${attempts === 1 ? '' : 's'} in ${Math.round(elapsedMs / 1000)} s: ${why})`,
+          failure.status,
+          failure.code,
+          failure.retryAfterMs === undefined ? undefined : Math.ceil(failure.retryAfterMs / 1000),
+          plan.giveUp,
+          attempts,
+          elapsedMs,
+          failure.cause === undefined ? undefined : { cause: failure.cause },
+        );
       }
-      throw new AgentClientError(
-        `${what}: HTTP ${response.status}${code ? ` ${code}` : ''}${detail ? `: ${detail}` : ''}`,
-        response.status,
-        code,
-        retryAfterMs === undefined ? undefined : Math.ceil(retryAfterMs / 1000),
-      );
+      await sleep(plan.wait);
     }
   }
 
   return {
     async listPlatforms() {
       const body = (await post('/api/v1/auth/agents/me/platforms', {}, 'listing the platforms')) as PlatformListing;
-      if (!body || !Array.isArray(body.platforms)) throw new AgentClientError('listing the platforms: unexpected response shape');
+      if (!body || !Array.isArray(body.platforms)) throw new AgentClientError('listing the platforms: unexpected response shape', undefined, ERR_BAD_RESPONSE);
       return body;
     },
     async requestToken(platformId, scopes) {
@@ -100,13 +119,19 @@ export function createServiceApi(options: ServiceApiOptions): ServiceApi {
         expires_in?: unknown;
       };
       if (typeof body?.access_token !== 'string' || typeof body.expires_in !== 'number' || body.expires_in <= 0) {
-        throw new AgentClientError(`${what}: unexpected response shape`);
+        throw new AgentClientError(`${what}: unexpected response shape`, undefined, ERR_BAD_RESPONSE);
       }
       return { accessToken: body.access_token, expiresInSeconds: body.expires_in };
     },
   };
 }
 
+function toError(what: string, failure: { status?: number; code?: string; retryAfterMs?: number; summary: string }): AgentClientError {
+  const retryAfterSeconds = failure.retryAfterMs === undefined ? undefined : Math.ceil(failure.retryAfterMs / 1000);
+  return new AgentClientError(`${what}: ${failure.summary}`, failure.status, failure.code, retryAfterSeconds);
+}
+
+/** detail and error_code of the contract's Error shape, when the body is one (an ingress's 502 page is not). */
 async function readError(response: Response): Promise<{ detail?: string; code?: string }> {
   try {
     const body = (await response.json()) as { detail?: unknown; error_code?: unknown };
@@ -115,6 +140,7 @@ async function readError(response: Response): Promise<{ detail?: string; code?: 
       code: typeof body?.error_code === 'string' ? body.error_code : undefined,
     };
   } catch {
+    // Not JSON (an ingress's HTML page, an empty body): the status alone describes the failure.
     return {};
   }
 }

@@ -1,17 +1,16 @@
-// Platform middleware of the Agent Credential Exchange: verifies agents' Bearer tokens locally against the
-// service's JWKS and enforces the scope file. Import as `agent-credential-exchange/middleware`.
-export { createVerifier } from './verifier.js';
-export type { AgentClaims, AuthorizeInput, AuthorizeResult, RouteTarget, Verifier, VerifierOptions, VerifierBaseOptions } from './verifier.js';
-export type { Refusal, RefusalCode } from './challenge.js';
-export { DocumentRejectedError } from './revocation-feed.js';
-export type { FeedSocket, FeedSocketConstructor, RevocationFeedOptions, RevocationFeedStats } from './revocation-feed.js';
-export { loadScopeFile, RouteTable, ScopeFileError } from './scope-map.js';
-export type { RouteMatch, RouteResolution, ScopeFileSource, TemplateSyntax } from './scope-map.js';
-export { canonicalizeTarget } from './canonical-path.js';
-export type { CanonicalTarget } from './canonical-path.js';
+// Platform middleware of the Agent Credential Exchange, Node entry point: verifies agents' Bearer tokens
+// locally against the service's JWKS and enforces the scope file. Everything of the runtime-neutral entry
+// (`./edge`: core, Fetch, Hono, Next.js) plus the Node adapters (node:http, Express, Fastify, Koa) and a
+// createVerifier that also reads the scope file from disk.
+export * from './edge.js';
+export { createVerifier } from './node.js';
+export type { VerifierOptions } from './node.js';
+export type { ScopeFileSource } from './scope-map.js';
 export { protectNodeHandler, writeRefusal } from './adapters/node-http.js';
 export type { AgentIncomingMessage, AuthorizedListener } from './adapters/node-http.js';
 export { expressAgentAuth, expressRouteGuard } from './adapters/express.js';
 export type { ExpressLikeRequest, ExpressLikeResponse, ExpressLikeNext, ExpressRouteGuardOptions } from './adapters/express.js';
 export { fastifyAgentAuth, fastifyOnRequest } from './adapters/fastify.js';
 export type { FastifyLikeRequest, FastifyLikeReply, FastifyLikeInstance } from './adapters/fastify.js';
+export { koaAgentAuth } from './adapters/koa.js';
+export type { KoaLikeContext } from './adapters/koa.js';

@@ -44,7 +44,7 @@ export class JwksCache {
   private inflight: Promise<void> | undefined;
   /** One shared wait for the end of the cooldown, joined by every request with an unknown kid. */
   private scheduled: Promise<void> | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
   private releaseWaiters: (() => void) | undefined;
   private lastError: unknown;
 

@@ -80,6 +80,8 @@ export interface FeedDependencies {
   jwks: JwksCache;
   fetch: typeof fetch;
   clockToleranceSeconds: number;
+  /** Where the runtime has no global WebSocket: another implementation, or undefined (then poll). */
+  fallbackWebSocket?: () => Promise<FeedSocketConstructor | undefined>;
 }
 
 export class RevocationFeed {
@@ -94,9 +96,9 @@ export class RevocationFeed {
   private attempt = 0;
   private closed = false;
   private started: Promise<void> | undefined;
-  private reconnectTimer: NodeJS.Timeout | undefined;
-  private pollTimer: NodeJS.Timeout | undefined;
-  private watchdog: NodeJS.Timeout | undefined;
+  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  private pollTimer: ReturnType<typeof setInterval> | undefined;
+  private watchdog: ReturnType<typeof setInterval> | undefined;
   private lastMessageAt = 0;
   private fetching: Promise<void> | undefined;
   private lastWarnAt = 0;
@@ -290,14 +292,9 @@ export class RevocationFeed {
     if (this.options.webSocket) return this.options.webSocket;
     const global = (globalThis as { WebSocket?: FeedSocketConstructor }).WebSocket;
     if (global) return global;
-    try {
-      // Node 20 has no global WebSocket: the `ws` package (an optional peer dependency) serves instead;
-      // without it the feed is polled (the signed document every pollSeconds).
-      const name = 'ws';
-      return ((await import(name)) as { default: FeedSocketConstructor }).default;
-    } catch {
-      return undefined;
-    }
+    // No global WebSocket (Node 20): the Node entry point offers the `ws` package here; the core imports
+    // nothing of its own. Without either, the feed is polled.
+    return this.deps.fallbackWebSocket?.();
   }
 
   private async connect(): Promise<void> {
@@ -330,9 +327,12 @@ export class RevocationFeed {
     };
     socket.onmessage = (event) => {
       this.lastMessageAt = Date.now();
-      const text = typeof event.data === 'string' ? event.data : Buffer.from(event.data as ArrayBuffer).toString('utf8');
-      if (text.startsWith('{')) return this.touch(); // heartbeat
-      this.applyDocument(text).catch(() => {});
+      void messageText(event.data).then((text) => {
+        if (text === undefined) return;
+        if (text.startsWith('{')) return this.touch(); // heartbeat
+        // A rejected document is counted and warned about in applyDocument; nothing more to do here.
+        this.applyDocument(text).catch(() => {});
+      });
     };
     const lost = () => {
       if (this.socket !== socket) return; // handled already (error and close both report one loss)
@@ -374,4 +374,13 @@ export class RevocationFeed {
 function merge(current: Cutoff | undefined, iatMax: number, expiresAt: number): Cutoff {
   if (!current) return { iatMax, expiresAt };
   return { iatMax: Math.max(current.iatMax, iatMax), expiresAt: Math.max(current.expiresAt, expiresAt) };
+}
+
+/** A frame's text: string frames as they are, binary ones (ArrayBuffer, a view, `ws`'s Buffer, a Blob) decoded. */
+async function messageText(data: unknown): Promise<string | undefined> {
+  if (typeof data === 'string') return data;
+  if (data instanceof ArrayBuffer) return new TextDecoder().decode(new Uint8Array(data));
+  if (ArrayBuffer.isView(data)) return new TextDecoder().decode(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  if (typeof (data as { text?: unknown } | null)?.text === 'function') return (data as { text(): Promise<string> }).text();
+  return undefined;
 }

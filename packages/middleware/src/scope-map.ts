@@ -4,25 +4,17 @@
 // - by the route template the framework itself matched (Fastify, an Express route guard): no re-matching;
 // - by every rule the path could reach under any reading a router might apply (Express before routing);
 // - by the canonical path (node:http), refusing paths with no single reading.
-import { readFileSync } from 'node:fs';
-import { Ajv } from 'ajv';
 import { parse as parseYaml } from 'yaml';
-import { SvcScopesYaml } from './scopes-file.js';
-import { addFormats } from './ajv-formats.js';
+import type { SvcScopesYaml } from './scopes-file.js';
 import { canonicalizeTarget, looseSegment } from './canonical-path.js';
+// Compiled ahead of time (scripts/generate-validators.mjs): no Ajv and no code generation at run time.
+import { validate as generatedValidate } from './generated/validate-scopes-file.js';
 
-
-// An Ajv instance of our own: the service's shared instance may already hold a schema with the same $id,
-// and a middleware embedded in another program must not depend on that state.
-let validateScopesFile: ReturnType<Ajv['compile']> | undefined;
-function validator() {
-  if (!validateScopesFile) {
-    const ajv = new Ajv({ allErrors: true, strict: true, allowUnionTypes: true });
-    addFormats(ajv, ['uuid']);
-    validateScopesFile = ajv.compile(SvcScopesYaml);
-  }
-  return validateScopesFile;
+interface ValidationProblem {
+  instancePath: string;
+  message?: string;
 }
+const validateScopesFile = generatedValidate as unknown as ((data: unknown) => boolean) & { errors?: ValidationProblem[] | null };
 
 /** The scope file cannot be read or does not follow the contract's schema (thrown by createVerifier). */
 export class ScopeFileError extends Error {
@@ -33,25 +25,30 @@ export class ScopeFileError extends Error {
   }
 }
 
-/** Where the scope file comes from: a path on disk, its YAML text, or an already parsed document. */
-export type ScopeFileSource = { scopesFile: string } | { scopesYaml: string } | { scopesDocument: unknown };
+/**
+ * Where the scope file comes from: its YAML text or an already parsed document (every runtime), or a path
+ * on disk (the Node entry point only: the runtime-neutral core reads no file).
+ */
+export type ScopeFileSource = { scopesFile: string } | ScopeTextSource;
+/** The scope file as the edge entry point takes it: text or parsed object, never a path. */
+export type ScopeTextSource = { scopesYaml: string; scopesOrigin?: string } | { scopesDocument: unknown };
 
-export function loadScopeFile(source: ScopeFileSource): SvcScopesYaml {
+export function loadScopeFile(source: ScopeTextSource): SvcScopesYaml {
+  if ('scopesFile' in source) {
+    throw new ScopeFileError('scopesFile (a path) is read by the Node entry point only: pass scopesYaml (the text) or scopesDocument');
+  }
   let document: unknown;
   if ('scopesDocument' in source) {
     document = source.scopesDocument;
   } else {
-    const origin = 'scopesFile' in source ? source.scopesFile : 'scopesYaml';
-    const text = 'scopesFile' in source ? readFileSync(source.scopesFile, 'utf8') : source.scopesYaml;
     try {
-      document = parseYaml(text);
+      document = parseYaml(source.scopesYaml);
     } catch (error) {
-      throw new ScopeFileError(`scope file ${origin} is not valid YAML: ${(error as Error).message}`);
+      throw new ScopeFileError(`scope file ${source.scopesOrigin ?? 'scopesYaml'} is not valid YAML: ${(error as Error).message}`);
     }
   }
-  const validate = validator();
-  if (!validate(document)) {
-    const problems = (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`);
+  if (!validateScopesFile(document)) {
+    const problems = (validateScopesFile.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`);
     throw new ScopeFileError(`scope file does not match the SvcScopesYaml schema: ${problems.join('; ')}`);
   }
   return document as SvcScopesYaml;

@@ -3,11 +3,13 @@
 // the route's required scopes come from the scope file read at start-up. Which rule applies is asked the
 // way the adapter can answer best: the framework's own routing result, every candidate, or the canonical
 // path (scope-map.ts); whatever maps to no rule, or to no single rule, is refused.
+// Runtime-neutral: no `node:` module, no file, no `ws`, no code generated at run time; it needs only the
+// `fetch`, `WebSocket` (optional: else the feed is polled), `crypto.subtle` and timer globals.
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
 import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, unavailable, type Refusal } from './challenge.js';
-import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeFileSource, type TemplateSyntax } from './scope-map.js';
-import { RevocationFeed, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
+import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource, type TemplateSyntax } from './scope-map.js';
+import { RevocationFeed, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
 
 export interface VerifierBaseOptions {
   /** Base URL of the credential exchange service, e.g. https://ace.example.com. */
@@ -43,7 +45,13 @@ export interface VerifierBaseOptions {
   revocationFeed?: RevocationFeedOptions | false;
 }
 
-export type VerifierOptions = VerifierBaseOptions & ScopeFileSource;
+/** The runtime-neutral verifier's options: the scope file as text or parsed document. */
+export type CoreVerifierOptions = VerifierBaseOptions & ScopeTextSource;
+
+/** What a runtime's entry point adds (the Node one: the `ws` package where there is no global WebSocket). */
+export interface RuntimeHooks {
+  fallbackWebSocket?: () => Promise<FeedSocketConstructor | undefined>;
+}
 
 /** What a handler learns about the calling agent. */
 export interface AgentClaims {
@@ -109,6 +117,24 @@ export interface Verifier {
 const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/; // RFC 6750 b64token
 
 /**
+ * Longest token accepted, in characters (= bytes: b64token is ASCII). The service's tokens are under
+ * 1 KiB; a larger one is refused before it is decoded, so a validly signed 200 KB token costs nothing.
+ */
+export const MAX_TOKEN_LENGTH = 8192;
+
+/**
+ * The `typ` header each token profile (`svc_token_profile` claim) must carry, lower case, without the
+ * optional "application/" prefix (RFC 7515 section 4.1.9). A token of one profile cannot pass as another.
+ */
+const PROFILE_TYP: Record<string, string> = {
+  'svc-native-jwt': 'jwt',
+  'oauth-at-jwt': 'at+jwt', // RFC 9068 section 2.1
+};
+
+/** The longest lifetime the service can give a token (TOKEN_TTL_SECONDS max): bounds `iat`'s age. */
+const MAX_TOKEN_AGE_SECONDS = 86_400;
+
+/**
  * Reads the scope file (throws ScopeFileError if invalid) and returns the verifier.
  *
  * @example
@@ -116,7 +142,7 @@ const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/; // RFC 6750 b64token
  * await verifier.ready(); // keys and revocation feed now; fail fast if the service is unreachable
  * http.createServer(protectNodeHandler(verifier, (req, res) => res.end(req.agent.agentId))).listen(3000);
  */
-export function createVerifier(options: VerifierOptions): Verifier {
+export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks = {}): Verifier {
   const scopeFile = loadScopeFile(options);
   if (options.platformId !== undefined && options.platformId !== scopeFile.platform_id) {
     throw new Error(`platformId ${options.platformId} differs from the scope file's platform_id ${scopeFile.platform_id}`);
@@ -142,7 +168,15 @@ export function createVerifier(options: VerifierOptions): Verifier {
     options.revocationFeed === false
       ? undefined
       : new RevocationFeed(
-          { serviceUrl, platformId, issuer, jwks, fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init), clockToleranceSeconds: clockTolerance },
+          {
+            serviceUrl,
+            platformId,
+            issuer,
+            jwks,
+            fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init),
+            clockToleranceSeconds: clockTolerance,
+            ...(hooks.fallbackWebSocket ? { fallbackWebSocket: hooks.fallbackWebSocket } : {}),
+          },
           options.revocationFeed,
         );
   const ready = async () => {
@@ -164,16 +198,21 @@ export function createVerifier(options: VerifierOptions): Verifier {
   async function authorize({ method, path, target, authorization }: AuthorizeInput): Promise<AuthorizeResult> {
     if (authorization === undefined || authorization === '') return missingToken(realm);
     if (Array.isArray(authorization)) return invalidRequest(realm, 'More than one Authorization header.');
+    // Size first: nothing of an oversized header is split, matched or decoded ("Bearer " + token + slack).
+    if (authorization.length > MAX_TOKEN_LENGTH + 64) return invalidToken(realm, TOO_LARGE);
     const [scheme, ...rest] = authorization.trim().split(/\s+/);
     // Another scheme (Basic, ...) means no Bearer token was offered: the plain challenge, no error.
     if (scheme.toLowerCase() !== 'bearer') return missingToken(realm);
     if (rest.length !== 1 || !TOKEN_PATTERN.test(rest[0])) return invalidRequest(realm, 'Malformed Bearer credentials.');
+    if (rest[0].length > MAX_TOKEN_LENGTH) return invalidToken(realm, TOO_LARGE);
 
     // The first request of a platform that never called ready() waits for the feed's first answer.
     if (feed) await feed.start().catch(() => {});
     let payload: JWTPayload;
+    let typ: string | undefined;
     try {
-      ({ payload } = await jwtVerify(rest[0], (header) => {
+      let protectedHeader: { typ?: string };
+      ({ payload, protectedHeader } = await jwtVerify(rest[0], (header) => {
         if (feed?.isVoidKey(header.kid)) throw new RevokedError();
         return jwks.keyFor(header);
       }, {
@@ -182,10 +221,19 @@ export function createVerifier(options: VerifierOptions): Verifier {
         audience: platformId,
         clockTolerance,
         requiredClaims: ['exp', 'sub', 'iat'],
+        // With a maximum age, jose also refuses an `iat` later than now + clockTolerance.
+        maxTokenAge: MAX_TOKEN_AGE_SECONDS,
       }));
+      typ = protectedHeader.typ;
     } catch (error) {
       if (error instanceof JwksUnavailableError) return unavailable(cooldownMs / 1000);
       return invalidToken(realm, describeTokenError(error));
+    }
+    const profile = payload.svc_token_profile;
+    const expectedTyp = typeof profile === 'string' && Object.hasOwn(PROFILE_TYP, profile) ? PROFILE_TYP[profile] : undefined;
+    if (expectedTyp === undefined) return invalidToken(realm, 'The access token has an unknown profile.');
+    if (typeof typ !== 'string' || typ.toLowerCase().replace(/^application\//, '') !== expectedTyp) {
+      return invalidToken(realm, 'The access token has a type (typ) that does not match its profile.');
     }
     // Revoked before expiry: 401 invalid_token, so the agent client fetches a new token.
     const verdict = feed ? feed.check(payload) : 'ok';
@@ -235,6 +283,7 @@ export function createVerifier(options: VerifierOptions): Verifier {
 }
 
 const REVOKED = 'The access token was revoked.';
+const TOO_LARGE = `The access token is larger than ${MAX_TOKEN_LENGTH} bytes.`;
 
 /** The token's key is void in the revocation feed. */
 class RevokedError extends Error {}
@@ -252,6 +301,8 @@ function describeTokenError(error: unknown): string {
         return 'The access token has an unexpected issuer.';
       case 'nbf':
         return 'The access token is not valid yet.';
+      case 'iat':
+        return error.reason === 'check_failed' ? 'The access token is issued in the future.' : 'The access token has an invalid iat claim.';
       default:
         return `The access token has an invalid ${error.claim} claim.`;
     }

@@ -1,14 +1,14 @@
-// In-memory implementations of the core's storage ports for in-process tests of the core: a Store, the
-// UnitOfWork (all or nothing: each unit works on a copy of the state that replaces it only when the
-// function returns), the revocation log's append and the audit events written in a unit of work.
-// Minimal on purpose: the lead folds it into the shared in-memory Store (src/core/testing/).
-import { randomUUID } from 'node:crypto';
+// In-memory implementations of the core's ports, so the core's rules run in process in milliseconds (the
+// memory adapter of node-oidc-provider, the memory managers of Hydra). They pass the same conformance suites
+// as the Postgres adapters (test/store-conformance.test.ts), so a rule that holds here holds against the
+// real stores too.
+import { createHash, randomUUID } from 'node:crypto';
+import type { AgentCredentials, AgentRecord, AgentStatus, AgentView, GrantRecord, PlatformInput, PlatformRecord, SecretHashes, SigningKeyRow } from '../../../src/core/model.js';
+import type { LockOptions, SigningKeyWriter, Store } from '../../../src/core/ports/store.js';
+import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../../src/core/ports/revocation-log.js';
+import type { SecretHasher, TokenSigner } from '../../../src/core/ports/crypto.js';
+import type { AuditEvent, AuditSink } from '../../../src/core/audit/events.js';
 import { StoreUnavailableError } from '../../../src/core/errors.js';
-import type { AuditEvent } from '../../../src/core/audit/events.js';
-import type { AgentCredentials, AgentRecord, AgentView, GrantRecord, PlatformRecord, SecretHashes, SigningKeyRow } from '../../../src/core/model.js';
-import type { RevocationEntry, RevocationTarget } from '../../../src/core/ports/revocation-log.js';
-import type { SigningKeyWriter, Store } from '../../../src/core/ports/store.js';
-import { runEffects, type AdminWrites, type Transaction, type UnitOfWork } from '../../../src/core/ports/unit-of-work.js';
 
 interface StoredAgent extends AgentRecord {
   secretHash: string;
@@ -16,246 +16,324 @@ interface StoredAgent extends AgentRecord {
   previousExpiresAt: Date | null;
 }
 
-export interface MemoryState {
-  agents: Map<string, StoredAgent>;
-  platforms: Map<string, PlatformRecord>;
-  /** Key: `${agentId} ${platformId}`. */
-  grants: Map<string, GrantRecord>;
-  keys: SigningKeyRow[];
-  heads: Map<string, number>;
-  entries: RevocationEntry[];
-  events: AuditEvent[];
-}
-
-const emptyState = (): MemoryState => ({
-  agents: new Map(),
-  platforms: new Map(),
-  grants: new Map(),
-  keys: [],
-  heads: new Map(),
-  entries: [],
-  events: [],
-});
-
+const clone = <T>(value: T): T => structuredClone(value);
 const now = () => new Date().toISOString();
-const copy = <T>(value: T): T => structuredClone(value);
-const publicAgent = ({ secretHash, previousSecretHash, previousExpiresAt, ...agent }: StoredAgent): AgentRecord => copy(agent);
 
-/** Failures a test can inject inside a unit of work (what the Postgres test does with triggers). */
-export interface MemoryFaults {
-  append?: boolean;
-  auditInsert?: boolean;
-}
+export class MemoryStore implements Store {
+  readonly platforms = new Map<string, PlatformRecord>();
+  readonly agents = new Map<string, StoredAgent>();
+  /** agentId → platformId → grant */
+  readonly grants = new Map<string, Map<string, GrantRecord>>();
+  readonly keys = new Map<string, SigningKeyRow>();
+  private readonly locks = new Map<string, Promise<void>>();
+  /** While set, every call fails as an unreachable store does (503). */
+  down = false;
 
-export class MemoryStore implements Store, UnitOfWork {
-  state: MemoryState = emptyState();
-  readonly faults: MemoryFaults = {};
-  /** Effects that threw after a commit. */
-  readonly effectFailures: unknown[] = [];
-  /** Units of work run one at a time, as if each held every lock (what serialisation the port promises). */
-  private queue: Promise<unknown> = Promise.resolve();
-
-  run<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
-    const turn = this.queue.then(async () => {
-      const draft = copy(this.state);
-      const effects: (() => Promise<void>)[] = [];
-      const result = await fn(this.transaction(draft, effects));
-      this.state = draft; // the commit
-      await runEffects(effects, (error) => this.effectFailures.push(error));
-      return result;
-    });
-    // The next unit waits for this one, whatever its outcome (a rollback is not a failure of the queue).
-    this.queue = turn.then(
-      () => undefined,
-      () => undefined,
-    );
-    return turn;
+  private check(): void {
+    if (this.down) throw new StoreUnavailableError('memory');
   }
 
-  private transaction(s: MemoryState, effects: (() => Promise<void>)[]): Transaction {
-    const faults = this.faults;
-    return {
-      store: writes(s),
-      revocationLog: {
-        async append(target, expiresAt) {
-          if (faults.append) throw new StoreUnavailableError('memory', new Error('append refused (injected)'));
-          return appendTo(s, target, expiresAt);
-        },
-        async agentsHoldingScopes(platformId, scopes) {
-          return [...s.grants.values()].filter((g) => g.platformId === platformId && g.scopes.some((x) => scopes.includes(x))).map((g) => g.agentId);
-        },
-      },
-      audit: {
-        async insert(event) {
-          if (faults.auditInsert) throw new StoreUnavailableError('memory', new Error('audit insert refused (injected)'));
-          s.events.push(copy(event));
-        },
-      },
-      keys: keyWriter(s),
-      lock: async () => {}, // units already run one at a time
-      afterCommit: (effect) => void effects.push(effect),
-    };
+  private agentByKey(apiKeyId: string): StoredAgent | undefined {
+    for (const agent of this.agents.values()) if (agent.apiKeyId === apiKeyId) return agent;
+    return undefined;
   }
 
-  // Reads: the committed state.
-  async getAgentView(apiKeyId: string): Promise<AgentView | null> {
-    const agent = [...this.state.agents.values()].find((a) => a.apiKeyId === apiKeyId);
-    if (!agent) return null;
+  private view(agent: StoredAgent): AgentView {
     const grants: AgentView['grants'] = {};
-    for (const g of this.state.grants.values()) {
-      if (g.agentId === agent.id) grants[g.platformId] = { scopes: [...g.scopes], platformStatus: this.state.platforms.get(g.platformId)!.status };
+    for (const [platformId, grant] of this.grants.get(agent.id) ?? []) {
+      grants[platformId] = { scopes: [...grant.scopes], platformStatus: this.platforms.get(platformId)!.status };
     }
     return { agentId: agent.id, apiKeyId: agent.apiKeyId, status: agent.status, grants };
   }
 
+  private hashes(agent: StoredAgent): SecretHashes {
+    const graced = agent.previousExpiresAt !== null && agent.previousExpiresAt.getTime() > Date.now();
+    return {
+      agentId: agent.id,
+      current: agent.secretHash,
+      previous: graced ? agent.previousSecretHash : null,
+      previousExpiresAt: graced ? new Date(agent.previousExpiresAt!) : null,
+    };
+  }
+
+  private record(agent: StoredAgent): AgentRecord {
+    const { id, name, status, apiKeyId, createdAt, updatedAt } = agent;
+    return { id, name, status, apiKeyId, createdAt, updatedAt };
+  }
+
+  async getAgentView(apiKeyId: string): Promise<AgentView | null> {
+    this.check();
+    const agent = this.agentByKey(apiKeyId);
+    return agent ? this.view(agent) : null;
+  }
+
+  async getPlatform(platformId: string): Promise<PlatformRecord | null> {
+    this.check();
+    return clone(this.platforms.get(platformId) ?? null);
+  }
+
   async getSecretHashes(apiKeyId: string): Promise<SecretHashes | null> {
-    const agent = [...this.state.agents.values()].find((a) => a.apiKeyId === apiKeyId);
-    if (!agent) return null;
-    const open = agent.previousSecretHash !== null && agent.previousExpiresAt !== null && agent.previousExpiresAt.getTime() > Date.now();
-    return { agentId: agent.id, current: agent.secretHash, previous: open ? agent.previousSecretHash : null, previousExpiresAt: open ? agent.previousExpiresAt : null };
+    this.check();
+    const agent = this.agentByKey(apiKeyId);
+    return agent ? this.hashes(agent) : null;
   }
 
   async getAgentCredentials(apiKeyId: string): Promise<AgentCredentials | null> {
-    const [hashes, view] = [await this.getSecretHashes(apiKeyId), await this.getAgentView(apiKeyId)];
-    return hashes && view ? { hashes, view } : null;
+    this.check();
+    const agent = this.agentByKey(apiKeyId);
+    return agent ? { hashes: this.hashes(agent), view: this.view(agent) } : null;
   }
 
-  getPlatform = (id: string) => writes(this.state).getPlatform(id);
-  getAgent = (id: string) => writes(this.state).getAgent(id);
-  listGrants = (id: string) => writes(this.state).listGrants(id);
-  apiKeyIdsOnPlatform = (id: string) => writes(this.state).apiKeyIdsOnPlatform(id);
-  listPlatforms = async () => [...this.state.platforms.values()].map(copy);
-  listAgents = async () => [...this.state.agents.values()].map(publicAgent);
-  listSigningKeys = async () => copy(this.state.keys);
-
-  // The Store's own writes: each a unit of work of its own.
-  createPlatform: Store['createPlatform'] = (input) => this.run((tx) => tx.store.createPlatform(input));
-  updatePlatform: Store['updatePlatform'] = (id, patch) => this.run((tx) => tx.store.updatePlatform(id, patch));
-  createAgent: Store['createAgent'] = (input) => this.run((tx) => tx.store.createAgent(input));
-  updateAgent: Store['updateAgent'] = (id, patch) => this.run((tx) => tx.store.updateAgent(id, patch));
-  rotateSecret: Store['rotateSecret'] = (id, hash, until) => this.run((tx) => tx.store.rotateSecret(id, hash, until));
-  putGrant: Store['putGrant'] = (a, p, scopes) => this.run((tx) => tx.store.putGrant(a, p, scopes));
-  deleteGrant: Store['deleteGrant'] = (a, p) => this.run((tx) => tx.store.deleteGrant(a, p));
-
-  async withLock<T>(_lock: string, _wait: boolean, fn: (keys: SigningKeyWriter) => Promise<T>): Promise<T | undefined> {
-    return this.run((tx) => fn(tx.keys));
+  async createPlatform(input: PlatformInput): Promise<PlatformRecord> {
+    this.check();
+    const at = now();
+    const platform: PlatformRecord = { ...clone(input), id: randomUUID(), createdAt: at, updatedAt: at };
+    this.platforms.set(platform.id, platform);
+    return clone(platform);
   }
 
-  async ping(): Promise<void> {}
+  async updatePlatform(platformId: string, patch: Partial<PlatformInput>): Promise<PlatformRecord | null> {
+    this.check();
+    const current = this.platforms.get(platformId);
+    if (!current) return null;
+    const updated: PlatformRecord = { ...current, ...clone(patch), updatedAt: now() };
+    this.platforms.set(platformId, updated);
+    if (patch.scopes) {
+      const kept = new Set(patch.scopes.map((s) => s.name));
+      for (const byPlatform of this.grants.values()) {
+        const grant = byPlatform.get(platformId);
+        if (grant) grant.scopes = grant.scopes.filter((s) => kept.has(s));
+      }
+    }
+    return clone(updated);
+  }
+
+  async listPlatforms(): Promise<PlatformRecord[]> {
+    this.check();
+    return clone([...this.platforms.values()]);
+  }
+
+  async apiKeyIdsOnPlatform(platformId: string): Promise<string[]> {
+    this.check();
+    return [...this.grants].filter(([, byPlatform]) => byPlatform.has(platformId)).map(([agentId]) => this.agents.get(agentId)!.apiKeyId);
+  }
+
+  async createAgent(input: { name: string; apiKeyId: string; secretHash: string }): Promise<AgentRecord> {
+    this.check();
+    const at = now();
+    const agent: StoredAgent = {
+      id: randomUUID(),
+      name: input.name,
+      status: 'active',
+      apiKeyId: input.apiKeyId,
+      createdAt: at,
+      updatedAt: at,
+      secretHash: input.secretHash,
+      previousSecretHash: null,
+      previousExpiresAt: null,
+    };
+    this.agents.set(agent.id, agent);
+    return this.record(agent);
+  }
+
+  async getAgent(agentId: string): Promise<AgentRecord | null> {
+    this.check();
+    const agent = this.agents.get(agentId);
+    return agent ? this.record(agent) : null;
+  }
+
+  async listAgents(): Promise<AgentRecord[]> {
+    this.check();
+    return [...this.agents.values()].map((a) => this.record(a));
+  }
+
+  async updateAgent(agentId: string, patch: { name?: string; status?: AgentStatus }): Promise<AgentRecord | null> {
+    this.check();
+    const agent = this.agents.get(agentId);
+    if (!agent) return null;
+    if (patch.name !== undefined) agent.name = patch.name;
+    if (patch.status !== undefined) agent.status = patch.status;
+    agent.updatedAt = now();
+    return this.record(agent);
+  }
+
+  async rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null): Promise<AgentRecord | null> {
+    this.check();
+    const agent = this.agents.get(agentId);
+    if (!agent) return null;
+    agent.previousSecretHash = previousValidUntil ? agent.secretHash : null;
+    agent.previousExpiresAt = previousValidUntil ? new Date(previousValidUntil) : null;
+    agent.secretHash = secretHash;
+    agent.updatedAt = now();
+    return this.record(agent);
+  }
+
+  async putGrant(agentId: string, platformId: string, scopes: string[]): Promise<GrantRecord> {
+    this.check();
+    if (!this.agents.has(agentId) || !this.platforms.has(platformId)) throw new Error('grant of an unknown agent or platform');
+    const byPlatform = this.grants.get(agentId) ?? new Map<string, GrantRecord>();
+    this.grants.set(agentId, byPlatform);
+    const grant: GrantRecord = { agentId, platformId, scopes: [...scopes], updatedAt: now() };
+    byPlatform.set(platformId, grant);
+    return clone(grant);
+  }
+
+  async deleteGrant(agentId: string, platformId: string): Promise<boolean> {
+    this.check();
+    return this.grants.get(agentId)?.delete(platformId) ?? false;
+  }
+
+  async listGrants(agentId: string): Promise<GrantRecord[]> {
+    this.check();
+    return clone([...(this.grants.get(agentId)?.values() ?? [])]);
+  }
+
+  async listSigningKeys(): Promise<SigningKeyRow[]> {
+    this.check();
+    return [...this.keys.values()].sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime() || a.kid.localeCompare(b.kid)).map(clone);
+  }
+
+  async withLock<T>(lock: string, wait: boolean, fn: (keys: SigningKeyWriter) => Promise<T>, _options?: LockOptions): Promise<T | undefined> {
+    this.check();
+    while (this.locks.has(lock)) {
+      if (!wait) return undefined;
+      await this.locks.get(lock);
+    }
+    let release!: () => void;
+    this.locks.set(lock, new Promise<void>((r) => (release = r)));
+    try {
+      return await fn({
+        listSigningKeys: () => this.listSigningKeys(),
+        insertSigningKey: async (row) => void this.keys.set(row.kid, clone(row)),
+        updateSigningKey: async (kid, changes) => {
+          const row = this.keys.get(kid);
+          if (row) this.keys.set(kid, { ...row, ...clone(changes) });
+        },
+      });
+    } finally {
+      this.locks.delete(lock);
+      release();
+    }
+  }
+
+  async ping(): Promise<void> {
+    this.check();
+  }
+
   async close(): Promise<void> {}
 }
 
-function writes(s: MemoryState): AdminWrites {
-  const grantKey = (agentId: string, platformId: string) => `${agentId} ${platformId}`;
-  return {
-    async getPlatform(id) {
-      const platform = s.platforms.get(id);
-      return platform ? copy(platform) : null;
-    },
-    async getAgent(id) {
-      const agent = s.agents.get(id);
-      return agent ? publicAgent(agent) : null;
-    },
-    async listGrants(agentId) {
-      return [...s.grants.values()].filter((g) => g.agentId === agentId).map(copy);
-    },
-    async apiKeyIdsOnPlatform(platformId) {
-      return [...s.grants.values()].filter((g) => g.platformId === platformId).map((g) => s.agents.get(g.agentId)!.apiKeyId);
-    },
-    async createPlatform(input) {
-      const platform: PlatformRecord = { id: randomUUID(), ...copy(input), createdAt: now(), updatedAt: now() };
-      s.platforms.set(platform.id, platform);
-      return copy(platform);
-    },
-    async updatePlatform(id, patch) {
-      const current = s.platforms.get(id);
-      if (!current) return null;
-      const next = { ...current, ...copy(patch), updatedAt: now() };
-      s.platforms.set(id, next);
-      if (patch.scopes) {
-        // Dropped scopes leave every grant on this platform.
-        const kept = new Set(patch.scopes.map((x) => x.name));
-        for (const g of s.grants.values()) if (g.platformId === id) g.scopes = g.scopes.filter((x) => kept.has(x));
-      }
-      return copy(next);
-    },
-    async createAgent(input) {
-      const agent: StoredAgent = {
-        id: randomUUID(),
-        name: input.name,
-        status: 'active',
-        apiKeyId: input.apiKeyId,
-        createdAt: now(),
-        updatedAt: now(),
-        secretHash: input.secretHash,
-        previousSecretHash: null,
-        previousExpiresAt: null,
-      };
-      s.agents.set(agent.id, agent);
-      return publicAgent(agent);
-    },
-    async updateAgent(id, patch) {
-      const agent = s.agents.get(id);
-      if (!agent) return null;
-      if (patch.name !== undefined) agent.name = patch.name;
-      if (patch.status !== undefined) agent.status = patch.status;
-      agent.updatedAt = now();
-      return publicAgent(agent);
-    },
-    async rotateSecret(id, secretHash, previousValidUntil) {
-      const agent = s.agents.get(id);
-      if (!agent) return null;
-      agent.previousSecretHash = previousValidUntil ? agent.secretHash : null;
-      agent.previousExpiresAt = previousValidUntil;
-      agent.secretHash = secretHash;
-      agent.updatedAt = now();
-      return publicAgent(agent);
-    },
-    async putGrant(agentId, platformId, scopes) {
-      const grant: GrantRecord = { agentId, platformId, scopes: [...scopes], updatedAt: now() };
-      s.grants.set(grantKey(agentId, platformId), grant);
-      return copy(grant);
-    },
-    async deleteGrant(agentId, platformId) {
-      return s.grants.delete(grantKey(agentId, platformId));
-    },
-  };
+/** The revocation log in memory: one gap-free sequence per platform; a key entry goes to every platform. */
+export class MemoryRevocationLog implements RevocationStore {
+  readonly entries: RevocationEntry[] = [];
+  /** Head sequence per platform (the memory unit of work restores it on rollback). */
+  readonly seqs = new Map<string, number>();
+
+  constructor(private readonly store: MemoryStore) {}
+
+  async append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
+    const platformIds =
+      target.kind === 'agent' ? [...new Set(target.platformIds)].sort() : target.kind === 'platform' ? [target.platformId] : [...this.store.platforms.keys()].sort();
+    const appended = platformIds
+      .filter((id) => this.store.platforms.has(id))
+      .map((platformId): RevocationEntry => {
+        const seq = (this.seqs.get(platformId) ?? 0) + 1;
+        this.seqs.set(platformId, seq);
+        return {
+          platformId,
+          seq,
+          kind: target.kind,
+          agentId: target.kind === 'agent' ? target.agentId : null,
+          kid: target.kind === 'key' ? target.kid : null,
+          iatMax: target.kind === 'key' ? null : target.iatMax,
+          createdAt: new Date(),
+          expiresAt,
+        };
+      });
+    this.entries.push(...appended);
+    return appended.map(clone);
+  }
+
+  async since(platformId: string, since: number, at: Date): Promise<{ head: number; entries: RevocationEntry[] }> {
+    const entries = this.entries.filter((e) => e.platformId === platformId && e.seq > since && e.expiresAt > at).sort((a, b) => a.seq - b.seq);
+    return { head: this.seqs.get(platformId) ?? 0, entries: entries.map(clone) };
+  }
+
+  async heads(platformIds: string[]): Promise<Map<string, number>> {
+    return new Map(platformIds.map((id) => [id, this.seqs.get(id) ?? 0]));
+  }
+
+  async purgeExpired(at: Date): Promise<number> {
+    const live = this.entries.filter((e) => e.expiresAt > at);
+    this.entries.splice(0, this.entries.length, ...live);
+    return live.length;
+  }
+
+  async platformExists(platformId: string): Promise<boolean> {
+    return this.store.platforms.has(platformId);
+  }
+
+  async agentsHoldingScopes(platformId: string, scopes: string[]): Promise<string[]> {
+    return [...this.store.grants]
+      .filter(([, byPlatform]) => byPlatform.get(platformId)?.scopes.some((s) => scopes.includes(s)))
+      .map(([agentId]) => agentId);
+  }
 }
 
-function appendTo(s: MemoryState, target: RevocationTarget, expiresAt: Date): RevocationEntry[] {
-  const platformIds =
-    target.kind === 'agent' ? [...new Set(target.platformIds)].sort() : target.kind === 'platform' ? [target.platformId] : [...s.platforms.keys()].sort();
-  return platformIds
-    .filter((id) => s.platforms.has(id))
-    .map((platformId) => {
-      const seq = (s.heads.get(platformId) ?? 0) + 1;
-      s.heads.set(platformId, seq);
-      const entry: RevocationEntry = {
-        platformId,
-        seq,
-        kind: target.kind,
-        agentId: target.kind === 'agent' ? target.agentId : null,
-        kid: target.kind === 'key' ? target.kid : null,
-        iatMax: target.kind === 'key' ? null : target.iatMax,
-        createdAt: new Date(),
-        expiresAt,
-      };
-      s.entries.push(entry);
-      return copy(entry);
+/**
+ * A secret hasher without argon2: the "hash" is SHA-256 over salt and secret, in a PHC-like string that keeps
+ * the salt (so the secret-hint rules, which read the salt, work as with argon2). Counts verifications.
+ */
+export class MemoryHasher implements SecretHasher {
+  verifications = 0;
+  /** While set, refuseIfVerificationsFull throws this error (a full argon2 line). */
+  full: Error | undefined;
+
+  async hashSecret(secret: string, salt: Uint8Array): Promise<string> {
+    const b64 = Buffer.from(salt).toString('base64').replace(/=+$/, '');
+    return `$argon2id$v=19$m=19456,t=2,p=1$${b64}$${digest(Buffer.from(salt), secret)}`;
+  }
+
+  async verifySecret(task: { hashes: string[]; secret: string }): Promise<number> {
+    this.verifications += 1;
+    return task.hashes.findIndex((hash) => {
+      const parts = hash.split('$');
+      if (parts.length < 6) return false;
+      return digest(Buffer.from(parts[4]!, 'base64'), task.secret) === parts[5];
     });
+  }
+
+  refuseIfVerificationsFull(): void {
+    if (this.full) throw this.full;
+  }
 }
 
-function keyWriter(s: MemoryState): SigningKeyWriter {
-  return {
-    async listSigningKeys() {
-      return copy(s.keys);
-    },
-    async insertSigningKey(row) {
-      s.keys.push(copy(row));
-    },
-    async updateSigningKey(kid, changes) {
-      const row = s.keys.find((k) => k.kid === kid);
-      if (row) Object.assign(row, copy(changes));
-    },
-  };
+function digest(salt: Buffer, secret: string): string {
+  return createHash('sha256').update(salt).update(secret).digest('base64url');
+}
+
+/** Signs nothing: the "token" is the payload under a fixed header, with the kid in place of a signature. */
+export class MemorySigner implements TokenSigner {
+  readonly signed: { kid: string; payload: Record<string, unknown> }[] = [];
+
+  async signToken(kid: string, _privateKeyPem: string, payload: string): Promise<string> {
+    this.signed.push({ kid, payload: JSON.parse(payload) as Record<string, unknown> });
+    const header = Buffer.from(JSON.stringify({ alg: 'none-memory', kid })).toString('base64url');
+    return `${header}.${Buffer.from(payload).toString('base64url')}.${kid}`;
+  }
+}
+
+/** Keeps every event; `failRecords` makes `record` reject (an audit trail that cannot make events durable). */
+export class MemoryAuditSink implements AuditSink {
+  readonly events: AuditEvent[] = [];
+  failRecords = false;
+
+  async record(event: AuditEvent): Promise<void> {
+    if (this.failRecords) throw new StoreUnavailableError('audit');
+    this.events.push(event);
+  }
+
+  emit(event: AuditEvent): void {
+    this.events.push(event);
+  }
 }

@@ -26,7 +26,22 @@ export interface ExpressLikeRequest {
 export interface ExpressLikeResponse {
   status(code: number): ExpressLikeResponse;
   set(headers: Record<string, string>): ExpressLikeResponse;
-  send(body: string): unknown;
+  // `any`, not `string`: Express infers a route's response body type from every handler of the route, and
+  // a guard saying `string` would make the next handler's `res.json({...})` a type error (TS2345).
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  send(body: any): unknown;
+}
+
+declare global {
+  // Declaration merging into @types/express's Request (a no-op without it): handlers behind
+  // expressAgentAuth / expressRouteGuard read `req.agent` without a cast. Set on every request the
+  // middleware lets through; a route it does not cover has none (undefined at run time).
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      agent: AgentClaims;
+    }
+  }
 }
 
 export type ExpressLikeNext = (error?: unknown) => void;

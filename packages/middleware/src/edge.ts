@@ -1,0 +1,28 @@
+// Runtime-neutral entry point (`@agent-credential-exchange/middleware/edge`): Cloudflare Workers, Vercel
+// Edge / Next.js middleware, Deno, Bun, browsers' service workers, and Node too. Nothing here imports a
+// `node:` module, `ws`, or evaluates code at run time: the scope file comes as text or parsed object,
+// and the revocation feed uses the global `fetch` and `WebSocket` (polling where there is no WebSocket).
+export { createVerifier, MAX_TOKEN_LENGTH } from './verifier.js';
+export type {
+  AgentClaims,
+  AuthorizeInput,
+  AuthorizeResult,
+  CoreVerifierOptions,
+  RouteTarget,
+  Verifier,
+  VerifierBaseOptions,
+} from './verifier.js';
+export type { Refusal, RefusalCode } from './challenge.js';
+export { JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
+export { DocumentRejectedError } from './revocation-feed.js';
+export type { FeedSocket, FeedSocketConstructor, RevocationFeedOptions, RevocationFeedStats } from './revocation-feed.js';
+export { loadScopeFile, RouteTable, ScopeFileError } from './scope-map.js';
+export type { RouteMatch, RouteResolution, ScopeTextSource, TemplateSyntax } from './scope-map.js';
+export { canonicalizeTarget } from './canonical-path.js';
+export type { CanonicalTarget } from './canonical-path.js';
+export { fetchAgentAuth, refusalResponse, withAgentAuth } from './adapters/fetch.js';
+export type { AgentFetchHandler, FetchAuthorized, FetchVerdict } from './adapters/fetch.js';
+export { honoAgentAuth } from './adapters/hono.js';
+export type { AgentEnv, HonoLikeContext } from './adapters/hono.js';
+export { nextMiddleware, nextRouteHandler } from './adapters/next.js';
+export type { NextMiddlewareOptions } from './adapters/next.js';

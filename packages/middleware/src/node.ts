@@ -1,0 +1,40 @@
+// The Node side of the verifier: reads the scope file from disk (`scopesFile`) and, where Node has no
+// global WebSocket (Node 20), follows the revocation feed with the `ws` package when it is installed.
+import { readFileSync } from 'node:fs';
+import { createVerifier as createCoreVerifier, type Verifier, type VerifierBaseOptions } from './verifier.js';
+import { ScopeFileError, type ScopeFileSource } from './scope-map.js';
+import type { FeedSocketConstructor } from './revocation-feed.js';
+
+/** Options of the Node entry point: the scope file as a path, its text, or a parsed document. */
+export type VerifierOptions = VerifierBaseOptions & ScopeFileSource;
+
+async function loadWs(): Promise<FeedSocketConstructor | undefined> {
+  try {
+    // A variable specifier: bundlers must not pull the optional peer `ws` in.
+    const name = 'ws';
+    return ((await import(name)) as { default: FeedSocketConstructor }).default;
+  } catch {
+    return undefined; // `ws` not installed: the feed is polled (the verifier warns once)
+  }
+}
+
+/**
+ * Reads the scope file (throws ScopeFileError if it cannot be read or is invalid) and returns the verifier.
+ *
+ * @example
+ * const verifier = createVerifier({ serviceUrl: 'https://ace.example.com', scopesFile: './scopes.yaml' });
+ * await verifier.ready(); // keys and revocation feed now; fail fast if the service is unreachable
+ * http.createServer(protectNodeHandler(verifier, (req, res) => res.end(req.agent.agentId))).listen(3000);
+ */
+export function createVerifier(options: VerifierOptions): Verifier {
+  const hooks = { fallbackWebSocket: loadWs };
+  if (!('scopesFile' in options)) return createCoreVerifier(options, hooks);
+  const { scopesFile, ...rest } = options;
+  let text: string;
+  try {
+    text = readFileSync(scopesFile, 'utf8');
+  } catch (error) {
+    throw new ScopeFileError(`scope file ${scopesFile} cannot be read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  return createCoreVerifier({ ...rest, scopesYaml: text, scopesOrigin: scopesFile }, hooks);
+}

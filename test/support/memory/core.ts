@@ -1,0 +1,106 @@
+// The core's services wired on memory ports, as src/app/domain.ts wires them on the real adapters: the
+// rules of token exchange, agents, platforms, keys and revocation run in process in milliseconds.
+import { randomBytes } from 'node:crypto';
+import { LocalBus } from '../../../src/adapters/cache/invalidation-bus.js';
+import { Limiters } from '../../../src/adapters/ratelimit/limiters.js';
+import { CachedStore } from '../../../src/adapters/cache/cached-store.js';
+import { Metrics } from '../../../src/adapters/telemetry/metrics.js';
+import { AgentService } from '../../../src/core/agents/agent-service.js';
+import { Argon2Share } from '../../../src/core/credentials/argon2-share.js';
+import { Authenticator } from '../../../src/core/credentials/authenticator.js';
+import { VerifiedCredentials } from '../../../src/core/credentials/verified-cache.js';
+import { KeyManager } from '../../../src/core/keys/key-manager.js';
+import { PlatformService } from '../../../src/core/platforms/platform-service.js';
+import type { GeneratedKey, KeyMaterial } from '../../../src/core/ports/crypto.js';
+import type { LimiterName, TelemetryEvent } from '../../../src/core/ports/telemetry.js';
+import { RevocationService } from '../../../src/core/revocation/revocation-service.js';
+import { TokenService } from '../../../src/core/tokens/token-service.js';
+import { MemoryAuditSink, MemoryHasher, MemoryRevocationLog, MemorySigner, MemoryStore } from './memory-store.js';
+import { MemoryUnitOfWork } from './unit-of-work.js';
+
+/** Key material without RSA: a random kid, a placeholder public key, the "private key" in clear. */
+export class MemoryKeyMaterial implements KeyMaterial {
+  async generate(): Promise<GeneratedKey> {
+    const kid = `kid-${randomBytes(6).toString('hex')}`;
+    return { kid, publicJwk: { kty: 'RSA', n: Buffer.from(kid).toString('base64url'), e: 'AQAB' }, privateKeyEncrypted: `clear:${kid}` };
+  }
+
+  decrypt(kid: string, privateKeyEncrypted: string): string {
+    if (privateKeyEncrypted !== `clear:${kid}`) throw new Error(`cannot open the key ${kid}`);
+    return `PEM of ${kid}`;
+  }
+}
+
+export interface CoreOptions {
+  tokenPoints?: number;
+  authFailPoints?: number;
+  argon2MaxPerAddress?: number;
+  propagationSeconds?: number;
+}
+
+export const ISSUER = 'https://ace.test';
+/** Who makes the admin changes of the core's tests (recorded in their audit events). */
+export const BY = { actor: 'admin', clientAddress: '127.0.0.1' };
+export const TOKEN_TTL_SECONDS = 900;
+export const API_KEY_PREFIX = 'agnt_kid_';
+
+export async function memoryCore(options: CoreOptions = {}) {
+  // The memory records behind the cached store of production (in-process cache only): its invalidations
+  // are what makes the verified-secret memory and the caches forget a changed agent.
+  const memory = new MemoryStore();
+  const log = new MemoryRevocationLog(memory);
+  const bus = new LocalBus();
+  const store = new CachedStore(memory, { redis: undefined, keyPrefix: 'core:', redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new Metrics() });
+  const hasher = new MemoryHasher();
+  const signer = new MemorySigner();
+  const audit = new MemoryAuditSink();
+  const telemetry: TelemetryEvent[] = [];
+  const record = { record: (event: TelemetryEvent) => void telemetry.push(event) };
+  const refusals: LimiterName[] = [];
+  const limits = new Limiters(
+    {
+      redis: undefined,
+      keyPrefix: `core-${randomBytes(4).toString('hex')}:`,
+      tokenPoints: options.tokenPoints ?? 1000,
+      tokenWindowSeconds: 60,
+      authFailPoints: options.authFailPoints ?? 1000,
+      authFailWindowSeconds: 60,
+    },
+    (limiter) => refusals.push(limiter),
+  );
+  // Admin changes as in production: the memory unit of work, wrapped by the cached store (cache drops after commit).
+  const memoryUow = new MemoryUnitOfWork(memory, log, audit);
+  const uow = store.unitOfWork(memoryUow);
+  const revocations = new RevocationService({ bus, tokenTtlSeconds: TOKEN_TTL_SECONDS, clockSkewSeconds: 60, issuedSlackSeconds: 1 });
+  const keys = new KeyManager({
+    store,
+    uow,
+    bus,
+    material: new MemoryKeyMaterial(),
+    revocations,
+    audit,
+    telemetry: record,
+    tokenTtlSeconds: TOKEN_TTL_SECONDS,
+    clockSkewSeconds: 60,
+    propagationSeconds: options.propagationSeconds ?? 3600,
+    rotationIntervalSeconds: 0,
+    refreshSeconds: 3600,
+  });
+  await keys.start();
+  const authenticator = new Authenticator({
+    store,
+    hasher,
+    limits,
+    verified: new VerifiedCredentials(1000, 60_000),
+    share: new Argon2Share(options.argon2MaxPerAddress ?? 8, () => record.record({ type: 'rate_limited', limiter: 'argon2_share_per_address' })),
+    bus,
+    telemetry: record,
+  });
+  await authenticator.init();
+  const tokens = new TokenService({ authenticator, limits, keys, signer, audit, issuer: ISSUER, tokenTtlSeconds: TOKEN_TTL_SECONDS });
+  const agents = new AgentService({ store, uow, hasher, revocations, apiKeyPrefix: API_KEY_PREFIX });
+  const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: 200 });
+  return { memory, memoryUow, uow, store, log, bus, hasher, signer, audit, telemetry, refusals, limits, revocations, keys, authenticator, tokens, agents, platforms, stop: () => keys.stop() };
+}
+
+export type MemoryCore = Awaited<ReturnType<typeof memoryCore>>;
