@@ -8,7 +8,7 @@
 import postgres, { type Sql } from 'postgres';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startService, type ServiceHandle } from './support/service.js';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 
 let service: ServiceHandle;
 let admin: AdminClient;
