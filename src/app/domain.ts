@@ -11,6 +11,7 @@ import { RsaKeyMaterial } from '../adapters/crypto/key-material.js';
 import { loadOrCreateKeyEncryptionKey } from '../adapters/crypto/key-encryption.js';
 import { Limiters } from '../adapters/ratelimit/limiters.js';
 import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.js';
+import { PostgresUnitOfWork } from '../adapters/postgres/unit-of-work.js';
 import { RevocationFeed } from '../adapters/http/revocation-feed.js';
 import { ScopeFiles } from '../adapters/http/scope-file.js';
 import { Argon2Share } from '../core/credentials/argon2-share.js';
@@ -72,8 +73,15 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   cleanups.add(() => audit.close());
 
   const revocationLog = new PostgresRevocationStore(stores.sql, config.storeTimeoutMs);
+  // Admin changes: the write, its revocation entries and its audit event in one Postgres transaction;
+  // cache drops and revocation notices after the commit.
+  const uow = store.unitOfWork(
+    new PostgresUnitOfWork(stores.postgres, {
+      recordAudit: config.audit.enabled,
+      onEffectFailure: (error) => telemetry.record({ type: 'background_failure', what: 'admin_after_commit', error }),
+    }),
+  );
   const revocations = new RevocationService({
-    log: revocationLog,
     bus,
     tokenTtlSeconds: config.tokenTtlSeconds,
     clockSkewSeconds: config.keyClockSkewSeconds,
@@ -84,6 +92,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   if (generatedPath) logger.warn({ path: generatedPath }, 'KEY_ENCRYPTION_KEY unset: generated a key-encryption key in DATA_DIR');
   const keys = new KeyManager({
     store,
+    uow,
     bus,
     material: new RsaKeyMaterial(kek),
     revocations,
@@ -131,8 +140,8 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     documentReuseMs: FEED_DOCUMENT_REUSE_MS,
     heartbeatMs: config.revocationHeartbeatSeconds * 1000,
   });
-  const platforms = new PlatformService({ store, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs });
-  const agents = new AgentService({ store, hasher: pools, revocations, apiKeyPrefix: config.apiKeyPrefix });
+  const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs });
+  const agents = new AgentService({ store, uow, hasher: pools, revocations, apiKeyPrefix: config.apiKeyPrefix });
   return {
     pools,
     limiters,

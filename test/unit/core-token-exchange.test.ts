@@ -7,7 +7,7 @@ import { HTTP_METHODS } from '@agent-credential-exchange/middleware/scopes-file'
 import { Refusal, ServiceError, StoreUnavailableError } from '../../src/core/errors.js';
 import { ROUTE_METHODS } from '../../src/core/platforms/platform-service.js';
 import type { ExchangeOutcome, TokenRequest } from '../../src/core/tokens/token-service.js';
-import { ISSUER, memoryCore, TOKEN_TTL_SECONDS, type CoreOptions, type MemoryCore } from '../support/memory/core.js';
+import { BY, ISSUER, memoryCore, TOKEN_TTL_SECONDS, type CoreOptions, type MemoryCore } from '../support/memory/core.js';
 
 let core: MemoryCore;
 const started: MemoryCore[] = [];
@@ -28,9 +28,9 @@ async function agentOnPlatform(c: MemoryCore, scopes = ['orders:read', 'orders:w
     name: 'shop',
     scopes: [{ name: 'orders:read' }, { name: 'orders:write' }, { name: 'admin' }],
     routes: [{ method: 'get', path: '/orders', scopes: ['orders:read'] }],
-  });
-  const { agent, secret } = await c.agents.create('agent');
-  if (scopes.length > 0) await c.agents.putGrant(agent.id, platform.id, scopes);
+  }, BY);
+  const { agent, secret } = await c.agents.create('agent', BY);
+  if (scopes.length > 0) await c.agents.putGrant(agent.id, platform.id, scopes, BY);
   const request = (over: Partial<TokenRequest> = {}): TokenRequest => ({ apiKeyId: agent.apiKeyId, secret, platformId: platform.id, ...over });
   return { platform, agent, secret, request };
 }
@@ -91,8 +91,8 @@ describe('token exchange (core, memory ports)', () => {
   it('checks in the contract order: authenticate, key rate limit, agent status, platform access, scopes', async () => {
     const c = await start({ tokenPoints: 2 });
     const { agent, request } = await agentOnPlatform(c, ['orders:read']);
-    const other = await c.platforms.create({ name: 'other', scopes: [{ name: 'x' }] });
-    await c.agents.update(agent.id, { status: 'inactive' });
+    const other = await c.platforms.create({ name: 'other', scopes: [{ name: 'x' }] }, BY);
+    await c.agents.update(agent.id, { status: 'inactive' }, BY);
     // Inactive and asking for a platform it has no grant on: agent status comes first.
     expect(refusedCode(await exchange(c, request({ platformId: other.id, scopes: ['nope'] })))).toBe('agent_inactive');
     expect(refusedCode(await exchange(c, request()))).toBe('agent_inactive');
@@ -105,11 +105,11 @@ describe('token exchange (core, memory ports)', () => {
 
   it('platform access: no grant, or a platform that is not active, is platform_access_denied before scopes', async () => {
     const { agent, platform, request } = await agentOnPlatform(core, ['orders:read']);
-    const other = await core.platforms.create({ name: 'other', scopes: [{ name: 'x' }] });
+    const other = await core.platforms.create({ name: 'other', scopes: [{ name: 'x' }] }, BY);
     expect(refusedCode(await exchange(core, request({ platformId: other.id, scopes: ['x'] })))).toBe('platform_access_denied');
-    await core.platforms.update(platform.id, { status: 'suspended' });
+    await core.platforms.update(platform.id, { status: 'suspended' }, BY);
     expect(refusedCode(await exchange(core, request({ scopes: ['admin'] })))).toBe('platform_access_denied');
-    await core.platforms.update(platform.id, { status: 'active' });
+    await core.platforms.update(platform.id, { status: 'active' }, BY);
     expect(claims(await exchange(core, request())).sub).toBe(agent.id);
   });
 
@@ -124,7 +124,7 @@ describe('token exchange (core, memory ports)', () => {
 
   it('a grant that holds no scope gets invalid_scope, not a token without scope', async () => {
     const { agent, platform, request } = await agentOnPlatform(core, ['orders:read']);
-    await core.platforms.update(platform.id, { scopes: [{ name: 'admin' }], routes: [] }); // drops orders:read from the grant
+    await core.platforms.update(platform.id, { scopes: [{ name: 'admin' }], routes: [] }, BY); // drops orders:read from the grant
     expect((await core.agents.listGrants(agent.id))[0]?.scopes).toEqual([]);
     expect(refusedCode(await exchange(core, request()))).toBe('invalid_scope');
   });
@@ -137,7 +137,7 @@ describe('token exchange (core, memory ports)', () => {
     claims(await exchange(core, request()));
     expect(core.hasher.verifications).toBe(v);
     expect(core.telemetry.filter((e) => e.type === 'verified_memory' && e.hit)).toHaveLength(2);
-    await core.agents.update(agent.id, { name: 'renamed' });
+    await core.agents.update(agent.id, { name: 'renamed' }, BY);
     claims(await exchange(core, request()));
     expect(core.hasher.verifications).toBe(v + 1);
   });
@@ -145,7 +145,7 @@ describe('token exchange (core, memory ports)', () => {
   it('a deactivated warm agent is refused at once, and its tokens are revoked on the platforms it holds a grant on', async () => {
     const { agent, platform, request } = await agentOnPlatform(core);
     claims(await exchange(core, request()));
-    await core.agents.update(agent.id, { status: 'inactive' });
+    await core.agents.update(agent.id, { status: 'inactive' }, BY);
     expect(refusedCode(await exchange(core, request()))).toBe('agent_inactive');
     expect(core.log.entries.map((e) => [e.kind, e.platformId, e.agentId])).toEqual([['agent', platform.id, agent.id]]);
   });
@@ -181,7 +181,7 @@ describe('token exchange (core, memory ports)', () => {
 
   it('secret rotation with grace: both secrets work until the grace ends; neither revokes tokens', async () => {
     const { agent, request } = await agentOnPlatform(core);
-    const rotated = await core.agents.rotateSecret(agent.id, 60);
+    const rotated = await core.agents.rotateSecret(agent.id, 60, BY);
     expect(claims(await exchange(core, request())).sub).toBe(agent.id);
     expect(claims(await exchange(core, request({ secret: rotated.secret }))).sub).toBe(agent.id);
     expect(core.log.entries).toEqual([]);
@@ -195,7 +195,7 @@ describe('token exchange (core, memory ports)', () => {
   it('secret rotation without grace: the old secret is refused at once and its tokens are revoked', async () => {
     const { agent, platform, request } = await agentOnPlatform(core);
     claims(await exchange(core, request()));
-    const rotated = await core.agents.rotateSecret(agent.id, 0);
+    const rotated = await core.agents.rotateSecret(agent.id, 0, BY);
     expect(rotated.apiKeyId).toBe(agent.apiKeyId);
     expect(refusedCode(await exchange(core, request()))).toBe('invalid_credentials');
     expect(claims(await exchange(core, request({ secret: rotated.secret }))).sub).toBe(agent.id);
@@ -206,7 +206,7 @@ describe('token exchange (core, memory ports)', () => {
     const { request } = await agentOnPlatform(core);
     const active = core.keys.activeKey().kid;
     await exchange(core, request());
-    const next = await core.keys.rotate();
+    const next = await core.keys.rotate(BY);
     expect(next.state).toBe('next');
     await exchange(core, request());
     expect(core.signer.signed.map((s) => s.kid)).toEqual([active, active]);
@@ -221,12 +221,12 @@ describe('token exchange (core, memory ports)', () => {
 
   it('the active key cannot be retired; retiring another voids its tokens on every platform', async () => {
     const { platform } = await agentOnPlatform(core);
-    const second = await core.platforms.create({ name: 'second', scopes: [{ name: 'x' }] });
-    await expect(core.keys.retire(core.keys.activeKey().kid)).rejects.toMatchObject({ code: 'conflict' });
-    const next = await core.keys.rotate();
-    await core.keys.retire(next.row.kid);
+    const second = await core.platforms.create({ name: 'second', scopes: [{ name: 'x' }] }, BY);
+    await expect(core.keys.retire(core.keys.activeKey().kid, BY)).rejects.toMatchObject({ code: 'conflict' });
+    const next = await core.keys.rotate(BY);
+    await core.keys.retire(next.row.kid, BY);
     expect(core.log.entries.filter((e) => e.kind === 'key').map((e) => e.platformId).sort()).toEqual([platform.id, second.id].sort());
-    await expect(core.keys.retire('no-such-kid')).rejects.toMatchObject({ code: 'not_found' });
+    await expect(core.keys.retire('no-such-kid', BY)).rejects.toMatchObject({ code: 'not_found' });
   });
 
   it('no token leaves when the audit trail cannot make its event durable (503), and nothing when the store is down', async () => {
@@ -248,10 +248,10 @@ describe('revoking changes (core, memory ports)', () => {
 
   it('narrowing or removing a grant revokes; widening does not', async () => {
     const { agent, platform } = await agentOnPlatform(core, ['orders:read']);
-    await core.agents.putGrant(agent.id, platform.id, ['orders:read', 'orders:write']);
+    await core.agents.putGrant(agent.id, platform.id, ['orders:read', 'orders:write'], BY);
     expect(core.log.entries).toEqual([]);
-    await core.agents.putGrant(agent.id, platform.id, ['orders:write']);
-    await core.agents.deleteGrant(agent.id, platform.id);
+    await core.agents.putGrant(agent.id, platform.id, ['orders:write'], BY);
+    await core.agents.deleteGrant(agent.id, platform.id, BY);
     expect(core.log.entries.map((e) => [e.kind, e.agentId])).toEqual([
       ['agent', agent.id],
       ['agent', agent.id],
@@ -260,20 +260,20 @@ describe('revoking changes (core, memory ports)', () => {
 
   it('suspending a platform revokes every token for it; dropping a scope revokes only the agents holding it', async () => {
     const { agent, platform } = await agentOnPlatform(core, ['orders:write']);
-    const reader = (await core.agents.create('reader')).agent;
-    await core.agents.putGrant(reader.id, platform.id, ['orders:read']);
-    await core.platforms.update(platform.id, { scopes: [{ name: 'orders:read' }, { name: 'admin' }] });
+    const reader = (await core.agents.create('reader', BY)).agent;
+    await core.agents.putGrant(reader.id, platform.id, ['orders:read'], BY);
+    await core.platforms.update(platform.id, { scopes: [{ name: 'orders:read' }, { name: 'admin' }] }, BY);
     expect(core.log.entries.map((e) => [e.kind, e.agentId])).toEqual([['agent', agent.id]]);
-    await core.platforms.update(platform.id, { status: 'disabled' });
+    await core.platforms.update(platform.id, { status: 'disabled' }, BY);
     expect(core.log.entries.at(-1)).toMatchObject({ kind: 'platform', platformId: platform.id, agentId: null });
   });
 
   it('route rules name only defined scopes and known methods (the scope file set)', async () => {
     expect([...ROUTE_METHODS]).toEqual([...HTTP_METHODS]);
-    await expect(core.platforms.create({ name: 'p', scopes: [{ name: 'a' }], routes: [{ method: 'BREW', path: '/', scopes: ['a'] }] })).rejects.toMatchObject({ code: 'validation_error' });
-    await expect(core.platforms.create({ name: 'p', scopes: [{ name: 'a' }], routes: [{ method: 'GET', path: '/', scopes: ['b'] }] })).rejects.toMatchObject({ code: 'validation_error' });
-    await expect(core.platforms.create({ name: 'p', scopes: [{ name: 'a' }, { name: 'a' }] })).rejects.toMatchObject({ code: 'validation_error' });
-    const ok = await core.platforms.create({ name: 'p', scopes: [{ name: 'a' }], routes: [{ method: 'get', path: '/x', scopes: ['a'] }] });
+    await expect(core.platforms.create({ name: 'p', scopes: [{ name: 'a' }], routes: [{ method: 'BREW', path: '/', scopes: ['a'] }] }, BY)).rejects.toMatchObject({ code: 'validation_error' });
+    await expect(core.platforms.create({ name: 'p', scopes: [{ name: 'a' }], routes: [{ method: 'GET', path: '/', scopes: ['b'] }] }, BY)).rejects.toMatchObject({ code: 'validation_error' });
+    await expect(core.platforms.create({ name: 'p', scopes: [{ name: 'a' }, { name: 'a' }] }, BY)).rejects.toMatchObject({ code: 'validation_error' });
+    const ok = await core.platforms.create({ name: 'p', scopes: [{ name: 'a' }], routes: [{ method: 'get', path: '/x', scopes: ['a'] }] }, BY);
     expect(ok.routes).toEqual([{ method: 'GET', path: '/x', scopes: ['a'] }]);
     await expect(core.platforms.get(randomUUID())).rejects.toMatchObject({ code: 'not_found' });
   });

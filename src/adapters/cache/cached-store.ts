@@ -1,6 +1,7 @@
 // Read-through caching in front of a Store: in-process (L1) then Redis (L2, when configured) then the
 // inner store. Every write goes to the inner store, then deletes the Redis entries and publishes an
-// invalidation that every instance (this one included) applies to its in-process cache.
+// invalidation that every instance (this one included) applies to its in-process cache. A unit of work
+// (see `unitOfWork`) does the same after its commit.
 //
 // The Redis layer is used only while it is trusted. A Redis cache command that fails (a delete that may
 // not have happened, a write that may land late) and anything that may have rolled Redis back or lost
@@ -14,6 +15,7 @@ import { WriteDeadlineError } from '../../core/errors.js';
 import type { AgentCredentials, AgentView, PlatformRecord } from '../../core/model.js';
 import type { LockOptions, Store } from '../../core/ports/store.js';
 import type { Invalidation, InvalidationBus } from '../../core/ports/invalidation.js';
+import type { AdminWrites, Transaction, UnitOfWork } from '../../core/ports/unit-of-work.js';
 import { BoundedCache } from '../../core/support/bounded-cache.js';
 
 export interface CacheOptions {
@@ -268,6 +270,74 @@ export class CachedStore implements Store {
   private async invalidateAgents(apiKeyIds: string[]): Promise<void> {
     await this.deleteRedis(apiKeyIds.map((id) => this.viewKey(id)));
     await this.options.bus.publish(apiKeyIds.length === 1 ? { kind: 'agent', apiKeyId: apiKeyIds[0] } : { kind: 'agents', apiKeyIds });
+  }
+
+  /**
+   * Wraps a unit of work so that its writes drop what they change from the caches, after the commit
+   * only (a rolled-back change leaves the caches as they are); an unknown outcome drops everything, as
+   * for the store's own writes. Reads inside the unit of work go to the transaction, never to a cache.
+   */
+  unitOfWork(inner: UnitOfWork): UnitOfWork {
+    return {
+      run: <T>(fn: (tx: Transaction) => Promise<T>) => this.writing(() => inner.run((tx) => fn({ ...tx, store: this.invalidating(tx) }))),
+    };
+  }
+
+  /** The transaction's admin writes, each queueing its cache drop for after the commit. */
+  private invalidating(tx: Transaction): AdminWrites {
+    const { store } = tx;
+    const agentsAfterCommit = (apiKeyIds: string[]) => tx.afterCommit(() => this.invalidateAgents(apiKeyIds));
+    const agentOf = async (agentId: string) => {
+      const agent = await store.getAgent(agentId);
+      if (agent) agentsAfterCommit([agent.apiKeyId]);
+    };
+    return {
+      getPlatform: (platformId) => store.getPlatform(platformId),
+      apiKeyIdsOnPlatform: (platformId) => store.apiKeyIdsOnPlatform(platformId),
+      getAgent: (agentId) => store.getAgent(agentId),
+      listGrants: (agentId) => store.listGrants(agentId),
+      createPlatform: async (input) => {
+        const platform = await store.createPlatform(input);
+        tx.afterCommit(() => this.options.bus.publish({ kind: 'platform', platformId: platform.id }));
+        return platform;
+      },
+      updatePlatform: async (platformId, patch) => {
+        const platform = await store.updatePlatform(platformId, patch);
+        if (platform) {
+          const apiKeyIds = await store.apiKeyIdsOnPlatform(platformId);
+          tx.afterCommit(async () => {
+            await this.deleteRedis([this.platformKey(platformId), ...apiKeyIds.map((id) => this.viewKey(id))]);
+            await this.options.bus.publish({ kind: 'platform', platformId });
+          });
+        }
+        return platform;
+      },
+      createAgent: async (input) => {
+        const agent = await store.createAgent(input);
+        agentsAfterCommit([agent.apiKeyId]); // drops a negative L1 entry, if any
+        return agent;
+      },
+      updateAgent: async (agentId, patch) => {
+        const agent = await store.updateAgent(agentId, patch);
+        if (agent) agentsAfterCommit([agent.apiKeyId]);
+        return agent;
+      },
+      rotateSecret: async (agentId, secretHash, previousValidUntil) => {
+        const agent = await store.rotateSecret(agentId, secretHash, previousValidUntil);
+        if (agent) agentsAfterCommit([agent.apiKeyId]);
+        return agent;
+      },
+      putGrant: async (agentId, platformId, scopes) => {
+        const grant = await store.putGrant(agentId, platformId, scopes);
+        await agentOf(agentId);
+        return grant;
+      },
+      deleteGrant: async (agentId, platformId) => {
+        const deleted = await store.deleteGrant(agentId, platformId);
+        await agentOf(agentId);
+        return deleted;
+      },
+    };
   }
 
   async createPlatform(input: Parameters<Store['createPlatform']>[0]) {

@@ -32,7 +32,7 @@ import type { PlatformChange, PlatformDraft, PlatformService } from '../../core/
 import type { AgentRecord, GrantRecord, PlatformRecord } from '../../core/model.js';
 import type { AdminAuthLimiter } from '../ratelimit/index.js';
 import { adminTokenCheck } from './admin-auth.js';
-import { ADMIN_ACTOR, auditEvents, type AuditEvent, type AuditSink, type EventType } from '../../core/audit/events.js';
+import { ADMIN_ACTOR, auditEvents, type AuditSink, type ChangeBy, type EventType } from '../../core/audit/events.js';
 import { parseEventQuery, presentEvent, readEvents } from './audit-query.js';
 import type { AuditStore } from '../../core/ports/audit-store.js';
 import { parseJsonBody } from './json-body.js';
@@ -222,14 +222,9 @@ export const adminRouteTable = {
 } satisfies Record<string, RouteDeclaration>;
 
 export function adminRoutes(deps: AdminDeps): Route[] {
-  // An admin change is answered once its event is durable; if the trail cannot take it, the change
-  // (already made) still answers, and the failure is counted and logged by the trail.
-  const audited = async <T>(result: T, event: (r: T) => AuditEvent): Promise<T> => {
-    await deps.audit.record(event(result)).catch(() => {});
-    return result;
-  };
-  const by = (r: HttpRequest) => ({ actor: ADMIN_ACTOR, clientAddress: r.address });
-  const fieldsOf = (body: object) => Object.keys(body);
+  // Who made a change, for its audit event, which the core writes in the change's own transaction: a
+  // change is acknowledged only with its event, and a 503 means neither was written.
+  const by = (r: HttpRequest, body?: object): ChangeBy => ({ actor: ADMIN_ACTOR, clientAddress: r.address, ...(body ? { fields: Object.keys(body) } : {}) });
 
   const t = adminRouteTable;
   const platformCreate = compileValidator(t.platformCreate.body.schema);
@@ -244,9 +239,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
   const routes = bindRoutes(adminRouteTable, {
     platformCreate: async (r) => {
       const body = platformCreate(parseJsonBody(r));
-      const platform = await audited(await deps.platforms.create(toPlatformChange(body) as PlatformDraft), (p) =>
-        auditEvents.adminChange('platform.created', { ...by(r), platformId: p.id, fields: fieldsOf(body), status: p.status }),
-      );
+      const platform = await deps.platforms.create(toPlatformChange(body) as PlatformDraft, by(r, body));
       return json(201, presentPlatform(platform));
     },
     platformList: async () => json(200, { platforms: (await deps.platforms.list()).map(presentPlatform) }),
@@ -254,14 +247,11 @@ export function adminRoutes(deps: AdminDeps): Route[] {
     platformPatch: async (r) => {
       const id = uuidParam(r, 'platform_id');
       const body = platformPatch(parseJsonBody(r));
-      const platform = await audited(await deps.platforms.update(id, toPlatformChange(body)), (p) =>
-        auditEvents.adminChange('platform.updated', { ...by(r), platformId: p.id, fields: fieldsOf(body), ...(body.status ? { status: p.status } : {}) }),
-      );
+      const platform = await deps.platforms.update(id, toPlatformChange(body), by(r, body));
       return json(200, presentPlatform(platform));
     },
     agentCreate: async (r) => {
-      const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name);
-      await audited(agent, (a) => auditEvents.adminChange('agent.created', { ...by(r), agentId: a.id, fields: ['name'], status: a.status }));
+      const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name, by(r));
       return json(201, { ...presentAgent(agent), secret }, { 'Cache-Control': 'no-store' });
     },
     agentList: async () => json(200, { agents: (await deps.agents.list()).map(presentAgent) }),
@@ -269,16 +259,13 @@ export function adminRoutes(deps: AdminDeps): Route[] {
     agentPatch: async (r) => {
       const id = uuidParam(r, 'agent_id');
       const body = agentPatch(parseJsonBody(r));
-      const agent = await audited(await deps.agents.update(id, body), (a) =>
-        auditEvents.adminChange('agent.updated', { ...by(r), agentId: a.id, fields: fieldsOf(body), ...(body.status ? { status: a.status } : {}) }),
-      );
+      const agent = await deps.agents.update(id, body, by(r, body));
       return json(200, presentAgent(agent));
     },
     secretRotate: async (r) => {
       const id = uuidParam(r, 'agent_id');
       const { grace_seconds } = secretRotate(optionalBody(r));
-      const { apiKeyId, secret } = await deps.agents.rotateSecret(id, grace_seconds ?? 0);
-      await audited(id, (agentId) => auditEvents.adminChange('agent.secret_rotated', { ...by(r), agentId, fields: ['secret'], graceSeconds: grace_seconds ?? 0 }));
+      const { apiKeyId, secret } = await deps.agents.rotateSecret(id, grace_seconds ?? 0, by(r));
       return json(200, { api_key_id: apiKeyId, secret }, { 'Cache-Control': 'no-store' });
     },
     grantList: async (r) => json(200, { grants: (await deps.agents.listGrants(uuidParam(r, 'agent_id'))).map(presentGrant) }),
@@ -286,24 +273,21 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       const agentId = uuidParam(r, 'agent_id');
       const platformId = uuidParam(r, 'platform_id');
       const { scopes } = grantPut(parseJsonBody(r));
-      const grant = await audited(await deps.agents.putGrant(agentId, platformId, scopes), (g) =>
-        auditEvents.adminChange('grant.put', { ...by(r), agentId: g.agentId, platformId: g.platformId, fields: ['scopes'], scopes: g.scopes }),
-      );
+      const grant = await deps.agents.putGrant(agentId, platformId, scopes, by(r));
       return json(200, presentGrant(grant));
     },
     grantDelete: async (r) => {
       const [agentId, platformId] = [uuidParam(r, 'agent_id'), uuidParam(r, 'platform_id')];
-      await deps.agents.deleteGrant(agentId, platformId);
-      await audited(null, () => auditEvents.adminChange('grant.deleted', { ...by(r), agentId, platformId }));
+      await deps.agents.deleteGrant(agentId, platformId, by(r));
       return { status: 204 };
     },
     keyList: () => json(200, { keys: deps.keys.list().map(presentKey) }),
     keyRotate: async (r) => {
-      const key = await audited(await deps.keys.rotate(), (k) => auditEvents.adminChange('key.rotated', { ...by(r), kid: k.row.kid, status: k.state }));
+      const key = await deps.keys.rotate(by(r));
       return json(200, presentKey(key));
     },
     keyRetire: async (r) => {
-      const key = await audited(await deps.keys.retire(r.params.kid), (k) => auditEvents.adminChange('key.retired', { ...by(r), kid: k.row.kid, status: k.state }));
+      const key = await deps.keys.retire(r.params.kid, by(r));
       return json(200, presentKey(key));
     },
     events: async (r) => {

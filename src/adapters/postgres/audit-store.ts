@@ -1,7 +1,7 @@
 // The audit trail in Postgres (table audit_events, migration 002). A batch is one INSERT … SELECT FROM
 // jsonb_to_recordset(batch) statement whatever its size (one round trip, one commit); replays are idempotent
 // through the (at, id) key. Partitions are daily; retention drops them whole.
-import type { Sql } from 'postgres';
+import type { Sql, TransactionSql } from 'postgres';
 import { StoreUnavailableError } from '../../core/errors.js';
 import { toStoreError } from './errors.js';
 import { withTimeout } from '../../core/support/deadline.js';
@@ -42,38 +42,11 @@ export class PostgresAuditStore implements AuditStore {
 
   /** Retryable failures (connection, failover, read-only server…) come out as StoreUnavailableError. */
   async insert(events: AuditEvent[]): Promise<number> {
-    if (events.length === 0) return 0;
     try {
-      return await this.insertRows(events);
+      return await insertAuditEvents(this.sql, events);
     } catch (error) {
       throw toStoreError(error);
     }
-  }
-
-  private async insertRows(events: AuditEvent[]): Promise<number> {
-    // The whole batch as one JSON parameter: serialising it is one native JSON.stringify, which costs the
-    // HTTP process less per statement than postgres.js encoding ten array parameters (measured).
-    const rows = JSON.stringify(
-      events.map((e) => ({
-        id: e.id,
-        at: new Date(e.at).toISOString(),
-        type: e.type,
-        agent_id: e.agentId,
-        platform_id: e.platformId,
-        kid: e.kid,
-        jti: e.jti,
-        actor: e.actor,
-        client_address: e.clientAddress,
-        data: e.data,
-      })),
-    );
-    const result = await this.sql`
-      INSERT INTO audit_events (id, at, type, agent_id, platform_id, kid, jti, actor, client_address, data)
-      SELECT * FROM jsonb_to_recordset(${rows}::text::jsonb) AS r(
-        id uuid, at timestamptz, type text, agent_id uuid, platform_id uuid, kid text, jti uuid,
-        actor text, client_address text, data jsonb)
-      ON CONFLICT DO NOTHING`;
-    return result.count;
   }
 
   async list(q: EventQuery): Promise<AuditEvent[]> {
@@ -168,4 +141,35 @@ export class PostgresAuditStore implements AuditStore {
   async close(): Promise<void> {
     await this.sql.end({ timeout: 2 });
   }
+}
+
+/**
+ * Inserts `events` in one statement on `sql`: the trail's pool, or the transaction of the admin change
+ * they record (unit-of-work.ts). Events already present (same at and id) are skipped; returns rows inserted.
+ */
+export async function insertAuditEvents(sql: Sql | TransactionSql, events: AuditEvent[]): Promise<number> {
+  if (events.length === 0) return 0;
+  // The whole batch as one JSON parameter: serialising it is one native JSON.stringify, which costs the
+  // HTTP process less per statement than postgres.js encoding ten array parameters (measured).
+  const rows = JSON.stringify(
+    events.map((e) => ({
+      id: e.id,
+      at: new Date(e.at).toISOString(),
+      type: e.type,
+      agent_id: e.agentId,
+      platform_id: e.platformId,
+      kid: e.kid,
+      jti: e.jti,
+      actor: e.actor,
+      client_address: e.clientAddress,
+      data: e.data,
+    })),
+  );
+  const result = await sql`
+    INSERT INTO audit_events (id, at, type, agent_id, platform_id, kid, jti, actor, client_address, data)
+    SELECT * FROM jsonb_to_recordset(${rows}::text::jsonb) AS r(
+      id uuid, at timestamptz, type text, agent_id uuid, platform_id uuid, kid text, jti uuid,
+      actor text, client_address text, data jsonb)
+    ON CONFLICT DO NOTHING`;
+  return result.count;
 }

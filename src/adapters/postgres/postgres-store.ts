@@ -20,6 +20,7 @@ import {
   type SigningKeyRow,
 } from '../../core/model.js';
 import type { LockOptions, SigningKeyWriter, Store } from '../../core/ports/store.js';
+import type { AdminWrites } from '../../core/ports/unit-of-work.js';
 
 export interface PostgresOptions {
   url: string;
@@ -155,8 +156,9 @@ export class PostgresStore implements Store {
    *   statement and lock timeouts, equal to the deadline, end the statement instead.
    * So a failure is "not applied", except when COMMIT was already sent and did not answer within a short
    * grace: then the outcome is unknown and the error is WriteDeadlineError.
+   * The store's own writes and the unit of work (unit-of-work.ts) run through here.
    */
-  private write<T>(fn: (tx: TransactionSql) => Promise<T>): Promise<T> {
+  write<T>(fn: (tx: TransactionSql) => Promise<T>): Promise<T> {
     const { timeoutMs } = this.options;
     const graceMs = Math.min(1000, Math.ceil(timeoutMs / 2));
     let expired = false;
@@ -239,10 +241,7 @@ export class PostgresStore implements Store {
   }
 
   getPlatform(platformId: string): Promise<PlatformRecord | null> {
-    return this.run(async () => {
-      const [row] = await this.sql`SELECT * FROM platforms WHERE id = ${platformId}`;
-      return row ? toPlatform(row) : null;
-    });
+    return this.run(() => adminSql(this.sql).getPlatform(platformId));
   }
 
   getSecretHashes(apiKeyId: string): Promise<SecretHashes | null> {
@@ -269,40 +268,11 @@ export class PostgresStore implements Store {
   }
 
   createPlatform(input: PlatformInput): Promise<PlatformRecord> {
-    return this.write(async (sql) => {
-      const [row] = await sql`
-        INSERT INTO platforms (id, name, domain, status, verification_status, scopes, routes)
-        VALUES (${crypto.randomUUID()}, ${input.name}, ${input.domain}, ${input.status}, ${input.verificationStatus},
-                ${sql.json(input.scopes as never)}, ${sql.json(input.routes as never)})
-        RETURNING *`;
-      return toPlatform(row);
-    });
+    return this.write((tx) => adminSql(tx).createPlatform(input));
   }
 
   updatePlatform(platformId: string, patch: Partial<PlatformInput>): Promise<PlatformRecord | null> {
-    return this.write(async (tx) => {
-        const [current] = await tx`SELECT * FROM platforms WHERE id = ${platformId} FOR UPDATE`;
-        if (!current) return null;
-        const next = { ...toPlatform(current), ...patch };
-        const [row] = await tx`
-          UPDATE platforms SET
-            name = ${next.name}, domain = ${next.domain}, status = ${next.status},
-            verification_status = ${next.verificationStatus},
-            scopes = ${tx.json(next.scopes as never)}, routes = ${tx.json(next.routes as never)},
-            updated_at = now()
-          WHERE id = ${platformId}
-          RETURNING *`;
-        if (patch.scopes) {
-          // Dropped scopes leave every grant on this platform.
-          const kept = patch.scopes.map((s) => s.name);
-          await tx`
-            UPDATE grants SET
-              scopes = ARRAY(SELECT unnest(scopes) INTERSECT SELECT unnest(${kept}::text[]) ORDER BY 1),
-              updated_at = now()
-            WHERE platform_id = ${platformId} AND NOT (scopes <@ ${kept}::text[])`;
-        }
-        return toPlatform(row);
-    });
+    return this.write((tx) => adminSql(tx).updatePlatform(platformId, patch));
   }
 
   listPlatforms(): Promise<PlatformRecord[]> {
@@ -311,28 +281,15 @@ export class PostgresStore implements Store {
 
   /** api_key_ids of every agent holding a grant on the platform (for cache invalidation). */
   apiKeyIdsOnPlatform(platformId: string): Promise<string[]> {
-    return this.run(async () =>
-      (await this.sql`SELECT a.api_key_id FROM grants g JOIN agents a ON a.id = g.agent_id WHERE g.platform_id = ${platformId}`).map(
-        (r) => r.api_key_id as string,
-      ),
-    );
+    return this.run(() => adminSql(this.sql).apiKeyIdsOnPlatform(platformId));
   }
 
   createAgent(input: { name: string; apiKeyId: string; secretHash: string }): Promise<AgentRecord> {
-    return this.write(async (sql) => {
-      const [row] = await sql`
-        INSERT INTO agents (id, name, status, api_key_id, secret_hash)
-        VALUES (${crypto.randomUUID()}, ${input.name}, 'active', ${input.apiKeyId}, ${input.secretHash})
-        RETURNING *`;
-      return toAgent(row);
-    });
+    return this.write((tx) => adminSql(tx).createAgent(input));
   }
 
   getAgent(agentId: string): Promise<AgentRecord | null> {
-    return this.run(async () => {
-      const [row] = await this.sql`SELECT * FROM agents WHERE id = ${agentId}`;
-      return row ? toAgent(row) : null;
-    });
+    return this.run(() => adminSql(this.sql).getAgent(agentId));
   }
 
   listAgents(): Promise<AgentRecord[]> {
@@ -340,52 +297,23 @@ export class PostgresStore implements Store {
   }
 
   updateAgent(agentId: string, patch: { name?: string; status?: AgentStatus }): Promise<AgentRecord | null> {
-    return this.write(async (sql) => {
-      const [row] = await sql`
-        UPDATE agents SET
-          name = COALESCE(${patch.name ?? null}, name),
-          status = COALESCE(${patch.status ?? null}, status),
-          updated_at = now()
-        WHERE id = ${agentId}
-        RETURNING *`;
-      return row ? toAgent(row) : null;
-    });
+    return this.write((tx) => adminSql(tx).updateAgent(agentId, patch));
   }
 
   rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null): Promise<AgentRecord | null> {
-    return this.write(async (sql) => {
-      const [row] = await sql`
-        UPDATE agents SET
-          previous_secret_hash = CASE WHEN ${previousValidUntil}::timestamptz IS NULL THEN NULL ELSE secret_hash END,
-          previous_secret_expires_at = ${previousValidUntil}::timestamptz,
-          secret_hash = ${secretHash},
-          updated_at = now()
-        WHERE id = ${agentId}
-        RETURNING *`;
-      return row ? toAgent(row) : null;
-    });
+    return this.write((tx) => adminSql(tx).rotateSecret(agentId, secretHash, previousValidUntil));
   }
 
   putGrant(agentId: string, platformId: string, scopes: string[]): Promise<GrantRecord> {
-    return this.write(async (sql) => {
-      const [row] = await sql`
-        INSERT INTO grants (agent_id, platform_id, scopes)
-        VALUES (${agentId}, ${platformId}, ${scopes}::text[])
-        ON CONFLICT (agent_id, platform_id) DO UPDATE SET scopes = EXCLUDED.scopes, updated_at = now()
-        RETURNING *`;
-      return toGrant(row);
-    });
+    return this.write((tx) => adminSql(tx).putGrant(agentId, platformId, scopes));
   }
 
   deleteGrant(agentId: string, platformId: string): Promise<boolean> {
-    return this.write(async (sql) => {
-      const result = await sql`DELETE FROM grants WHERE agent_id = ${agentId} AND platform_id = ${platformId}`;
-      return result.count > 0;
-    });
+    return this.write((tx) => adminSql(tx).deleteGrant(agentId, platformId));
   }
 
   listGrants(agentId: string): Promise<GrantRecord[]> {
-    return this.run(async () => (await this.sql`SELECT * FROM grants WHERE agent_id = ${agentId} ORDER BY created_at, platform_id`).map(toGrant));
+    return this.run(() => adminSql(this.sql).listGrants(agentId));
   }
 
   listSigningKeys(): Promise<SigningKeyRow[]> {
@@ -420,7 +348,103 @@ export class PostgresStore implements Store {
   }
 }
 
-function keyWriter(tx: TransactionSql): SigningKeyWriter {
+/**
+ * The admin writes, and the reads a change decides on, as statements on `sql`: a transaction (the store's
+ * own `write`, or a unit of work) or, for the reads, the pool.
+ */
+export function adminSql(sql: Sql | TransactionSql): AdminWrites {
+  return {
+    async getPlatform(platformId) {
+      const [row] = await sql`SELECT * FROM platforms WHERE id = ${platformId}`;
+      return row ? toPlatform(row) : null;
+    },
+    async apiKeyIdsOnPlatform(platformId) {
+      return (await sql`SELECT a.api_key_id FROM grants g JOIN agents a ON a.id = g.agent_id WHERE g.platform_id = ${platformId}`).map(
+        (r) => r.api_key_id as string,
+      );
+    },
+    async getAgent(agentId) {
+      const [row] = await sql`SELECT * FROM agents WHERE id = ${agentId}`;
+      return row ? toAgent(row) : null;
+    },
+    async listGrants(agentId) {
+      return (await sql`SELECT * FROM grants WHERE agent_id = ${agentId} ORDER BY created_at, platform_id`).map(toGrant);
+    },
+    async createPlatform(input) {
+      const [row] = await sql`
+        INSERT INTO platforms (id, name, domain, status, verification_status, scopes, routes)
+        VALUES (${crypto.randomUUID()}, ${input.name}, ${input.domain}, ${input.status}, ${input.verificationStatus},
+                ${sql.json(input.scopes as never)}, ${sql.json(input.routes as never)})
+        RETURNING *`;
+      return toPlatform(row);
+    },
+    async updatePlatform(platformId, patch) {
+      const [current] = await sql`SELECT * FROM platforms WHERE id = ${platformId} FOR UPDATE`;
+      if (!current) return null;
+      const next = { ...toPlatform(current), ...patch };
+      const [row] = await sql`
+        UPDATE platforms SET
+          name = ${next.name}, domain = ${next.domain}, status = ${next.status},
+          verification_status = ${next.verificationStatus},
+          scopes = ${sql.json(next.scopes as never)}, routes = ${sql.json(next.routes as never)},
+          updated_at = now()
+        WHERE id = ${platformId}
+        RETURNING *`;
+      if (patch.scopes) {
+        // Dropped scopes leave every grant on this platform.
+        const kept = patch.scopes.map((s) => s.name);
+        await sql`
+          UPDATE grants SET
+            scopes = ARRAY(SELECT unnest(scopes) INTERSECT SELECT unnest(${kept}::text[]) ORDER BY 1),
+            updated_at = now()
+          WHERE platform_id = ${platformId} AND NOT (scopes <@ ${kept}::text[])`;
+      }
+      return toPlatform(row);
+    },
+    async createAgent(input) {
+      const [row] = await sql`
+        INSERT INTO agents (id, name, status, api_key_id, secret_hash)
+        VALUES (${crypto.randomUUID()}, ${input.name}, 'active', ${input.apiKeyId}, ${input.secretHash})
+        RETURNING *`;
+      return toAgent(row);
+    },
+    async updateAgent(agentId, patch) {
+      const [row] = await sql`
+        UPDATE agents SET
+          name = COALESCE(${patch.name ?? null}, name),
+          status = COALESCE(${patch.status ?? null}, status),
+          updated_at = now()
+        WHERE id = ${agentId}
+        RETURNING *`;
+      return row ? toAgent(row) : null;
+    },
+    async rotateSecret(agentId, secretHash, previousValidUntil) {
+      const [row] = await sql`
+        UPDATE agents SET
+          previous_secret_hash = CASE WHEN ${previousValidUntil}::timestamptz IS NULL THEN NULL ELSE secret_hash END,
+          previous_secret_expires_at = ${previousValidUntil}::timestamptz,
+          secret_hash = ${secretHash},
+          updated_at = now()
+        WHERE id = ${agentId}
+        RETURNING *`;
+      return row ? toAgent(row) : null;
+    },
+    async putGrant(agentId, platformId, scopes) {
+      const [row] = await sql`
+        INSERT INTO grants (agent_id, platform_id, scopes)
+        VALUES (${agentId}, ${platformId}, ${scopes}::text[])
+        ON CONFLICT (agent_id, platform_id) DO UPDATE SET scopes = EXCLUDED.scopes, updated_at = now()
+        RETURNING *`;
+      return toGrant(row);
+    },
+    async deleteGrant(agentId, platformId) {
+      const result = await sql`DELETE FROM grants WHERE agent_id = ${agentId} AND platform_id = ${platformId}`;
+      return result.count > 0;
+    },
+  };
+}
+
+export function keyWriter(tx: TransactionSql): SigningKeyWriter {
   return {
     async listSigningKeys() {
       return (await tx`SELECT * FROM signing_keys ORDER BY activates_at, kid`).map(toKey);

@@ -1,6 +1,6 @@
 // Postgres implementation of the revocation feed's storage (migration 003_revocation.sql). Every call is
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
-import type { Sql } from 'postgres';
+import type { Sql, TransactionSql } from 'postgres';
 import { withTimeout } from '../../core/support/deadline.js';
 import { toStoreError } from './errors.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../core/ports/revocation-log.js';
@@ -33,32 +33,7 @@ export class PostgresRevocationStore implements RevocationStore {
   }
 
   append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
-    return this.run(async () => {
-      const sql = this.sql;
-      // Bumping the head row takes its lock until commit: writers of one platform queue here, so each
-      // platform's sequence is gap-free and in commit order. Platforms are locked in id order (no deadlock).
-      const platformIds =
-        target.kind === 'agent' ? [...new Set(target.platformIds)].sort() : target.kind === 'platform' ? [target.platformId] : null;
-      if (platformIds && platformIds.length === 0) return [];
-      const agentId = target.kind === 'agent' ? target.agentId : null;
-      const kid = target.kind === 'key' ? target.kid : null;
-      const iatMax = target.kind === 'key' ? null : target.iatMax;
-      const rows = await sql<Row[]>`
-        WITH targets AS (
-          SELECT id FROM platforms
-          WHERE ${platformIds === null ? sql`true` : sql`id = ANY(${platformIds}::uuid[])`}
-          ORDER BY id
-        ), heads AS (
-          INSERT INTO revocation_heads (platform_id, seq)
-          SELECT id, 1 FROM targets
-          ON CONFLICT (platform_id) DO UPDATE SET seq = revocation_heads.seq + 1
-          RETURNING platform_id, seq
-        )
-        INSERT INTO revocation_entries (platform_id, seq, kind, agent_id, kid, iat_max, expires_at)
-        SELECT platform_id, seq, ${target.kind}, ${agentId}, ${kid}, ${iatMax}, ${expiresAt} FROM heads
-        RETURNING *`;
-      return rows.map(toEntry);
-    });
+    return this.run(() => appendRevocation(this.sql, target, expiresAt));
   }
 
   since(platformId: string, since: number, now: Date): Promise<{ head: number; entries: RevocationEntry[] }> {
@@ -95,14 +70,47 @@ export class PostgresRevocationStore implements RevocationStore {
   }
 
   agentsHoldingScopes(platformId: string, scopes: string[]): Promise<string[]> {
-    return this.run(async () => {
-      if (scopes.length === 0) return [];
-      const rows = await this.sql<Row[]>`SELECT agent_id FROM grants WHERE platform_id = ${platformId} AND scopes && ${scopes}::text[]`;
-      return rows.map((r) => r.agent_id as string);
-    });
+    return this.run(() => agentsHoldingScopes(this.sql, platformId, scopes));
   }
 
   platformExists(platformId: string): Promise<boolean> {
     return this.run(async () => (await this.sql<Row[]>`SELECT 1 FROM platforms WHERE id = ${platformId}`).length > 0);
   }
+}
+
+/**
+ * Appends the entries of `target` (one per affected platform) on `sql`: the pool, or the transaction of
+ * the admin change they belong to (unit-of-work.ts).
+ */
+export async function appendRevocation(sql: Sql | TransactionSql, target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
+  // Bumping the head row takes its lock until commit: writers of one platform queue here, so each
+  // platform's sequence is gap-free and in commit order. Platforms are locked in id order (no deadlock).
+  const platformIds =
+    target.kind === 'agent' ? [...new Set(target.platformIds)].sort() : target.kind === 'platform' ? [target.platformId] : null;
+  if (platformIds && platformIds.length === 0) return [];
+  const agentId = target.kind === 'agent' ? target.agentId : null;
+  const kid = target.kind === 'key' ? target.kid : null;
+  const iatMax = target.kind === 'key' ? null : target.iatMax;
+  const rows = await sql<Row[]>`
+    WITH targets AS (
+      SELECT id FROM platforms
+      WHERE ${platformIds === null ? sql`true` : sql`id = ANY(${platformIds}::uuid[])`}
+      ORDER BY id
+    ), heads AS (
+      INSERT INTO revocation_heads (platform_id, seq)
+      SELECT id, 1 FROM targets
+      ON CONFLICT (platform_id) DO UPDATE SET seq = revocation_heads.seq + 1
+      RETURNING platform_id, seq
+    )
+    INSERT INTO revocation_entries (platform_id, seq, kind, agent_id, kid, iat_max, expires_at)
+    SELECT platform_id, seq, ${target.kind}, ${agentId}, ${kid}, ${iatMax}, ${expiresAt} FROM heads
+    RETURNING *`;
+  return rows.map(toEntry);
+}
+
+/** Agents whose grant on the platform holds any of `scopes`. */
+export async function agentsHoldingScopes(sql: Sql | TransactionSql, platformId: string, scopes: string[]): Promise<string[]> {
+  if (scopes.length === 0) return [];
+  const rows = await sql<Row[]>`SELECT agent_id FROM grants WHERE platform_id = ${platformId} AND scopes && ${scopes}::text[]`;
+  return rows.map((r) => r.agent_id as string);
 }

@@ -8,6 +8,7 @@ const FAILURE_MESSAGES = {
   key_rotation: 'scheduled signing key rotation failed',
   revocation_push: 'revocation feed push failed',
   revocation_purge: 'revocation purge failed',
+  admin_after_commit: 'an invalidation after a committed admin change failed (caches expire by TTL)',
 } as const;
 
 export class CoreTelemetry implements Telemetry {

@@ -130,6 +130,16 @@ export const auditEvents = {
   },
 };
 
+/**
+ * Who made an admin change (for its event, written in the change's unit of work): the actor, the
+ * request's client address and, when the caller knows them in its own terms, the names of the fields set.
+ */
+export interface ChangeBy {
+  actor: string;
+  clientAddress: string;
+  fields?: string[];
+}
+
 /** Where events go. `record` resolves once the event is durable (Postgres or the local spool). */
 export interface AuditSink {
   record(event: AuditEvent): Promise<void>;

@@ -11,7 +11,8 @@ import type { KeyMaterial } from '../ports/crypto.js';
 import type { Telemetry } from '../ports/telemetry.js';
 import { computeKeyStates, type KeyStatus } from './key-states.js';
 import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
-import { auditEvents, SCHEDULER_ACTOR, type AuditSink } from '../audit/events.js';
+import { auditEvents, SCHEDULER_ACTOR, type AuditSink, type ChangeBy } from '../audit/events.js';
+import type { Transaction, UnitOfWork } from '../ports/unit-of-work.js';
 
 const LOCK = 'ace:signing-keys';
 
@@ -21,7 +22,9 @@ export interface KeyManagerPorts {
   material: KeyMaterial;
   /** Retiring a key voids its tokens through the revocation log. */
   revocations?: Revocations;
-  /** Where scheduled rotations are recorded (admin changes are recorded by their caller). */
+  /** Admin key changes: the write, the revocation entry and the audit event in one transaction. */
+  uow: UnitOfWork;
+  /** Where scheduled rotations are recorded (admin changes are written in their unit of work). */
   audit: AuditSink;
   telemetry: Telemetry;
   tokenTtlSeconds: number;
@@ -49,11 +52,12 @@ export class KeyManager {
   private snapshot: Snapshot | undefined;
   private timers: NodeJS.Timeout[] = [];
   private readonly store: Store;
+  private readonly uow: UnitOfWork;
   private readonly bus: InvalidationBus;
   private readonly revocations: Revocations;
 
   constructor(private readonly options: KeyManagerPorts) {
-    ({ store: this.store, bus: this.bus } = options);
+    ({ store: this.store, uow: this.uow, bus: this.bus } = options);
     this.revocations = options.revocations ?? NO_REVOCATIONS;
     this.bus.subscribe((message) => {
       if (message.kind === 'keys' || message.kind === 'all') void this.refresh().catch(this.failed('key_refresh'));
@@ -170,52 +174,53 @@ export class KeyManager {
   }
 
   /** Publishes a new key now; it becomes active after the propagation window. */
-  async rotate(): Promise<KeyStatus> {
-    // Generated before the lock: the admin call's transaction is bounded by the store deadline, and RSA
-    // generation must not eat into it.
+  async rotate(by: ChangeBy): Promise<KeyStatus> {
+    // Generated before the transaction: it is bounded by the store deadline, and RSA generation must not
+    // eat into it.
     const created = await this.newKey(this.options.propagationSeconds * 1000);
-    const row = await this.adminWrite(() =>
-      this.store.withLock(
-        LOCK,
-        true,
-        async (writer) => {
-          // Timed from publication, so the whole propagation window follows it.
-          const published = { ...created, createdAt: new Date(), activatesAt: new Date(Date.now() + this.options.propagationSeconds * 1000) };
-          await writer.insertSigningKey(published);
-          return published;
-        },
-        { bounded: true },
-      ),
-    );
+    const status = await this.adminWrite((tx) => this.inLock(tx, async () => {
+      // Timed from publication, so the whole propagation window follows it.
+      const published = { ...created, createdAt: new Date(), activatesAt: new Date(Date.now() + this.options.propagationSeconds * 1000) };
+      await tx.keys.insertSigningKey(published);
+      const after = await this.statusIn(tx, published.kid);
+      await tx.audit.insert(auditEvents.adminChange('key.rotated', { ...by, kid: published.kid, status: after.state }));
+      return after;
+    }));
     await this.afterWrite();
-    return this.statuses().find((s) => s.row.kid === row!.kid)!;
+    return status;
   }
 
-  /** Removes a non-active key from the key set. */
-  async retire(kid: string): Promise<KeyStatus> {
-    const outcome = await this.adminWrite(() =>
-      this.store.withLock(
-        LOCK,
-        true,
-        async (writer) => {
-          const rows = await writer.listSigningKeys();
-          const status = computeKeyStates(rows, Date.now(), this.keepPublishedMs).find((s) => s.row.kid === kid);
-          if (!status) return 'not_found' as const;
-          if (status.state === 'active') return 'active' as const;
-          if (status.state !== 'retired') await writer.updateSigningKey(kid, { retiredAt: new Date() });
-          return 'ok' as const;
-        },
-        { bounded: true },
-      ),
-    );
-    if (outcome === 'not_found') throw new ServiceError('not_found', 'No signing key with this kid.');
-    if (outcome === 'active') {
-      throw new ServiceError('conflict', 'The active signing key cannot be retired; rotate first, then retire it once it is retiring.');
-    }
+  /** Removes a non-active key from the key set, and voids its tokens through the revocation log. */
+  async retire(kid: string, by: ChangeBy): Promise<KeyStatus> {
+    const status = await this.adminWrite((tx) => this.inLock(tx, async () => {
+      const rows = await tx.keys.listSigningKeys();
+      const before = computeKeyStates(rows, Date.now(), this.keepPublishedMs).find((s) => s.row.kid === kid);
+      if (!before) throw new ServiceError('not_found', 'No signing key with this kid.');
+      if (before.state === 'active') {
+        throw new ServiceError('conflict', 'The active signing key cannot be retired; rotate first, then retire it once it is retiring.');
+      }
+      if (before.state !== 'retired') await tx.keys.updateSigningKey(kid, { retiredAt: new Date() });
+      // Leaving the JWKS is not enough: verifiers cache it for up to an hour. The feed voids the kid now,
+      // in the same transaction as the retirement.
+      await this.revocations.key(tx, kid);
+      const after = await this.statusIn(tx, kid);
+      await tx.audit.insert(auditEvents.adminChange('key.retired', { ...by, kid, status: after.state }));
+      return after;
+    }));
     await this.afterWrite();
-    // Leaving the JWKS is not enough: verifiers cache it for up to an hour. The feed voids the kid now.
-    await this.revocations.key(kid);
-    return this.statuses().find((s) => s.row.kid === kid)!;
+    return status;
+  }
+
+  /** Signing-key writes of every instance are serialised by a transaction-scoped lock (works through a pooler). */
+  private async inLock<T>(tx: Transaction, fn: () => Promise<T>): Promise<T> {
+    await tx.lock(LOCK);
+    // Every instance re-reads the keys once the change is committed.
+    tx.afterCommit(() => this.bus.publish({ kind: 'keys' }));
+    return fn();
+  }
+
+  private async statusIn(tx: Transaction, kid: string): Promise<KeyStatus> {
+    return computeKeyStates(await tx.keys.listSigningKeys(), Date.now(), this.keepPublishedMs).find((s) => s.row.kid === kid)!;
   }
 
   /** Scheduled rotation: one instance at a time (try-lock), only when the newest key is older than the interval. */
@@ -229,18 +234,20 @@ export class KeyManager {
       return created.kid;
     });
     if (!rotated) return false;
-    await this.afterWrite();
+    await this.bus.publish({ kind: 'keys' });
+    await this.refresh();
     this.options.audit.emit(auditEvents.adminChange('key.rotated', { actor: SCHEDULER_ACTOR, clientAddress: '', kid: rotated, status: 'next' }));
     return true;
   }
 
   /**
-   * An admin key write under the store deadline. Its failure is a 503 (StoreUnavailableError); when the
-   * outcome is unknown, every instance re-reads the keys anyway (and the periodic refresh follows).
+   * An admin key change: one unit of work under the store deadline. Its failure is a 503
+   * (StoreUnavailableError) and nothing was applied; when the outcome is unknown, every instance
+   * re-reads the keys anyway (and the periodic refresh follows).
    */
-  private async adminWrite<T>(write: () => Promise<T>): Promise<T> {
+  private async adminWrite<T>(write: (tx: Transaction) => Promise<T>): Promise<T> {
     try {
-      return await write();
+      return await this.uow.run(write);
     } catch (error) {
       if (error instanceof WriteDeadlineError) {
         const reread = () => void this.bus.publish({ kind: 'keys' }).catch(this.failed('key_refresh'));
@@ -251,9 +258,9 @@ export class KeyManager {
     }
   }
 
+  /** After a committed change: this instance's copy now; a failure is reported, the periodic refresh follows. */
   private async afterWrite(): Promise<void> {
-    await this.bus.publish({ kind: 'keys' });
-    await this.refresh();
+    await this.refresh().catch(this.failed('key_refresh'));
   }
 
   /** A new key that becomes active `activateAfterMs` after it is written (counted from now, after generation). */

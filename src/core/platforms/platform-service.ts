@@ -1,10 +1,13 @@
-// Platforms: admin creation and changes (scope catalogue and route rules kept consistent), and an agent's
-// platform listing with best-effort enrichment. The scope file is rendered from the record by the HTTP
-// adapter (adapters/http/scope-file.ts).
+// Platforms: admin creation and changes (scope catalogue and route rules kept consistent; each change one
+// unit of work with its revocation entries and audit event), and an agent's platform listing with
+// best-effort enrichment. The scope file is rendered from the record by the HTTP adapter
+// (adapters/http/scope-file.ts).
 import { ServiceError } from '../errors.js';
 import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
 import type { AgentView, PlatformInput, PlatformRecord, PlatformStatus, RouteRule, ScopeDefinition, VerificationStatus } from '../model.js';
 import type { Store } from '../ports/store.js';
+import type { UnitOfWork } from '../ports/unit-of-work.js';
+import { auditEvents, type ChangeBy } from '../audit/events.js';
 
 /** The HTTP methods a route rule may name (the scope file's set: SvcScopesYaml). */
 export const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
@@ -34,7 +37,10 @@ export interface ListedPlatform {
 }
 
 export interface PlatformServicePorts {
+  /** Reads outside a change. */
   store: Store;
+  /** Every change: the write, its revocation entries and its audit event commit together. */
+  uow: UnitOfWork;
   revocations?: Revocations;
   /** How long the listing waits for platform metadata before answering without it. */
   enrichmentTimeoutMs: number;
@@ -42,15 +48,17 @@ export interface PlatformServicePorts {
 
 export class PlatformService {
   private readonly store: Store;
+  private readonly uow: UnitOfWork;
   private readonly revocations: Revocations;
   private readonly enrichmentTimeoutMs: number;
 
   constructor(ports: PlatformServicePorts) {
-    ({ store: this.store, enrichmentTimeoutMs: this.enrichmentTimeoutMs } = ports);
+    ({ store: this.store, uow: this.uow, enrichmentTimeoutMs: this.enrichmentTimeoutMs } = ports);
     this.revocations = ports.revocations ?? NO_REVOCATIONS;
   }
 
-  async create(body: PlatformDraft): Promise<PlatformRecord> {
+  /** `by.fields`: the names of the fields the operator gave, for the audit event. */
+  async create(body: PlatformDraft, by: ChangeBy): Promise<PlatformRecord> {
     const scopes = normaliseScopes(body.scopes);
     const input: PlatformInput = {
       name: body.name,
@@ -60,34 +68,51 @@ export class PlatformService {
       scopes,
       routes: normaliseRoutes(body.routes ?? [], scopes),
     };
-    return this.store.createPlatform(input);
+    return this.uow.run(async (tx) => {
+      const platform = await tx.store.createPlatform(input);
+      await tx.audit.insert(
+        auditEvents.adminChange('platform.created', { ...by, platformId: platform.id, fields: by.fields ?? Object.keys(body), status: platform.status }),
+      );
+      return platform;
+    });
   }
 
-  async update(platformId: string, body: PlatformChange): Promise<PlatformRecord> {
-    const current = await this.get(platformId);
-    const patch: Partial<PlatformInput> = {};
-    if (body.name !== undefined) patch.name = body.name;
-    if (body.domain !== undefined) patch.domain = body.domain ? body.domain.toLowerCase() : null;
-    if (body.status !== undefined) patch.status = body.status;
-    if (body.verificationStatus !== undefined) patch.verificationStatus = body.verificationStatus;
-    const scopes = body.scopes !== undefined ? normaliseScopes(body.scopes) : current.scopes;
-    if (body.scopes !== undefined) patch.scopes = scopes;
-    if (body.routes !== undefined) patch.routes = normaliseRoutes(body.routes, scopes);
-    else if (body.scopes !== undefined) {
-      // Routes that require a dropped scope would be unsatisfiable: refuse rather than guess.
-      normaliseRoutes(current.routes, scopes);
-    }
-    // Who loses a scope when the catalogue drops it must be read before the grants are rewritten.
-    const dropped = body.scopes !== undefined ? current.scopes.map((s) => s.name).filter((n) => !scopes.some((s) => s.name === n)) : [];
-    const losing = dropped.length > 0 ? await this.revocations.agentsHoldingScopes(current.id, dropped) : [];
-    const updated = await this.store.updatePlatform(platformId, patch);
-    if (!updated) throw new ServiceError('not_found', 'No platform with this id.');
-    if (body.status !== undefined && body.status !== 'active') {
-      await this.revocations.platform(updated.id);
-    } else {
-      for (const agentId of losing) await this.revocations.agent(agentId, [updated.id]);
-    }
-    return updated;
+  async update(platformId: string, body: PlatformChange, by: ChangeBy): Promise<PlatformRecord> {
+    return this.uow.run(async (tx) => {
+      const current = await tx.store.getPlatform(platformId.toLowerCase());
+      if (!current) throw new ServiceError('not_found', 'No platform with this id.');
+      const patch: Partial<PlatformInput> = {};
+      if (body.name !== undefined) patch.name = body.name;
+      if (body.domain !== undefined) patch.domain = body.domain ? body.domain.toLowerCase() : null;
+      if (body.status !== undefined) patch.status = body.status;
+      if (body.verificationStatus !== undefined) patch.verificationStatus = body.verificationStatus;
+      const scopes = body.scopes !== undefined ? normaliseScopes(body.scopes) : current.scopes;
+      if (body.scopes !== undefined) patch.scopes = scopes;
+      if (body.routes !== undefined) patch.routes = normaliseRoutes(body.routes, scopes);
+      else if (body.scopes !== undefined) {
+        // Routes that require a dropped scope would be unsatisfiable: refuse rather than guess.
+        normaliseRoutes(current.routes, scopes);
+      }
+      // Who loses a scope when the catalogue drops it must be read before the grants are rewritten.
+      const dropped = body.scopes !== undefined ? current.scopes.map((s) => s.name).filter((n) => !scopes.some((s) => s.name === n)) : [];
+      const losing = dropped.length > 0 ? await tx.revocationLog.agentsHoldingScopes(current.id, dropped) : [];
+      const updated = await tx.store.updatePlatform(current.id, patch);
+      if (!updated) throw new ServiceError('not_found', 'No platform with this id.');
+      if (body.status !== undefined && body.status !== 'active') {
+        await this.revocations.platform(tx, updated.id);
+      } else {
+        for (const agentId of losing) await this.revocations.agent(tx, agentId, [updated.id]);
+      }
+      await tx.audit.insert(
+        auditEvents.adminChange('platform.updated', {
+          ...by,
+          platformId: updated.id,
+          fields: by.fields ?? Object.keys(body),
+          ...(body.status ? { status: updated.status } : {}),
+        }),
+      );
+      return updated;
+    });
   }
 
   async get(platformId: string): Promise<PlatformRecord> {

@@ -1,30 +1,31 @@
 // Taking tokens back: admin changes append entries to per-platform revocation logs (one entry per
-// platform the change concerns), and every instance is told. The feed that serves and pushes the entries
-// is a transport (adapters/http/revocation-feed.ts).
+// platform the change concerns) in their own unit of work, and every instance is told after the commit.
+// The feed that serves and pushes the entries is a transport (adapters/http/revocation-feed.ts).
 import type { InvalidationBus } from '../ports/invalidation.js';
-import type { RevocationStore, RevocationTarget } from '../ports/revocation-log.js';
+import type { RevocationTarget } from '../ports/revocation-log.js';
+import type { Transaction } from '../ports/unit-of-work.js';
 
-/** What the admin-side domain services call. The no-op default keeps them usable without a feed. */
+/**
+ * What the admin-side domain services call, inside their unit of work: the entries are appended in the
+ * change's own transaction and every instance is told after the commit. The no-op default keeps the
+ * services usable without a feed.
+ */
 export interface Revocations {
   /** Tokens of `agentId` for these platforms (only ones it held a grant on) issued until now are void. */
-  agent(agentId: string, platformIds: string[]): Promise<void>;
+  agent(tx: Transaction, agentId: string, platformIds: string[]): Promise<void>;
   /** Every token for the platform issued until now is void (suspension, disabling). */
-  platform(platformId: string): Promise<void>;
+  platform(tx: Transaction, platformId: string): Promise<void>;
   /** Every token signed with `kid` is void (retirement). */
-  key(kid: string): Promise<void>;
-  /** Agents whose grant on the platform holds one of `scopes`. */
-  agentsHoldingScopes(platformId: string, scopes: string[]): Promise<string[]>;
+  key(tx: Transaction, kid: string): Promise<void>;
 }
 
 export const NO_REVOCATIONS: Revocations = {
   agent: async () => {},
   platform: async () => {},
   key: async () => {},
-  agentsHoldingScopes: async () => [],
 };
 
 export interface RevocationServicePorts {
-  log: RevocationStore;
   bus: InvalidationBus;
   tokenTtlSeconds: number;
   clockSkewSeconds: number;
@@ -35,33 +36,30 @@ export interface RevocationServicePorts {
 export class RevocationService implements Revocations {
   constructor(private readonly ports: RevocationServicePorts) {}
 
-  agent(agentId: string, platformIds: string[]): Promise<void> {
+  agent(tx: Transaction, agentId: string, platformIds: string[]): Promise<void> {
     if (platformIds.length === 0) return Promise.resolve();
-    return this.append({ kind: 'agent', agentId, platformIds, iatMax: this.iatMax() });
+    return this.append(tx, { kind: 'agent', agentId, platformIds, iatMax: this.iatMax() });
   }
 
-  platform(platformId: string): Promise<void> {
-    return this.append({ kind: 'platform', platformId, iatMax: this.iatMax() });
+  platform(tx: Transaction, platformId: string): Promise<void> {
+    return this.append(tx, { kind: 'platform', platformId, iatMax: this.iatMax() });
   }
 
-  key(kid: string): Promise<void> {
-    return this.append({ kind: 'key', kid });
-  }
-
-  agentsHoldingScopes(platformId: string, scopes: string[]): Promise<string[]> {
-    return this.ports.log.agentsHoldingScopes(platformId, scopes);
+  key(tx: Transaction, kid: string): Promise<void> {
+    return this.append(tx, { kind: 'key', kid });
   }
 
   private iatMax(): number {
     return Math.floor(Date.now() / 1000) + this.ports.issuedSlackSeconds;
   }
 
-  private async append(target: RevocationTarget): Promise<void> {
-    const entries = await this.ports.log.append(target, revocationExpiry(target, this.ports.tokenTtlSeconds + this.ports.clockSkewSeconds));
+  private async append(tx: Transaction, target: RevocationTarget): Promise<void> {
+    const entries = await tx.revocationLog.append(target, revocationExpiry(target, this.ports.tokenTtlSeconds + this.ports.clockSkewSeconds));
     if (entries.length === 0) return;
     const platformIds = [...new Set(entries.map((e) => e.platformId))];
+    // Told only once committed: a notice of an entry that was rolled back would send feeds after nothing.
     // The bus applies locally first, then reaches the other instances.
-    await this.ports.bus.publish({ kind: 'revocation', platformIds, at: Date.now() });
+    tx.afterCommit(() => this.ports.bus.publish({ kind: 'revocation', platformIds, at: Date.now() }));
   }
 }
 

@@ -16,6 +16,7 @@ import type { LimiterName, TelemetryEvent } from '../../../src/core/ports/teleme
 import { RevocationService } from '../../../src/core/revocation/revocation-service.js';
 import { TokenService } from '../../../src/core/tokens/token-service.js';
 import { MemoryAuditSink, MemoryHasher, MemoryRevocationLog, MemorySigner, MemoryStore } from './memory-store.js';
+import { MemoryUnitOfWork } from './unit-of-work.js';
 
 /** Key material without RSA: a random kid, a placeholder public key, the "private key" in clear. */
 export class MemoryKeyMaterial implements KeyMaterial {
@@ -38,6 +39,8 @@ export interface CoreOptions {
 }
 
 export const ISSUER = 'https://ace.test';
+/** Who makes the admin changes of the core's tests (recorded in their audit events). */
+export const BY = { actor: 'admin', clientAddress: '127.0.0.1' };
 export const TOKEN_TTL_SECONDS = 900;
 export const API_KEY_PREFIX = 'agnt_kid_';
 
@@ -65,9 +68,13 @@ export async function memoryCore(options: CoreOptions = {}) {
     },
     (limiter) => refusals.push(limiter),
   );
-  const revocations = new RevocationService({ log, bus, tokenTtlSeconds: TOKEN_TTL_SECONDS, clockSkewSeconds: 60, issuedSlackSeconds: 1 });
+  // Admin changes as in production: the memory unit of work, wrapped by the cached store (cache drops after commit).
+  const memoryUow = new MemoryUnitOfWork(memory, log, audit);
+  const uow = store.unitOfWork(memoryUow);
+  const revocations = new RevocationService({ bus, tokenTtlSeconds: TOKEN_TTL_SECONDS, clockSkewSeconds: 60, issuedSlackSeconds: 1 });
   const keys = new KeyManager({
     store,
+    uow,
     bus,
     material: new MemoryKeyMaterial(),
     revocations,
@@ -91,9 +98,9 @@ export async function memoryCore(options: CoreOptions = {}) {
   });
   await authenticator.init();
   const tokens = new TokenService({ authenticator, limits, keys, signer, audit, issuer: ISSUER, tokenTtlSeconds: TOKEN_TTL_SECONDS });
-  const agents = new AgentService({ store, hasher, revocations, apiKeyPrefix: API_KEY_PREFIX });
-  const platforms = new PlatformService({ store, revocations, enrichmentTimeoutMs: 200 });
-  return { memory, store, log, bus, hasher, signer, audit, telemetry, refusals, limits, revocations, keys, authenticator, tokens, agents, platforms, stop: () => keys.stop() };
+  const agents = new AgentService({ store, uow, hasher, revocations, apiKeyPrefix: API_KEY_PREFIX });
+  const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: 200 });
+  return { memory, memoryUow, uow, store, log, bus, hasher, signer, audit, telemetry, refusals, limits, revocations, keys, authenticator, tokens, agents, platforms, stop: () => keys.stop() };
 }
 
 export type MemoryCore = Awaited<ReturnType<typeof memoryCore>>;

@@ -226,7 +226,8 @@ export class MemoryStore implements Store {
 /** The revocation log in memory: one gap-free sequence per platform; a key entry goes to every platform. */
 export class MemoryRevocationLog implements RevocationStore {
   readonly entries: RevocationEntry[] = [];
-  private readonly seqs = new Map<string, number>();
+  /** Head sequence per platform (the memory unit of work restores it on rollback). */
+  readonly seqs = new Map<string, number>();
 
   constructor(private readonly store: MemoryStore) {}
 

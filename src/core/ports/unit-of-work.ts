@@ -1,0 +1,69 @@
+// The unit of work (issue #22): an admin change, the revocation entries it implies and its audit event
+// commit together or not at all. Postgres implements it as one transaction bounded by the store write
+// deadline (adapters/postgres/unit-of-work.ts); the cached store wraps it so that cache drops go out after
+// the commit (adapters/cache/cached-store.ts); test/support/memory/ has an in-memory one.
+import type { AuditEvent } from '../audit/events.js';
+import type { RevocationEntry, RevocationStoreQueries, RevocationTarget } from './revocation-log.js';
+import type { SigningKeyWriter, Store } from './store.js';
+
+/** The admin writes of the store, and the reads a change needs to decide, inside the transaction. */
+export type AdminWrites = Pick<
+  Store,
+  | 'createPlatform'
+  | 'updatePlatform'
+  | 'getPlatform'
+  | 'apiKeyIdsOnPlatform'
+  | 'createAgent'
+  | 'getAgent'
+  | 'updateAgent'
+  | 'rotateSecret'
+  | 'putGrant'
+  | 'deleteGrant'
+  | 'listGrants'
+>;
+
+/** The revocation log's append (and the query that decides who loses a scope), inside the transaction. */
+export interface RevocationAppender extends RevocationStoreQueries {
+  append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]>;
+}
+
+/** The ports a unit of work hands to its function. Only these may be used inside it. */
+export interface Transaction {
+  store: AdminWrites;
+  revocationLog: RevocationAppender;
+  /** Writes the event in the transaction (not through the batched trail). */
+  audit: { insert(event: AuditEvent): Promise<void> };
+  /** Signing-key writes; call `lock` first so that instances never race (see KeyManager). */
+  keys: SigningKeyWriter;
+  /**
+   * A cluster-wide lock held until commit or rollback (Postgres: pg_advisory_xact_lock, which works
+   * through a transaction-mode pooler). Waits at most the store deadline.
+   */
+  lock(name: string): Promise<void>;
+  /**
+   * Runs `effect` once the transaction has committed (invalidation messages: cache drops, revocation
+   * notices), in the order queued; never when it rolls back. A failed effect does not undo the change nor
+   * fail the call: it is reported by the implementation.
+   */
+  afterCommit(effect: () => Promise<void>): void;
+}
+
+export interface UnitOfWork {
+  /**
+   * Runs `fn` in one transaction and commits all of it, or nothing. A StoreUnavailableError (503 with
+   * Retry-After) means nothing was applied, except WriteDeadlineError: COMMIT was sent and not answered,
+   * the outcome is unknown. An error thrown by `fn` (e.g. a ServiceError) rolls back and is rethrown.
+   */
+  run<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+}
+
+/** Runs the effects queued by `afterCommit`, in order; reports each failure and goes on with the next. */
+export async function runEffects(effects: (() => Promise<void>)[], onFailure: (error: unknown) => void): Promise<void> {
+  for (const effect of effects) {
+    try {
+      await effect();
+    } catch (error) {
+      onFailure(error);
+    }
+  }
+}
