@@ -80,7 +80,7 @@ describe('OpenAPI document', () => {
     await call(token, token, 'POST', JSON.stringify({ ...good, api_key_id: inactive.api_key_id, secret: inactive.secret })); // 403 inactive
     await call(token, token, 'POST', JSON.stringify({ ...good, pad: 'x'.repeat(20_000) })); // 413
     await call(token, token, 'POST', JSON.stringify(good), { 'content-type': 'text/plain' }); // 415
-    await call(token, token, 'POST', JSON.stringify({ ...good, profile: 'oauth-at-jwt' })); // 422 unsupported_profile
+    await call(token, token, 'POST', JSON.stringify({ ...good, profile: 'oauth-at-jwt-v2' })); // 422 unsupported_profile
     await call(token, token, 'POST', JSON.stringify({ ...good, platform_id: 'nope' })); // 422 validation_error
     await call(token, token, 'POST', JSON.stringify(good)); // 200 (second of two points)
     await call(token, token, 'POST', JSON.stringify(good)); // 429

@@ -9,6 +9,7 @@ import {
   KeySet,
   PlatformListing,
   TOKEN_PROFILE,
+  TOKEN_PROFILES,
   tokenRequestSchema,
   TokenResponse,
 } from '../schemas/public.js';
@@ -30,6 +31,12 @@ const retryAfter = { 'Retry-After': { description: 'Seconds to wait (integer, at
 const noHttpAuth: never[] = [];
 const codes = (...names: (keyof typeof ERRORS)[]) => names.map((n) => `\`${n}\``).join(', ');
 
+/** The profiles issued, as an enum for generators (the validator keeps a plain string: see schemas/public.ts). */
+function withProfileEnum(schema: Record<string, any>): Record<string, unknown> {
+  schema.properties.profile.enum = [...TOKEN_PROFILES];
+  return schema;
+}
+
 export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl: string; version: string }) {
   const bodyErrors = {
     '400': errorResponse(
@@ -45,7 +52,7 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
       title: 'Agent Credential Exchange Service: public contract',
       version: options.version,
       license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
-      description: `Agents trade api_key_id + secret + platform_id for a short-lived RS256 JWT (profile "${TOKEN_PROFILE}") whose aud is the platform.`,
+      description: `Agents trade api_key_id + secret + platform_id for a short-lived RS256 JWT (profile "${TOKEN_PROFILE}" by default, or "oauth-at-jwt": RFC 9068) whose aud is the platform.`,
     },
     servers: [{ url: options.serverUrl }],
     paths: {
@@ -179,7 +186,7 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
     },
     components: {
       schemas: {
-        TokenRequest: plain(tokenRequestSchema(options.apiKeyPrefix)),
+        TokenRequest: withProfileEnum(plain(tokenRequestSchema(options.apiKeyPrefix))),
         AgentCredentials: plain(credentialsRequestSchema(options.apiKeyPrefix)),
         TokenResponse: plain(TokenResponse),
         Error: plain(ErrorBody),
