@@ -8,6 +8,7 @@ import { HttpServer } from '../adapters/http/server.js';
 import { MAX_BODY_BYTES } from '../adapters/http/types.js';
 import { NO_PROXY, parseProxyList } from '../support/client-address.js';
 import { publicRoutes } from '../adapters/http/public-routes.js';
+import { oauthRoutes } from '../adapters/http/oauth-routes.js';
 import { adminRoutes } from '../adapters/http/admin-routes.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
 import { attachRevocationSockets, revocationRoutes } from '../adapters/http/revocation-routes.js';
@@ -45,6 +46,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const publicServer = new HttpServer(
     [
       ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink }),
+      ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, platforms, metrics, audit: audit.sink }),
       ...revocationRoutes(revocationFeed),
     ],
     { ...serverOptions, name: 'public', proxy: { hops: config.trustProxyHops, proxies: parseProxyList(config.trustProxyCidrs).proxies } },

@@ -156,7 +156,7 @@ export class HttpServer {
       contentType: body ? req.getHeader('content-type') : '',
       contentLength: body ? req.getHeader('content-length') : '',
       ifNoneMatch: route.method === 'GET' ? req.getHeader('if-none-match') : '',
-      authorization: this.options.readsAuthorization ? req.getHeader('authorization') : '',
+      authorization: this.options.readsAuthorization || route.readsAuthorization ? req.getHeader('authorization') : '',
       requestId: req.getHeader('x-request-id'),
       forwardedFor: body && (this.options.proxy.hops > 0 || this.options.proxy.proxies) ? req.getHeader('x-forwarded-for') : '',
     };

@@ -45,6 +45,8 @@ export interface Route {
   body?: boolean;
   /** The handler reads the query string (only then is it copied out of uWS). */
   query?: boolean;
+  /** The handler reads Authorization (the OAuth token endpoint's client_secret_basic) on a listener that otherwise does not. */
+  readsAuthorization?: boolean;
   handler: Handler;
 }
 

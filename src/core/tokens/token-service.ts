@@ -33,6 +33,8 @@ export interface TokenRequest {
 export interface IssuedToken {
   accessToken: string;
   expiresIn: number;
+  /** The granted scopes of the token, space-delimited (the OAuth answer repeats them, RFC 6749 §5.1). */
+  scope: string;
 }
 
 /** What an exchange ends with: a token, or a refusal naming the agent when its key id exists. */
@@ -105,7 +107,7 @@ export class TokenService {
       );
     const accessToken = await this.ports.signer.signToken(key.kid, key.privateKeyPem, payload, signal, PROFILE_TYP[profile]);
     if (!(await recorded)) throw unavailable(1, 'The audit trail cannot record the token now; retry shortly.');
-    return { accessToken, expiresIn: this.ports.tokenTtlSeconds };
+    return { accessToken, expiresIn: this.ports.tokenTtlSeconds, scope };
   }
 }
 
