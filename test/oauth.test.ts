@@ -78,6 +78,14 @@ describe('OAuth 2.0 client credentials and discovery', () => {
     expect(issued.status).toBe(200);
     const { payload } = await jwtVerify(issued.body.access_token, await jwks(), { issuer: metadata.issuer, audience: platform.platform_id });
     expect(payload.iss).toBe(metadata.issuer);
+
+    // The start-up log names the same issuer and base URL (#26: it printed 127.0.0.1 while tokens said localhost).
+    const ready = service
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('agent credential exchange ready'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>)[0];
+    expect(ready).toMatchObject({ issuer: payload.iss, public_url: new URL(metadata.token_endpoint).origin });
   });
 
   it('issues an RFC 9068 token (typ at+jwt) with client_secret_basic and client_secret_post, for each way of naming the platform', async () => {

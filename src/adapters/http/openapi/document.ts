@@ -13,6 +13,7 @@ import {
   tokenRequestSchema,
   TokenResponse,
 } from '../schemas/public.js';
+import { AuthorizationServerMetadata, OAuthErrorBody, OAuthTokenRequest, OAuthTokenResponse } from '../schemas/oauth.js';
 import { SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
 
 /** Plain JSON Schema: drops TypeBox's symbol keys and `$id`s (components are named by their key). */
@@ -29,6 +30,11 @@ const retryAfter = { 'Retry-After': { description: 'Seconds to wait (integer, at
 // an explicit empty list says so to generators and linters. The admin API (bearer token) is on its own
 // listener and is not part of this document (docs/admin-api.md).
 const noHttpAuth: never[] = [];
+const oauthError = (description: string, headers?: Record<string, unknown>) => ({
+  description,
+  ...(headers ? { headers } : {}),
+  content: { 'application/json': { schema: ref('OAuthError') } },
+});
 const codes = (...names: (keyof typeof ERRORS)[]) => names.map((n) => `\`${n}\``).join(', ');
 
 /** The profiles issued, as an enum for generators (the validator keeps a plain string: see schemas/public.ts). */
@@ -74,6 +80,44 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
             '422': errorResponse(`${codes('validation_error', 'unsupported_profile')}.`),
             '429': errorResponse(`${codes('rate_limited')}: per api_key_id, or failed authentications per address.`, retryAfter),
             '503': errorResponse(`${codes('service_unavailable')}.`, retryAfter),
+          },
+        },
+      },
+      '/oauth2/token': {
+        post: {
+          operationId: 'oauthClientCredentials',
+          // RFC 6749 §2.3.1: Basic, or client_id + client_secret in the form (client_secret_post).
+          security: [{ clientSecretBasic: [] }, {}],
+          summary: 'OAuth 2.0 client credentials grant (RFC 6749 §4.4): the same exchange, profile oauth-at-jwt',
+          description:
+            'client_id is the api_key_id. The platform is named by resource (RFC 8707: https://<verified domain> or ' +
+            'urn:uuid:<platform_id>) and/or audience (<platform_id>). scope is space-delimited; empty means every granted scope. ' +
+            'Same secret check, limits, audit events and metrics as POST /api/v1/auth/token. Errors follow RFC 6749 §5.2 ' +
+            '(error, error_description) and also carry detail and error_code (equal to error).',
+          requestBody: { required: true, content: { 'application/x-www-form-urlencoded': { schema: ref('OAuthTokenRequest') } } },
+          responses: {
+            '200': {
+              description: 'Token issued (RFC 6749 §5.1): an RFC 9068 JWT access token (header typ at+jwt).',
+              headers: { 'Cache-Control': { schema: { type: 'string', const: 'no-store' } } },
+              content: { 'application/json': { schema: ref('OAuthTokenResponse') } },
+            },
+            '400': oauthError('invalid_request (not a form, a parameter twice, two authentication methods, grant_type missing), unsupported_grant_type, invalid_scope, invalid_target (RFC 8707: no platform named, unknown, or not granted), unauthorized_client (the agent is inactive).'),
+            '401': oauthError('invalid_client: unknown client_id, wrong secret or no client authentication; WWW-Authenticate: Basic when Basic was used.', {
+              'WWW-Authenticate': { schema: { type: 'string' } },
+            }),
+            '413': errorResponse(`Body over ${MAX_BODY_BYTES / 1024} KiB (${codes('payload_too_large')}).`),
+            '429': oauthError('rate_limited: the per-api_key_id token limit (shared with /api/v1/auth/token), or failed authentications per address.', retryAfter),
+            '503': oauthError('temporarily_unavailable.', retryAfter),
+          },
+        },
+      },
+      '/.well-known/oauth-authorization-server': {
+        get: {
+          operationId: 'getAuthorizationServerMetadata',
+          security: noHttpAuth,
+          summary: 'OAuth 2.0 authorization server metadata (RFC 8414); issuer is the tokens\' iss',
+          responses: {
+            '200': { description: 'The metadata document.', content: { 'application/json': { schema: ref('AuthorizationServerMetadata') } } },
           },
         },
       },
@@ -193,6 +237,13 @@ export function buildOpenApiDocument(options: { apiKeyPrefix: string; serverUrl:
         PlatformListing: plain(PlatformListing),
         KeySet: plain(KeySet),
         SvcScopesYaml: plain(SvcScopesYaml),
+        OAuthTokenRequest: plain(OAuthTokenRequest),
+        OAuthTokenResponse: plain(OAuthTokenResponse),
+        OAuthError: plain(OAuthErrorBody),
+        AuthorizationServerMetadata: plain(AuthorizationServerMetadata),
+      },
+      securitySchemes: {
+        clientSecretBasic: { type: 'http', scheme: 'basic', description: 'RFC 6749 §2.3.1: form-urlencoded client_id (api_key_id) and secret.' },
       },
     },
   };
