@@ -3,9 +3,10 @@
 // middleware accepts. Black box over HTTP against Postgres + Redis.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
-import { createVerifier } from '@agent-credential-exchange/middleware';
+import http from 'node:http';
+import { createVerifier, protectNodeHandler } from '@agent-credential-exchange/middleware';
 import { AdminClient } from './support/admin.js';
-import { startService, type ServiceHandle } from './support/service.js';
+import { freePort, startService, type ServiceHandle } from './support/service.js';
 
 const TOKEN_LIMIT = 5;
 let addressCounter = 0;
@@ -129,6 +130,53 @@ describe('OAuth 2.0 client credentials and discovery', () => {
       expect(await verifier.authorize({ method: 'GET', path: '/orders/7', authorization: `Bearer ${((await native.json()) as any).access_token}` })).toMatchObject({ ok: true });
     } finally {
       verifier.close();
+    }
+  });
+
+  it('the middleware serves RFC 9728 metadata naming this issuer, and its 401s point to it (resource_metadata)', async () => {
+    const { platform, agent, domain } = await seedVerified(['orders:read', 'orders:write'], ['orders:read']);
+    const scopesYaml = await (await fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`)).text();
+    const verifier = createVerifier({ serviceUrl: service.publicUrl, scopesYaml, revocationFeed: false, resource: `https://${domain}` });
+    const server = http.createServer(protectNodeHandler(verifier, (req, res) => res.end(`hello ${req.agent.agentId}`)));
+    const port = await freePort();
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    try {
+      const platformUrl = `http://127.0.0.1:${port}`;
+      const metadataResponse = await fetch(`${platformUrl}/.well-known/oauth-protected-resource`);
+      expect(metadataResponse.status).toBe(200);
+      const metadata = (await metadataResponse.json()) as Record<string, any>;
+      expect(metadata).toEqual({
+        resource: `https://${domain}`,
+        authorization_servers: [service.publicUrl],
+        jwks_uri: `${service.publicUrl}/.well-known/jwks.json`,
+        scopes_supported: ['orders:read', 'orders:write'],
+        bearer_methods_supported: ['header'],
+      });
+      // The discovery chain a generic client follows: resource metadata -> RFC 8414 metadata -> token.
+      const server8414 = (await (await fetch(`${metadata.authorization_servers[0]}/.well-known/oauth-authorization-server`)).json()) as Record<string, any>;
+      expect(server8414.issuer).toBe(metadata.authorization_servers[0]);
+      // A domain verified a moment ago is found within about a second (the route's domain index): wait for it.
+      let issued = await oauthToken({ grant_type: 'client_credentials', resource: metadata.resource }, { authorization: basic(agent.api_key_id, agent.secret) });
+      for (const deadline = Date.now() + 5000; issued.status === 400 && issued.body.error === 'invalid_target' && Date.now() < deadline; ) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        issued = await oauthToken({ grant_type: 'client_credentials', resource: metadata.resource }, { authorization: basic(agent.api_key_id, agent.secret) });
+      }
+      expect(issued.status, JSON.stringify(issued.body)).toBe(200);
+      const ok = await fetch(`${platformUrl}/orders/7`, { headers: { authorization: `Bearer ${issued.body.access_token}` } });
+      expect(await ok.text()).toBe(`hello ${agent.agent_id}`);
+
+      const noToken = await fetch(`${platformUrl}/orders/7`);
+      expect(noToken.status).toBe(401);
+      expect(noToken.headers.get('www-authenticate')).toBe(`Bearer realm="${platform.platform_id}", resource_metadata="https://${domain}/.well-known/oauth-protected-resource"`);
+      const badToken = await fetch(`${platformUrl}/orders/7`, { headers: { authorization: 'Bearer abc.def.ghi' } });
+      expect(badToken.status).toBe(401);
+      expect(badToken.headers.get('www-authenticate')).toContain(`resource_metadata="https://${domain}/.well-known/oauth-protected-resource"`);
+      // 403 (a scope missing) is not a 401: no resource_metadata there.
+      const forbidden = await fetch(`${platformUrl}/orders/7`, { method: 'DELETE', headers: { authorization: `Bearer ${issued.body.access_token}` } });
+      expect(forbidden.status).toBe(403);
+    } finally {
+      verifier.close();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 

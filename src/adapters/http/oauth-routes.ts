@@ -22,6 +22,7 @@ const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 const MAX_SECRET = 1024;
 /** How long the verified-domain index (resource=https://domain) may lag an admin change. */
 const DOMAIN_INDEX_TTL_MS = 5000;
+const DOMAIN_MISS_REFRESH_MS = 1000;
 
 export type OAuthErrorCode =
   | 'invalid_request'
@@ -259,7 +260,11 @@ async function resourcePlatform(resource: string, domains: DomainIndex): Promise
   return platformId;
 }
 
-/** Verified domain → platform_id, re-read at most every DOMAIN_INDEX_TTL_MS (one read at a time). */
+/**
+ * Verified domain → platform_id, re-read at most every DOMAIN_INDEX_TTL_MS, and on a miss at most every
+ * DOMAIN_MISS_REFRESH_MS (a domain verified a moment ago is found within about a second; a flood of
+ * unknown domains costs one read a second). One read at a time.
+ */
 class DomainIndex {
   private byDomain = new Map<string, string>();
   private readAt = -Infinity;
@@ -268,8 +273,14 @@ class DomainIndex {
   constructor(private readonly platforms: PlatformService) {}
 
   async lookup(domain: string): Promise<string | undefined> {
-    if (performance.now() - this.readAt > DOMAIN_INDEX_TTL_MS) await (this.reading ??= this.refresh().finally(() => (this.reading = undefined)));
-    return this.byDomain.get(domain.toLowerCase());
+    const key = domain.toLowerCase();
+    if (performance.now() - this.readAt > DOMAIN_INDEX_TTL_MS) await this.read();
+    if (!this.byDomain.has(key) && performance.now() - this.readAt > DOMAIN_MISS_REFRESH_MS) await this.read();
+    return this.byDomain.get(key);
+  }
+
+  private read(): Promise<void> {
+    return (this.reading ??= this.refresh().finally(() => (this.reading = undefined)));
   }
 
   private async refresh(): Promise<void> {
