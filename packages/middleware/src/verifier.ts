@@ -220,7 +220,9 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
 
   async function authorize(input: AuthorizeInput): Promise<AuthorizeResult> {
     if (metadataAnswer && (input.method === 'GET' || input.method === 'HEAD')) {
-      const requested = input.target && input.target.kind !== 'template' ? input.target.path : input.path;
+      const { target } = input;
+      // A template (Fastify, Express route guards) reaches here only for a route the application declared.
+      const requested = target === undefined ? input.path : target.kind === 'template' ? (typeof target.template === 'string' ? target.template : undefined) : target.path;
       if (requested !== undefined && requested.split('?', 1)[0] === metadataPath) return metadataAnswer;
     }
     const result = await check(input);
