@@ -247,7 +247,16 @@ describe('OAuth 2.0 client credentials and discovery', () => {
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
   });
 
-  it('records the OAuth door in the same metrics as the contract door', async () => {
+  it('counts the OAuth door in the same token metrics as the contract door', async () => {
+    const { platform, agent } = await seedVerified();
+    const issuedCount = async () => {
+      const text = await (await fetch(`${service.adminUrl}/metrics`)).text();
+      return Number(/^ace_tokens_issued_total\{outcome="issued"\} (\d+)/m.exec(text)?.[1] ?? 0);
+    };
+    const before = await issuedCount();
+    const form = { grant_type: 'client_credentials', audience: platform.platform_id, client_id: agent.api_key_id, client_secret: agent.secret };
+    expect((await oauthToken(form)).status).toBe(200);
+    expect(await issuedCount()).toBe(before + 1);
     const metrics = await (await fetch(`${service.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/route="oauth_token"/);
   });
