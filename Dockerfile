@@ -38,10 +38,11 @@ COPY package.json package-lock.json ./
 COPY packages/middleware/package.json packages/middleware/
 COPY packages/client/package.json packages/client/
 RUN npm ci --ignore-scripts --no-audit --no-fund
-# .dockerignore lets in only what the compiler needs (tsconfigs, src, workers, bench, scripts, packages).
+# .dockerignore lets in only what the compiler needs (tsconfigs, src, workers, scripts, packages).
+# `npm run build` compiles src/ and workers/ only (tsconfig.json); bench, kit and test helpers have their
+# own tsconfigs and are never built here.
 COPY . .
 RUN npm run build \
- && rm -rf dist/bench dist/test \
  && find dist packages/*/dist -type f \( -name '*.d.ts' -o -name '*.d.ts.map' \) -delete
 
 # ---- runtime: compiled JavaScript, production dependencies, no package managers ----

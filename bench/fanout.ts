@@ -4,9 +4,10 @@
 // Part of `npm run bench` (skip with --no-fanout); alone: `node dist/bench/fanout.js [--embedded] [--sizes 1000,10000]`.
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { memoryBytes } from '../kit/proc.js';
+import { sleep } from '../kit/wait.js';
 import { startBenchService } from './lib/service.js';
 import { Admin } from './lib/seed.js';
 import { table, fmt } from './lib/report.js';
@@ -34,11 +35,6 @@ export interface FanoutPoint {
   note?: string;
 }
 
-const rssBytes = (pid: number): number => {
-  const match = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return match ? Number(match[1]) * 1024 : 0;
-};
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 
 function openFiles(): number {
@@ -68,7 +64,7 @@ export async function revocationFanout(options: { embedded: boolean; sizes: numb
       // One subscriber first: code paths warm, so the baseline holds what any running service holds.
       await admin.call('PATCH', `/admin/v1/platforms/${platform_id}`, { status: 'suspended' });
       await sleep(1500);
-      const before = rssBytes(service.pid);
+      const before = memoryBytes(service.pid);
       const sockets: InstanceType<typeof WebSocket>[] = [];
       // The time of each subscriber's latest document, and how many it has had.
       const lastAt = new Float64Array(n);
@@ -93,7 +89,7 @@ export async function revocationFanout(options: { embedded: boolean; sizes: numb
       );
       const connectSeconds = (performance.now() - started) / 1000;
       await sleep(1500);
-      const after = rssBytes(service.pid);
+      const after = memoryBytes(service.pid);
       log(`fan-out ${n}: connected in ${connectSeconds.toFixed(1)} s; service RSS ${fmt((after - before) / 2 ** 20)} MiB more`);
 
       const samples: number[] = [];

@@ -19,7 +19,9 @@ import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from 'jose';
-import { startBenchService, freePort, type BenchService } from './lib/service.js';
+import { startBenchService, type BenchService } from './lib/service.js';
+import { freePort } from '../kit/ports.js';
+import { sleep } from '../kit/wait.js';
 import { Admin, credentialsBody, tokenBody, type Agent } from './lib/seed.js';
 import { load, type RequestSpec } from './lib/load.js';
 import { freshRequest } from './lib/http.js';
@@ -30,7 +32,6 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const JSON_HEADERS = { 'content-type': 'application/json' };
 const started = Date.now();
 const log = (message: string) => process.stderr.write(`[soak ${((Date.now() - started) / 1000).toFixed(0).padStart(3)}s] ${message}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const { values } = parseArgs({
   options: {

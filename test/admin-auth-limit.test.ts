@@ -4,7 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { startService, type ServiceHandle } from './support/service.js';
-import { metricSum, waitFor } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
 
 const LIMIT = 3;
 

@@ -4,9 +4,10 @@
 // The agent's row is locked from another session, as a long transaction or a migration would.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import postgres from 'postgres';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { createDatabase, startService, type ServiceHandle, type TestDatabase } from './support/service.js';
-import { contractErrorProblem, serverErrorsIn, TcpProxy, waitFor } from './support/faults.js';
+import { contractErrorProblem, serverErrorsIn, TcpProxy } from './support/faults.js';
+import { waitFor } from '../kit/wait.js';
 
 const STORE_TIMEOUT_MS = 1000;
 /** A store-bound answer comes within the deadline plus generous slack (2 shared cores). */

@@ -9,8 +9,10 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
-import { metricSum, startRedisServer, waitFor, type RedisServer } from './support/faults.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
+import { startRedisServer, type RedisServer } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
 import { freeLowPort, scaleRuleDurations, startPostgresCluster, startPrometheus, type PostgresCluster, type PromAlert, type Prometheus } from './support/monitoring.js';
 import { startService, type ServiceHandle } from './support/service.js';
 

@@ -3,7 +3,7 @@
 // 1 second (which would bring the whole burst back together, every second).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { AdminClient, postJson } from './support/admin.js';
+import { AdminClient, postJson } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 
 const BURST = 400;

@@ -10,9 +10,11 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson } from './support/admin.js';
+import { AdminClient, postJson } from '../kit/admin.js';
 import { createDatabase, startService, type ServiceHandle, type TestDatabase } from './support/service.js';
-import { metricSum, sleep, TcpProxy, waitFor } from './support/faults.js';
+import { TcpProxy } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { sleep, waitFor } from '../kit/wait.js';
 
 const LOAD_ENV = { RATE_LIMIT_TOKEN_POINTS: '1000000', RATE_LIMIT_AUTH_FAIL_POINTS: '1000000' };
 

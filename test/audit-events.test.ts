@@ -5,13 +5,14 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { metricSum, waitFor } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
 
 const CLI = path.resolve(import.meta.dirname, '../dist/src/cli/main.js');
 const ALL_TYPES = [
-  'token.issued', 'token.refused', 'listing.served', 'agent.created', 'agent.updated', 'agent.secret_rotated', 'grant.put',
+  'token.issued', 'token.refused', 'token.refusals_aggregated', 'listing.served', 'agent.created', 'agent.updated', 'agent.secret_rotated', 'grant.put',
   'grant.deleted', 'platform.created', 'platform.updated', 'key.rotated', 'key.retired', 'admin.auth_failed',
 ];
 
@@ -49,7 +50,11 @@ describe('audit trail (real Postgres and Redis)', () => {
   let kid = '';
 
   beforeAll(async () => {
-    service = await startService({ mode: 'real', env: { RATE_LIMIT_AUTH_FAIL_POINTS: '1000' } });
+    // Credential refusals: 2 rows per address and agent in a 3 s window, the rest aggregated (docs/audit.md).
+    service = await startService({
+      mode: 'real',
+      env: { RATE_LIMIT_AUTH_FAIL_POINTS: '1000', AUDIT_REFUSALS_PER_WINDOW: '2', AUDIT_REFUSAL_WINDOW_SECONDS: '3' },
+    });
     admin = new AdminClient(service);
     platform = await admin.createPlatform({
       name: 'Shop',
@@ -69,6 +74,8 @@ describe('audit trail (real Postgres and Redis)', () => {
     kid = header.kid;
     expect((await token(service, agent, 'wrong-secret', platform.platform_id)).status).toBe(401);
     expect((await token(service, agent, agent.secret, platform.platform_id, { scopes: ['orders:delete'] })).status).toBe(403);
+    // 7 more in a row span at most 3 windows (well under 6 s): one window holds 3 or more, past its bound of 2.
+    for (let i = 0; i < 7; i++) expect((await token(service, agent, 'wrong-again', platform.platform_id)).status).toBe(401);
     expect((await postJson(`${service.publicUrl}/api/v1/auth/agents/me/platforms`, { api_key_id: agent.api_key_id, secret: agent.secret })).status).toBe(200);
 
     const rotated = await admin.rotateSecret(agent.agent_id, 30);
@@ -111,6 +118,10 @@ describe('audit trail (real Postgres and Redis)', () => {
     });
     expect(one('token.refused', { error_code: 'invalid_credentials' })).toMatchObject({ agent_id: agent.agent_id, api_key_id: agent.api_key_id });
     expect(one('token.refused', { error_code: 'invalid_scope' })).toMatchObject({ agent_id: agent.agent_id, platform_id: platform.platform_id });
+    const aggregate = one('token.refusals_aggregated', { client_address: '127.0.0.1' });
+    expect(aggregate.refusals).toBe(aggregate.error_codes.invalid_credentials);
+    expect(aggregate.window_seconds).toBe(3);
+    expect(one('token.refusals_aggregated', { agent_id: agent.agent_id }).refusals).toBeGreaterThan(0);
     expect(one('listing.served')).toMatchObject({ agent_id: agent.agent_id });
     expect(one('agent.created')).toMatchObject({ agent_id: agent.agent_id, actor: 'admin', fields: ['name'] });
     expect(one('agent.updated')).toMatchObject({ agent_id: agent.agent_id, actor: 'admin', fields: ['name'] });
@@ -148,7 +159,13 @@ describe('audit trail (real Postgres and Redis)', () => {
 
   it('filters by type, agent, platform and time, and pages with a cursor, oldest first', async () => {
     for (let i = 0; i < 5; i++) expect((await token(service, agent, 'wrong', platform.platform_id)).status).toBe(401);
-    await waitFor('refusals recorded', async () => (await allEvents(service, { type: 'token.refused' })).length >= 7);
+    // 14 credential refusals in all, each either a token.refused row or counted in its address's
+    // aggregate (this one address is past its bound in every window where the agent is).
+    await waitFor('refusals recorded or aggregated', async () => {
+      const rows = await allEvents(service, { type: 'token.refused,token.refusals_aggregated' });
+      const counted = rows.filter((e) => e.type === 'token.refusals_aggregated' && e.client_address === '127.0.0.1').reduce((n, e) => n + e.refusals, 0);
+      return rows.filter((e) => e.type === 'token.refused').length + counted === 14;
+    });
     const all = await allEvents(service);
     const ordered = [...all].sort((a, b) => a.at.localeCompare(b.at) || a.id.localeCompare(b.id));
     expect(all.map((e) => e.id)).toEqual(ordered.map((e) => e.id));

@@ -3,9 +3,10 @@
 // ace_credential_checks_total), the rest is refused with 429 + Retry-After, and the address can hold only
 // a small share of the argon2 queue, so another address's cold login still gets its token.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { contractErrorProblem, metricSum } from './support/faults.js';
+import { contractErrorProblem } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
 
 const BUDGET = 20;
 const BURST = 300;

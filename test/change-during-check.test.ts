@@ -8,9 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { waitFor } from './support/faults.js';
+import { waitFor } from '../kit/wait.js';
 
 /** A service whose argon2 verifications are each held 1.5 s, and a token request that acts while held. */
 function serviceWithHeldChecks(env: Record<string, string> = {}) {

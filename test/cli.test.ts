@@ -6,8 +6,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postJson } from './support/admin.js';
-import { freePort, startService, type ServiceHandle } from './support/service.js';
+import { postJson } from '../kit/admin.js';
+import { startService, type ServiceHandle } from './support/service.js';
+import { freePort } from '../kit/ports.js';
 
 const CLI = path.resolve(import.meta.dirname, '../dist/src/cli/main.js');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -356,7 +357,7 @@ describe('ace against the service', () => {
     const rotated = await aceJson<{ kid: string; state: string }>(['keys', 'rotate'], env);
     expect(rotated.kid).not.toBe(oldKid);
     expect(['next', 'active']).toContain(rotated.state);
-    const jwks = await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json();
+    const jwks = (await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] };
     expect(jwks.keys.map((k: { kid: string }) => k.kid)).toContain(rotated.kid);
 
     // After the propagation window (2 s here) the new key is active and the old one can be retired.
@@ -373,7 +374,7 @@ describe('ace against the service', () => {
     const retired = await ace(['keys', 'retire', oldKid], env);
     expect(retired.code, retired.stderr).toBe(0);
     expect(fieldsOf(retired.stdout)).toMatchObject({ kid: oldKid, state: 'retired' });
-    const after = await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json();
+    const after = (await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] };
     expect(after.keys.map((k: { kid: string }) => k.kid)).not.toContain(oldKid);
   });
 

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { AdminClient, postJson, type AgentCredentials } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials } from '../kit/admin.js';
 import { startService, REDIS_URL, type ServiceHandle } from './support/service.js';
 
 const FAIL_LIMIT = 3;

@@ -5,9 +5,10 @@
 // share of the queue. The test-only worker's secret "fault:slow" holds the only argon2 thread for a second.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { metricSum, waitFor } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
 
 const SLOW_ADDRESS = '203.0.113.77';
 const WAITING_ADDRESS = '203.0.113.78';

@@ -9,7 +9,7 @@ import express from 'express';
 import Fastify from 'fastify';
 import { decodeJwt, decodeProtectedHeader, generateKeyPair, SignJWT } from 'jose';
 import { startService, type ServiceHandle } from './support/service.js';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { AgentClient, AgentClientError } from '../packages/client/src/index.js';
 import {
   createVerifier,
@@ -19,6 +19,7 @@ import {
   type AgentClaims,
   type Verifier,
 } from '../packages/middleware/src/index.js';
+import { sleep } from '../kit/wait.js';
 
 const TOKEN_PATH = '/api/v1/auth/token';
 const JWKS_PATH = '/.well-known/jwks.json';
@@ -41,8 +42,6 @@ async function listen(server: http.Server): Promise<string> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let service: ServiceHandle;
 let admin: AdminClient;

@@ -7,7 +7,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startService, type ServiceHandle } from './support/service.js';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { waitFor } from '../kit/wait.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { AgentClient } from '../packages/client/src/index.js';
 
 const TOKEN_PATH = '/api/v1/auth/token';
@@ -33,15 +34,6 @@ function recordingFetch() {
     }
   };
   return { fetch: wrapped, outcomes, stats };
-}
-
-/** Polls a condition (the client's attempts happen on its own schedule); no fixed sleeps. */
-async function waitFor(what: string, condition: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!condition()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 function audience(token: string): unknown {
@@ -153,8 +145,8 @@ describe('a restart of the service', () => {
     // 1. New tokens: retried (refused connections, 502 pages), not thrown.
     const pending = clients.map((client) => client.token(platforms[1].platform_id));
     const watched = pending.map(watch);
-    await waitFor('refused connections', () => direct.outcomes.filter((o) => o === 'network').length >= 2);
-    await waitFor('502 from the ingress', () => behindIngress.outcomes.filter((o) => o === 502).length >= 2);
+    await waitFor('refused connections', () => direct.outcomes.filter((o) => o === 'network').length >= 2, 30_000);
+    await waitFor('502 from the ingress', () => behindIngress.outcomes.filter((o) => o === 502).length >= 2, 30_000);
     expect(watched.map((w) => w.settled)).toEqual([false, false]);
 
     // 2. The held token. Only Date is faked (timers stay real): it is now 20 s from expiry, inside the
@@ -162,7 +154,7 @@ describe('a restart of the service', () => {
     vi.useFakeTimers({ toFake: ['Date'], now: issuedAt + 880_000 });
     const many = Promise.all(Array.from({ length: 20 }, () => holder.token(held)));
     const manyState = watch(many);
-    await waitFor('the background renewal to be refused twice', () => renewal.outcomes.filter((o) => o === 'network').length >= 2);
+    await waitFor('the background renewal to be refused twice', () => renewal.outcomes.filter((o) => o === 'network').length >= 2, 30_000);
     expect(manyState.settled).toBe(true); // long before the renewal could end
     expect(new Set(await many)).toEqual(new Set([first]));
     expect(await holder.token(held)).toBe(first);
@@ -173,7 +165,7 @@ describe('a restart of the service', () => {
     const waiting = Promise.all(Array.from({ length: 5 }, () => holder.token(held)));
     const waitingState = watch(waiting);
     const attemptsSoFar = renewal.outcomes.length;
-    await waitFor('another refused attempt', () => renewal.outcomes.length > attemptsSoFar);
+    await waitFor('another refused attempt', () => renewal.outcomes.length > attemptsSoFar, 30_000);
     expect(waitingState.settled).toBe(false);
 
     await restartService();

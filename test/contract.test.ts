@@ -8,7 +8,7 @@ import * as ajvFormats from 'ajv-formats';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { SvcScopesYaml } from '../packages/middleware/src/scopes-file.js';
-import { AdminClient, postJson } from './support/admin.js';
+import { AdminClient, postJson } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 
 const TOKEN_LIMIT = 6;
@@ -41,7 +41,7 @@ for (const mode of ['real', 'embedded'] as const) {
       postJson(`${service.publicUrl}/api/v1/auth/token`, body, { 'x-forwarded-for': address, ...headers });
     const listing = (body: unknown, address = freshAddress()) =>
       postJson(`${service.publicUrl}/api/v1/auth/agents/me/platforms`, body, { 'x-forwarded-for': address });
-    const jwks = async () => createLocalJWKSet(await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json());
+    const jwks = async () => createLocalJWKSet((await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as Parameters<typeof createLocalJWKSet>[0]);
     const expectError = (response: { status: number; body: any; headers: Headers }, status: number, code: string) => {
       expect(response.status).toBe(status);
       expect(response.headers.get('content-type')).toMatch(/^application\/json/);
@@ -362,7 +362,7 @@ for (const mode of ['real', 'embedded'] as const) {
         expect(response.headers.get('content-type')).toMatch(/^application\/json/);
         const etag = response.headers.get('etag')!;
         expect(etag).toMatch(/^"[^"]+"$/); // strong: no W/ prefix
-        const body = await response.json();
+        const body = (await response.json()) as { keys: Record<string, string>[] };
         expect(body.keys.length).toBeGreaterThanOrEqual(1);
         for (const key of body.keys) {
           expect(Object.keys(key).sort()).toEqual(['alg', 'e', 'kid', 'kty', 'n', 'use']);
@@ -382,7 +382,7 @@ for (const mode of ['real', 'embedded'] as const) {
       it("lists the active key first: the one tokens are signed with", async () => {
         const { platform, agent } = await admin.seed();
         const issued = await token({ api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id });
-        const body = await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json();
+        const body = (await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] };
         expect(body.keys[0].kid).toBe(decodeProtectedHeader(issued.body.access_token).kid);
       });
     });
@@ -468,7 +468,7 @@ for (const mode of ['real', 'embedded'] as const) {
         for (const authorization of [undefined, 'Bearer wrong', `Bearer ${service.adminToken}x`, service.adminToken]) {
           const response = await fetch(`${service.adminUrl}/admin/v1/platforms`, { headers: authorization ? { authorization } : {} });
           expect(response.status).toBe(401);
-          expect((await response.json()).error_code).toBe('unauthorized');
+          expect(((await response.json()) as { error_code: string }).error_code).toBe('unauthorized');
         }
         const unknownPath = await fetch(`${service.adminUrl}/admin/v1/unknown`);
         expect(unknownPath.status).toBe(401);

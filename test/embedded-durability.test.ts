@@ -4,9 +4,9 @@
 // strace counted 0. Skipped when strace is not installed or may not trace here.
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient } from './support/admin.js';
+import { AdminClient } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { waitFor } from './support/faults.js';
+import { waitFor } from '../kit/wait.js';
 
 const COMMITS = 20;
 const straceWorks = (() => {

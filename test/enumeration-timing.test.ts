@@ -4,7 +4,7 @@
 // itself: test/unit/admin-auth.test.ts), and the admin API refuses every route and method without it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import { contractErrorProblem, httpRequest, rawExchange, type RawResponse } from './support/faults.js';
 

@@ -6,16 +6,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import net from 'node:net';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import {
   contractErrorProblem,
   httpRequest,
   rawExchange,
   serverErrorsIn,
-  sleep,
   type RawResult,
 } from './support/faults.js';
+import { sleep } from '../kit/wait.js';
 
 // HEAD has its own test at the end of the file (answers carry no body, and it once crashed the process).
 const STANDARD_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE', 'CONNECT'] as const;

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import http from 'node:http';
 import net from 'node:net';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import { contractErrorProblem, exchangeOnOneConnection, httpRequest, parseResponses, rawExchange, type RawResponse } from './support/faults.js';
 
@@ -130,7 +130,7 @@ describe('SIGTERM after HEADs, with 40 token requests in flight', () => {
     const answers = sockets.map(
       (socket, i) =>
         new Promise<RawResponse | string>((resolve) => {
-          let bytes = Buffer.alloc(0);
+          let bytes: Buffer = Buffer.alloc(0);
           let stage = 0; // 0: warm-up GET, 1: token request
           socket.removeAllListeners('error');
           socket.on('error', (error) => resolve(`error ${(error as NodeJS.ErrnoException).code}`));

@@ -10,7 +10,8 @@ import postgres from 'postgres';
 import { Redis } from 'ioredis';
 import { decryptPrivateKey } from '../src/adapters/crypto/key-encryption.js';
 import { REDIS_URL, startService, type ServiceHandle } from './support/service.js';
-import { dumpRedis, sleep } from './support/faults.js';
+import { dumpRedis } from './support/faults.js';
+import { sleep } from '../kit/wait.js';
 
 interface Emitted {
   label: string;

@@ -6,8 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { createDatabase, runToExit, startService, type ServiceHandle, type TestDatabase } from './support/service.js';
+import { sleep } from '../kit/wait.js';
 
 const env = {
   TOKEN_TTL_SECONDS: '3',
@@ -24,8 +25,6 @@ const env = {
 };
 /** How long a revocation may take to show everywhere here: generous for a loaded machine, far below the TTLs. */
 const PROPAGATION_LIMIT_MS = 10_000;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('lifecycle across instances', () => {
   let database: TestDatabase;

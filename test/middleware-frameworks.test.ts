@@ -15,8 +15,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, startService, type ServiceHandle } from './support/service.js';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { startService, type ServiceHandle } from './support/service.js';
+import { freePort } from '../kit/ports.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 
 const exec = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '..');

@@ -3,6 +3,7 @@
 // the middleware: an `iat` an hour ahead, a `typ` that does not match the token's profile, and tokens over
 // the 8 KiB cap (refused before they are decoded: an unknown kid in one does not even cost a JWKS fetch).
 import http from 'node:http';
+import type { webcrypto } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import express from 'express';
@@ -13,7 +14,7 @@ const PLATFORM = '8d7b4f2e-3c1a-4e5b-9f60-1a2b3c4d5e6f';
 let issuer: string;
 let appUrl: string;
 let jwksRequests = 0;
-let privateKey: CryptoKey;
+let privateKey: webcrypto.CryptoKey;
 let verifier: Verifier;
 const servers: http.Server[] = [];
 

@@ -11,7 +11,7 @@ import express from 'express';
 import Fastify from 'fastify';
 import fc from 'fast-check';
 import { startService, type ServiceHandle } from './support/service.js';
-import { AdminClient, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type PlatformRecord } from '../kit/admin.js';
 import * as middleware from '../packages/middleware/src/index.js';
 import { createVerifier, expressAgentAuth, fastifyAgentAuth, protectNodeHandler, type Verifier } from '../packages/middleware/src/index.js';
 
@@ -159,9 +159,9 @@ beforeAll(async () => {
   closers.push(() => fastify.close());
 
   // Fastify with every lenient router option: the template it matched still decides.
-  const lenientFastify = Fastify({
-    routerOptions: { caseSensitive: false, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, useSemicolonDelimiter: true },
-  });
+  // useSemicolonDelimiter is read from routerOptions at run time; fastify's FastifyRouterOptions type lacks it.
+  const lenientRouter = { caseSensitive: false, ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, useSemicolonDelimiter: true };
+  const lenientFastify = Fastify({ routerOptions: lenientRouter });
   await lenientFastify.register(fastifyAgentAuth(verifier));
   lenientFastify.get('/orders/export', async (request, reply) => (record('fastify-lenient', 'export', request.headers['x-probe']), reply.header('x-handler', 'export'), 'export'));
   lenientFastify.get('/orders/:id', async (request, reply) => (record('fastify-lenient', 'read', request.headers['x-probe']), reply.header('x-handler', 'read'), 'read'));

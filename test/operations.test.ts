@@ -4,10 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { Writable } from 'node:stream';
 import http from 'node:http';
 import { createLogger } from '../src/adapters/telemetry/logger.js';
-import { AdminClient, postJson } from './support/admin.js';
+import { AdminClient, postJson } from '../kit/admin.js';
 import { startService } from './support/service.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../kit/wait.js';
 
 describe('graceful shutdown', () => {
   it('on SIGTERM turns not-ready, finishes every accepted request, and exits cleanly within the bound', async () => {

@@ -10,7 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { freePort, startService, type ServiceHandle } from './support/service.js';
+import { startService, type ServiceHandle } from './support/service.js';
+import { freePort } from '../kit/ports.js';
 
 const exec = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), '..');

@@ -3,7 +3,9 @@
 // The shared Postgres is never touched: a TCP proxy in this process stands between (refuse = down).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, startService, type ServiceHandle, type TestDatabase } from './support/service.js';
-import { metricSum, TcpProxy, waitFor } from './support/faults.js';
+import { TcpProxy } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
 
 describe('readiness without probe traffic', () => {
   let database: TestDatabase;

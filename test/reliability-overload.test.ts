@@ -2,9 +2,11 @@
 // Retry-After, warm credentials keep getting tokens, nothing answers another 5xx, and memory stays bounded.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { AdminClient, postJson } from './support/admin.js';
+import { AdminClient, postJson } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { contractErrorProblem, metricSum, rssMiB, serverErrorsIn, waitFor } from './support/faults.js';
+import { contractErrorProblem, rssMiB, serverErrorsIn } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
 
 const MAX_QUEUE = 4;
 const WAVES = 5;

@@ -3,9 +3,11 @@
 // recovers by itself. The shared Postgres is never touched: a TCP proxy in this process stands between.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { createDatabase, startService, type ServiceHandle, type TestDatabase } from './support/service.js';
-import { contractErrorProblem, metricSum, serverErrorsIn, sleep, TcpProxy, waitFor } from './support/faults.js';
+import { contractErrorProblem, serverErrorsIn, TcpProxy } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { sleep, waitFor } from '../kit/wait.js';
 
 const STORE_TIMEOUT_MS = 1000;
 /** Any answer that depends on Postgres must come within this (store deadline plus generous slack). */

@@ -3,9 +3,11 @@
 // The service talks to a private redis-server (the shared one on 6379 serves other suites in parallel).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { AdminClient, postJson, type AgentCredentials } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { dumpRedis, metricSum, serverErrorsIn, sleep, startRedisServer, waitFor, type RedisServer } from './support/faults.js';
+import { dumpRedis, serverErrorsIn, startRedisServer, type RedisServer } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { sleep, waitFor } from '../kit/wait.js';
 
 const TOKEN_LIMIT = 150;
 const FAIL_LIMIT = 5;
@@ -64,8 +66,8 @@ describe('Redis outage under load', () => {
     const probe = redis.client();
     const before = await dumpRedis(probe, prefix);
     expect([...before.keys()].some((k) => k.includes(`c:agent:${agents[0].api_key_id}`))).toBe(true);
-    // rate-limiter-flexible joins its prefix and the key with ':', hence `rl:token::<id>`.
-    expect([...before.keys()].some((k) => /rl:token:+/.test(k) && k.endsWith(agents[0].api_key_id))).toBe(true);
+    // rate-limiter-flexible joins its prefix and the key with ':', and the key is hash-tagged, hence `rl:token::{<id>}`.
+    expect([...before.keys()].some((k) => /rl:token:+/.test(k) && k.endsWith(`{${agents[0].api_key_id}}`))).toBe(true);
     probe.disconnect();
 
     // Steady load: 4 clients, round-robin over the agents, paced so no agent nears its limit.
@@ -134,7 +136,7 @@ describe('Redis outage under load', () => {
     const probeAfter = redis.client();
     await waitFor('the agent view to be cached in Redis again', async () => {
       const keys = [...(await dumpRedis(probeAfter, prefix)).keys()];
-      return keys.some((k) => k.endsWith(`c:agent:${after.api_key_id}`)) && keys.some((k) => /rl:token:+/.test(k) && k.endsWith(after.api_key_id));
+      return keys.some((k) => k.endsWith(`c:agent:${after.api_key_id}`)) && keys.some((k) => /rl:token:+/.test(k) && k.endsWith(`{${after.api_key_id}}`));
     }, 5000);
     probeAfter.disconnect();
 

@@ -3,9 +3,11 @@
 // by the harness with `faultWorker: true`): the secret "fault:crash" ends the argon2 thread, "fault:hang"
 // wedges it. The shipped worker has no such hook, whatever the environment.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { contractErrorProblem, metricSum, serverErrorsIn, waitFor } from './support/faults.js';
+import { contractErrorProblem, serverErrorsIn } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
 
 const TASK_TIMEOUT_MS = 1500;
 

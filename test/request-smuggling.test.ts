@@ -4,9 +4,10 @@
 // see other requests than we do. Every ambiguous framing must be refused before any handler work, and
 // nothing sent after it on the connection may be served.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { contractErrorProblem, metricSum, rawExchange, type RawResult } from './support/faults.js';
+import { contractErrorProblem, rawExchange, type RawResult } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 

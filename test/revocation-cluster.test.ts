@@ -2,7 +2,7 @@
 // reaches subscribers held by both, over the Redis bus every process listens to.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type ServiceHandle } from './support/service.js';
-import { AdminClient, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type PlatformRecord } from '../kit/admin.js';
 import { call, msUntilRefused, startPlatform, token, type Platform } from './support/revocation.js';
 
 const ISSUER = 'https://ace.test';

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, SignJWT } from 'jose';
 import { startService, type ServiceHandle } from './support/service.js';
-import { AdminClient, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type PlatformRecord } from '../kit/admin.js';
 import { call, msUntilRefused, startPlatform, token, type Platform } from './support/revocation.js';
 import { JwksCache } from '../packages/middleware/src/jwks-cache.js';
 import { DocumentRejectedError, RevocationFeed } from '../packages/middleware/src/revocation-feed.js';

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase, startService, type ServiceHandle, type TestDatabase } from './support/service.js';
-import { AdminClient, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type PlatformRecord } from '../kit/admin.js';
 import { startRedisServer, type RedisServer } from './support/faults.js';
 import { call, msUntilRefused, startPlatform, token, type Platform } from './support/revocation.js';
 

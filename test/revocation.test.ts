@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, createDatabase, type ServiceHandle, type TestDatabase } from './support/service.js';
-import { AdminClient, type AgentCredentials, type PlatformRecord } from './support/admin.js';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { call, msUntilRefused, percentile, startPlatform, startProxy, token, type Platform } from './support/revocation.js';
 
 const ISSUER = 'https://ace.test';

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { renderScopeFile } from '../src/adapters/http/scope-file-text.js';
-import { AdminClient } from './support/admin.js';
+import { AdminClient } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 
 const PY_READER = [

@@ -6,8 +6,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
-import { AdminClient, postJson } from './support/admin.js';
-import { freePort, REDIS_URL, runToExit, startService, type ServiceHandle } from './support/service.js';
+import { AdminClient, postJson } from '../kit/admin.js';
+import { REDIS_URL, runToExit, startService, type ServiceHandle } from './support/service.js';
+import { freePort } from '../kit/ports.js';
 
 const made: string[] = [];
 const tmp = () => {
@@ -73,14 +74,14 @@ describe('embedded default without ADMIN_TOKEN or KEY_ENCRYPTION_KEY', () => {
 
     const admin = new AdminClient({ adminUrl: service.adminUrl, adminToken });
     const { platform, agent } = await admin.seed();
-    const kids = (await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()).keys.map((k: { kid: string }) => k.kid);
+    const kids = ((await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] }).keys.map((k) => k.kid);
 
     // Graceful stop, then the same DATA_DIR: same admin token, same keys, same agents.
     const exit = await service.stop('SIGTERM');
     expect(exit.code).toBe(0);
     service = await startService({ mode: 'embedded', dataDir, env: { ADMIN_TOKEN: '', KEY_ENCRYPTION_KEY: '' } });
     expect(readFileSync(tokenFile, 'utf8').trim()).toBe(adminToken);
-    const again = (await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()).keys.map((k: { kid: string }) => k.kid);
+    const again = ((await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] }).keys.map((k) => k.kid);
     expect(again).toEqual(kids);
     const issued = await postJson(`${service.publicUrl}/api/v1/auth/token`, {
       api_key_id: agent.api_key_id,

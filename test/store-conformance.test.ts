@@ -15,7 +15,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/adapters/po
 import { CachedStore } from '../src/adapters/cache/cached-store.js';
 import { LocalBus, RedisBus } from '../src/adapters/cache/invalidation-bus.js';
 import type { InvalidationBus } from '../src/core/ports/invalidation.js';
-import { connectRedis } from '../src/adapters/cache/redis.js';
+import { closeRedis, connectRedis } from '../src/adapters/cache/redis.js';
 import { Metrics } from '../src/adapters/telemetry/metrics.js';
 import type { Store } from '../src/core/ports/store.js';
 import { createDatabase, REDIS_URL, type TestDatabase } from './support/service.js';
@@ -94,11 +94,11 @@ describe('Store conformance: cached store over Postgres + Redis, two instances',
     const instance = async () => {
       const { store } = await postgresStore(db.url);
       closers.push(() => store.close());
-      const redis = connectRedis(REDIS_URL, 1000);
-      const subscriber = connectRedis(REDIS_URL, 1000);
+      const redis = connectRedis(REDIS_URL, 1000) as Redis;
+      const subscriber = connectRedis(REDIS_URL, 1000) as Redis;
       connections.push(redis, subscriber);
-      const bus = new RedisBus(redis, subscriber, `${prefix}invalidate`);
-      return cached(store, bus, redis, `${prefix}c:`);
+      const bus = new RedisBus(redis as Redis, subscriber as Redis, `${prefix}invalidate`);
+      return cached(store, bus, redis as Redis, `${prefix}c:`);
     };
     subject = { store: await instance(), peer: await instance(), concurrentSessions: true };
     // Both buses must be subscribed before the first write, or its invalidation would reach nobody.
@@ -112,7 +112,7 @@ describe('Store conformance: cached store over Postgres + Redis, two instances',
   });
   afterAll(async () => {
     for (const close of closers) await close();
-    for (const c of connections) c.disconnect();
+    for (const c of connections) closeRedis(c);
     await db?.drop();
   });
   storeConformance(() => subject);

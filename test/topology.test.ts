@@ -4,10 +4,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Cluster, Redis } from 'ioredis';
-import { childrenOf } from './support/proc.js';
+import { childrenOf } from '../kit/proc.js';
 import {
   leftovers, promote, startPgBouncer, startPostgres, startRedisCluster, startRedisSentinelGroup, startStandby, stopAll,
-  waitFor, waitForReplay,
+  pollFor, waitForReplay,
 } from './support/topology/index.js';
 
 afterAll(async () => {
@@ -97,7 +97,7 @@ describe('topology kit', () => {
       expect(await group.getMaster()).toEqual({ host: '127.0.0.1', port: group.replica.port });
 
       // A sentinel-aware client follows: it writes to the new master and reads what was written before.
-      await waitFor('ioredis (sentinel) to write to the new master', async () => (await client.set('k2', 'after failover')) === 'OK');
+      await pollFor('ioredis (sentinel) to write to the new master', async () => (await client.set('k2', 'after failover')) === 'OK');
       expect(await group.replica.command('GET', 'k2')).toBe('after failover');
       expect(await client.get('k')).toBe('before failover');
     } finally {
@@ -134,7 +134,7 @@ describe('topology kit', () => {
       expect((await cluster.masters()).map((m) => m.port).sort()).toEqual([promoted.port, masters[1].port, masters[2].port].sort());
 
       // The client finds the new owner of the dead master's slots: every key reads back, new writes work.
-      await waitFor('ioredis Cluster to read every key after the failover', async () => {
+      await pollFor('ioredis Cluster to read every key after the failover', async () => {
         const values = await Promise.all(keys.map((k) => client.get(k)));
         return values.every((v, i) => v === keys[i]);
       });

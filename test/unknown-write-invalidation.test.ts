@@ -12,7 +12,7 @@ import { WriteDeadlineError } from '../src/core/errors.js';
 import type { AgentView } from '../src/core/model.js';
 import type { Store } from '../src/core/ports/store.js';
 import { REDIS_URL } from './support/service.js';
-import { waitFor } from './support/faults.js';
+import { waitFor } from '../kit/wait.js';
 
 describe('write with an unknown outcome', () => {
   let redis: Redis;

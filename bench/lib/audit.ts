@@ -3,7 +3,7 @@
 // and database with the same seed. With Postgres, also the trail's size on disk per event (heap, TOAST
 // and indexes of every partition, divided by the rows), measured on the last audit-on service.
 import postgres from 'postgres';
-import { childPids } from './rss.js';
+import { childrenOf } from '../../kit/proc.js';
 import { cpuSeconds, databaseBackendPids } from './cpu.js';
 import { startBenchService, type BenchService } from './service.js';
 import { Admin, tokenBody } from './seed.js';
@@ -31,7 +31,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
  * figure that says what the trail costs a CPU-bound service.
  */
 async function cpuMeter(service: BenchService) {
-  const servicePids = [service.pid, ...childPids(service.pid)];
+  const servicePids = [service.pid, ...childrenOf(service.pid)];
   const backendPids = service.databaseUrl ? await databaseBackendPids(service.databaseUrl) : [];
   const read = () => ({
     service: servicePids.reduce((s, pid) => s + cpuSeconds(pid), 0),

@@ -2,6 +2,7 @@
 // when they print a line starting with "ready" on stdout.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { stopProcess } from '../../kit/proc.js';
 
 export interface Child {
   process: ChildProcess;
@@ -16,7 +17,6 @@ export async function spawnReady(scriptUrl: URL, env: Record<string, string>, ti
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const readyLine = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${scriptUrl.pathname} not ready in ${timeoutMs} ms:\n${output}`)), timeoutMs);
     child.stdout!.setEncoding('utf8');
@@ -38,12 +38,6 @@ export async function spawnReady(scriptUrl: URL, env: Record<string, string>, ti
     process: child,
     readyLine,
     output: () => output,
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
-    },
+    stop: () => stopProcess(child, { signal: 'SIGTERM', killAfterMs: 5000 }),
   };
 }

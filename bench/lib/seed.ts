@@ -1,7 +1,7 @@
 // Seeding through the admin API (Authorization: Bearer ADMIN_TOKEN), with bounded parallelism.
 // Creating an agent hashes its argon2id secret in the service (~20-50 ms of CPU), so seeding speed is
 // about the service's argon2 hash rate; the count is chosen from the measured rate (see run.ts).
-import type { BenchService } from './service.js';
+import { AdminClient, type AdminTarget } from '../../kit/admin.js';
 
 export interface Agent {
   agent_id: string;
@@ -11,27 +11,21 @@ export interface Agent {
 
 export const SCOPES = ['orders:read', 'orders:write'];
 
+/** The bench's seeding on top of the kit's admin client (kit/admin.ts). */
 export class Admin {
-  constructor(private readonly service: Pick<BenchService, 'adminUrl' | 'adminToken'>) {}
+  readonly client: AdminClient;
 
-  async call<T = any>(method: string, path: string, body?: unknown, expected = [200, 201, 204]): Promise<T> {
-    const response = await fetch(`${this.service.adminUrl}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${this.service.adminToken}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    if (!expected.includes(response.status)) {
-      throw new Error(`${method} ${path}: ${response.status} ${text.slice(0, 300)}`);
-    }
-    return (text ? JSON.parse(text) : undefined) as T;
+  constructor(service: AdminTarget) {
+    this.client = new AdminClient(service);
+  }
+
+  /** An admin request that must answer one of `expected`; throws with the status and body otherwise. */
+  call<T = any>(method: string, path: string, body?: unknown, expected = [200, 201, 204]): Promise<T> {
+    return this.client.call<T>(method, path, body, expected);
   }
 
   createPlatform(): Promise<{ platform_id: string }> {
-    return this.call('POST', '/admin/v1/platforms', {
+    return this.client.createPlatform({
       name: 'Bench Shop',
       domain: 'shop.example.com',
       verification_status: 'verified',
@@ -46,8 +40,8 @@ export class Admin {
 
   /** Creates one agent and grants it every scope on the platform. */
   async createAgent(name: string, platformId: string): Promise<Agent> {
-    const created = await this.call<Agent>('POST', '/admin/v1/agents', { name });
-    await this.call('PUT', `/admin/v1/agents/${created.agent_id}/grants/${platformId}`, { scopes: SCOPES });
+    const created = await this.client.createAgent(name);
+    await this.client.grant(created.agent_id, platformId, SCOPES);
     return { agent_id: created.agent_id, api_key_id: created.api_key_id, secret: created.secret };
   }
 

@@ -1,32 +1,18 @@
 // Starts the compiled service (dist/src/main.js) for the benchmark: free loopback ports, a fresh Postgres
 // database `ace_bench_<random>` and a unique Redis key prefix (or the embedded default), waits for
-// GET <admin>/readyz = 200, and cleans everything up afterwards. Own code on purpose: bench/ is compiled
-// and must not import test/ (which is not).
-import { spawn, type ChildProcess } from 'node:child_process';
+// GET <admin>/readyz = 200, and cleans everything up afterwards. The process handling is the kit's
+// (kit/service.ts, shared with the tests); the environment here is tuned for measuring.
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
-import postgres from 'postgres';
-import { Redis } from 'ioredis';
+import { stopProcess } from '../../kit/proc.js';
+import { serviceAddresses, spawnService, waitUntilReady } from '../../kit/service.js';
+import { createDatabase, deleteRedisKeys, redisKeyPrefix as freshKeyPrefix, type ScratchDatabase } from '../../kit/stores.js';
+import { sleep } from '../../kit/wait.js';
 
 export const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/main.js');
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** A service the bench talks to: one it started, or a deployed one (--target). */
 export interface ServiceTarget {
@@ -62,32 +48,15 @@ export interface StartOptions {
 export async function startBenchService(options: StartOptions): Promise<BenchService> {
   const useRedis = !options.embedded && options.redis !== false;
   const redisUrl = options.redisUrl ?? REDIS_URL;
-  const [port, adminPort] = [await freePort(), await freePort()];
+  const addresses = await serviceAddresses();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ace-bench-'));
-  const adminToken = randomBytes(24).toString('hex');
-  let databaseName: string | undefined;
-  let databaseUrl: string | undefined;
-  let redisKeyPrefix: string | undefined;
-  if (!options.embedded) {
-    databaseName = `ace_bench_${randomBytes(6).toString('hex')}`;
-    const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-    try {
-      await admin.unsafe(`CREATE DATABASE ${databaseName}`);
-    } finally {
-      await admin.end();
-    }
-    databaseUrl = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${databaseName}`);
-    if (useRedis) redisKeyPrefix = `ace-bench-${randomBytes(4).toString('hex')}:`;
-  }
+  const database: ScratchDatabase | undefined = options.embedded ? undefined : await createDatabase(PG_ADMIN_URL, 'ace_bench');
+  const redisKeyPrefix = useRedis ? freshKeyPrefix('ace-bench') : undefined;
 
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     UV_THREADPOOL_SIZE: String(options.uvThreads),
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    ADMIN_HOST: '127.0.0.1',
-    ADMIN_PORT: String(adminPort),
-    ADMIN_TOKEN: adminToken,
+    ...addresses.env,
     DATA_DIR: dataDir,
     // info: the start-up lines tell when every cluster worker is up; nothing is logged per request.
     LOG_LEVEL: 'info',
@@ -103,7 +72,7 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
     // connections finish on their threads (and hold the address's share) while the next run opens its own.
     ARGON2_MAX_QUEUE: '128',
     ARGON2_MAX_PER_ADDRESS: '128',
-    ...(options.embedded ? {} : { DATABASE_URL: databaseUrl! }),
+    ...(database ? { DATABASE_URL: database.url } : {}),
     ...(useRedis ? { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: redisKeyPrefix! } : {}),
     // WORKERS, ARGON2_THREADS and SIGN_THREADS stay at the service's defaults; the bench reads how many
     // HTTP processes really started from the start-up log.
@@ -112,73 +81,39 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
     ...options.env,
   };
 
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  const keep = (chunk: Buffer) => {
-    output += chunk;
-    if (output.length > 200_000) output = output.slice(-100_000);
-  };
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const spawned = spawnService({ env, nodeArgs: options.nodeArgs, maxOutput: 200_000 });
+  const child = spawned.child;
 
   let disposed = false;
   const service: BenchService = {
-    publicUrl: `http://127.0.0.1:${port}`,
-    adminUrl: `http://127.0.0.1:${adminPort}`,
-    adminToken,
+    publicUrl: addresses.publicUrl,
+    adminUrl: addresses.adminUrl,
+    adminToken: addresses.adminToken,
     pid: child.pid!,
     httpProcesses: 0,
-    databaseUrl,
+    databaseUrl: database?.url,
     redisKeyPrefix,
-    output: () => output,
+    output: spawned.output,
     async dispose() {
       if (disposed) return;
       disposed = true;
-      await stopChild(child, exited);
-      if (databaseName) {
-        const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-        await admin.unsafe(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`).catch(() => {});
-        await admin.end();
+      await stopProcess(child, { signal: 'SIGTERM', killAfterMs: 15_000 });
+      // Best effort, and said so: a leftover scratch database or key prefix must not fail the run.
+      await database?.drop().catch((error) => process.stderr.write(`bench: could not drop ${database.name}: ${error}\n`));
+      if (redisKeyPrefix) {
+        await deleteRedisKeys(redisUrl, redisKeyPrefix).catch((error) => process.stderr.write(`bench: could not delete ${redisKeyPrefix}*: ${error}\n`));
       }
-      if (redisKeyPrefix) await deleteRedisPrefix(redisUrl, redisKeyPrefix).catch(() => {});
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
   try {
-    await waitUntilReady(service, child, exited);
+    await waitUntilReady(service.adminUrl, spawned);
     service.httpProcesses = await waitForHttpProcesses(service);
   } catch (error) {
     await service.dispose();
     throw error;
   }
   return service;
-}
-
-async function stopChild(child: ChildProcess, exited: Promise<void>): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-async function waitUntilReady(service: BenchService, child: ChildProcess, exited: Promise<void>): Promise<void> {
-  let gone = false;
-  void exited.then(() => (gone = true));
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (gone) throw new Error(`service exited before it was ready (code ${child.exitCode}):\n${service.output().slice(-4000)}`);
-    try {
-      const response = await fetch(`${service.adminUrl}/readyz`);
-      await response.arrayBuffer();
-      if (response.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`service not ready within 60 s:\n${service.output().slice(-4000)}`);
 }
 
 const READY_MSG = 'agent credential exchange ready';
@@ -211,21 +146,6 @@ async function waitForHttpProcesses(service: BenchService): Promise<number> {
     const { expected, ready } = readyLines(service.output());
     if (expected !== undefined && ready >= expected) return expected;
     if (Date.now() > deadline) throw new Error(`${ready} of ${expected ?? '?'} HTTP processes reported ready within 30 s:\n${service.output().slice(-2000)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function deleteRedisPrefix(url: string, prefix: string): Promise<void> {
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
-  await redis.connect();
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) await redis.del(...keys);
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
+    await sleep(50);
   }
 }

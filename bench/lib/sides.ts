@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnReady, type Child } from './children.js';
 import { decodeJwt, freshRequest } from './http.js';
-import { freePort } from './service.js';
+import { freePort } from '../../kit/ports.js';
 import type { RequestSpec } from './load.js';
 
 export interface SideServer {

@@ -2,6 +2,7 @@
 // WORKERS processes), and stop gracefully on SIGTERM.
 import cluster from 'node:cluster';
 import { loadConfig, ConfigError, type Config } from '../config/config.js';
+import { redisTopologyKind } from '../config/redis-settings.js';
 import { createLogger, type Logger } from '../adapters/telemetry/logger.js';
 import { tolerateDroppedSocketErrors } from '../adapters/telemetry/dropped-socket-errors.js';
 import { assertNativeUws } from '../adapters/http/server.js';
@@ -36,7 +37,7 @@ async function runServer(config: Config, logger: Logger): Promise<void> {
       internal_url: `http://${config.adminHost}:${app.adminPort}`,
       admin_token_file: app.adminTokenPath ?? '(ADMIN_TOKEN is set)',
       database: config.databaseUrl ? 'postgres (DATABASE_URL)' : `embedded PGlite in ${config.dataDir}`,
-      cache: config.redisUrl ? 'redis (REDIS_URL)' : 'in-process',
+      cache: redisTopologyKind(config) ? `redis (${redisTopologyKind(config)})` : 'in-process',
       workers: config.workers,
     },
     'agent credential exchange ready',

@@ -6,12 +6,13 @@ import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { AdminAuthLimiter } from '../adapters/ratelimit/admin-auth-limiter.js';
 import { HttpServer } from '../adapters/http/server.js';
 import { MAX_BODY_BYTES } from '../adapters/http/types.js';
-import { NO_PROXY, parseProxyList } from '../support/client-address.js';
+import { NO_PROXY, parseProxyList, PRIVATE_RANGES } from '../support/client-address.js';
 import { publicRoutes } from '../adapters/http/public-routes.js';
 import { oauthRoutes } from '../adapters/http/oauth-routes.js';
 import { adminRoutes } from '../adapters/http/admin-routes.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
 import { attachRevocationSockets, revocationRoutes } from '../adapters/http/revocation-routes.js';
+import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
 import { buildOpenApiDocument } from '../adapters/http/openapi/document.js';
 import type { Stores } from './stores.js';
 import type { Domain } from './domain.js';
@@ -41,15 +42,29 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const openApiBody = Buffer.from(
     JSON.stringify(buildOpenApiDocument({ apiKeyPrefix: config.apiKeyPrefix, serverUrl: config.publicBaseUrl, version: '1.0.0' })),
   );
+  const refusals = new RefusalRecorder(
+    audit.sink,
+    { perWindow: config.audit.refusalsPerWindow, windowSeconds: config.audit.refusalWindowSeconds },
+    {
+      uncheckedRefusals: ({ byCode, exampleAddress, windowSeconds }) =>
+        logger.warn({ refused: byCode, example_address: exampleAddress, window_seconds: windowSeconds }, 'token requests refused before any credential check (counted in ace_tokens_issued_total, not recorded in the audit trail)'),
+    },
+  );
+  cleanups.add(() => refusals.close());
   const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics, logger, accessLog: config.accessLog };
 
   const publicServer = new HttpServer(
     [
-      ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink }),
-      ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, platforms, metrics, audit: audit.sink }),
+      ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
+      ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, platforms, metrics, refusals }),
       ...revocationRoutes(revocationFeed),
     ],
-    { ...serverOptions, name: 'public', proxy: { hops: config.trustProxyHops, proxies: parseProxyList(config.trustProxyCidrs).proxies } },
+    { ...serverOptions, name: 'public', proxy: {
+        hops: config.trustProxyHops,
+        proxies: parseProxyList(config.trustProxyCidrs).proxies,
+        peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
+      },
+    },
   );
   const stopSockets = attachRevocationSockets(publicServer.app, revocationFeed, revocationMetrics, {
     heartbeatMs: config.revocationHeartbeatSeconds * 1000,
@@ -106,16 +121,17 @@ function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () =>
   return check;
 }
 
-/** /readyz: Postgres, the worker pools and a signing key. */
+/** /readyz: Postgres, the worker pools, a signing key, and Redis verified once when configured. */
 async function readiness({ stores, domain, metrics, shuttingDown }: ServerContext) {
-  const { redis } = stores;
-  const [postgresUp, redisUp, poolsUp] = await Promise.all([
+  const { redisStatus } = stores;
+  const [postgresUp, redis, poolsUp] = await Promise.all([
     stores.postgres.ping().then(() => true, () => false),
-    redis ? withDeadline(redis.ping().then(() => true, () => false), 1000) : Promise.resolve(true),
+    redisStatus ? withDeadline(redisStatus.check(), 1000) : Promise.resolve(undefined),
     domain.pools.ping(1000),
   ]);
+  const redisUp = redis ? redis.up : false; // no answer within the bound: down
   metrics.setStoreUp('postgres', postgresUp);
-  if (redis) metrics.setStoreUp('redis', redisUp);
+  if (redisStatus) metrics.setStoreUp('redis', redisUp);
   let signingKey = true;
   try {
     domain.keys.activeKey();
@@ -123,12 +139,21 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
     signingKey = false;
   }
   // Redis is an accelerator, not a dependency: without it tokens still come from Postgres with an
-  // in-process limiter, so a Redis outage must not pull every pod out of the load balancer.
+  // in-process limiter, so a Redis outage must not pull every pod out of the load balancer. But a process
+  // that has never reached (and verified) the Redis it was told to use is not ready (stores.ts).
   const draining = shuttingDown();
-  const ready = !draining && postgresUp && poolsUp && signingKey;
+  const redisBlocks = redisStatus !== undefined && (redis ? redis.blocksReadiness : !redisStatus.verifiedOnce);
+  const ready = !draining && postgresUp && poolsUp && signingKey && !redisBlocks;
   metrics.setReady(ready);
   return {
     ready,
-    checks: { postgres: postgresUp, redis: redis ? redisUp : 'not configured', worker_pools: poolsUp, signing_key: signingKey, shutting_down: draining },
+    checks: {
+      postgres: postgresUp,
+      redis: redisStatus ? redisUp : 'not configured',
+      ...(redisStatus ? { redis_topology: redis ? redis.detail : { topology: redisStatus.topology.kind, problem: 'no answer within 1 s' } } : {}),
+      worker_pools: poolsUp,
+      signing_key: signingKey,
+      shutting_down: draining,
+    },
   };
 }

@@ -1,18 +1,31 @@
-// Storage of one service process: Postgres (or the embedded PGlite), migrations, Redis and the
-// invalidation bus when REDIS_URL is set, and the cached store the domain reads through.
-import type { Redis } from 'ioredis';
+// Storage of one service process: Postgres (or the embedded PGlite), migrations, Redis (one server,
+// Sentinel or Cluster) and the invalidation bus when Redis is configured, and the cached store the domain
+// reads through.
 import type { Config } from '../config/config.js';
+import { parseHostPorts } from '../config/redis-settings.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
 import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { connectPostgres, PostgresStore } from '../adapters/postgres/postgres-store.js';
 import { migrate } from '../adapters/postgres/migrate.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../adapters/postgres/embedded/pglite-server.js';
-import { connectRedis } from '../adapters/cache/redis.js';
+import {
+  askSentinels,
+  closeRedis,
+  connectRedis,
+  inspectRedis,
+  RedisSettingError,
+  settingErrorFrom,
+  TOPOLOGY_SETTING,
+  untilReadyOr,
+  verifyRedis,
+  type RedisClient,
+  type RedisReport,
+  type RedisTopology,
+} from '../adapters/cache/redis.js';
 import { LocalBus, RedisBus } from '../adapters/cache/invalidation-bus.js';
 import type { InvalidationBus } from '../core/ports/invalidation.js';
 import { CachedStore } from '../adapters/cache/cached-store.js';
 import type { Cleanups } from './cleanups.js';
-import { withDeadline } from './deadline.js';
 
 export interface Stores {
   /** The Postgres URL in use (the embedded server's when DATABASE_URL is unset). */
@@ -20,7 +33,9 @@ export interface Stores {
   embedded: boolean;
   sql: ReturnType<typeof connectPostgres>;
   postgres: PostgresStore;
-  redis: Redis | undefined;
+  redis: RedisClient | undefined;
+  /** What /readyz and the topology metric report about Redis; undefined without Redis. */
+  redisStatus: RedisStatus | undefined;
   bus: InvalidationBus;
   store: CachedStore;
 }
@@ -43,18 +58,23 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
   if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
   metrics.setStoreUp('postgres', true);
 
-  let redis: Redis | undefined;
+  let redis: RedisClient | undefined;
+  let redisStatus: RedisStatus | undefined;
   let bus: InvalidationBus = new LocalBus();
-  if (config.redisUrl) {
-    const connected = connectRedis(config.redisUrl, Math.min(config.storeTimeoutMs, 500), (up) => metrics.setStoreUp('redis', up));
-    const subscriber = connectRedis(config.redisUrl, Math.min(config.storeTimeoutMs, 500));
+  const topology = redisTopology(config);
+  if (topology) {
+    // Sentinels that answer but do not know the master name (or refuse the password): refuse at once.
+    if (topology.kind === 'sentinel') await askSentinels(topology, Math.min(config.storeTimeoutMs, 1000));
+    const connected = connectRedis(topology, Math.min(config.storeTimeoutMs, 500), (up) => metrics.setStoreUp('redis', up));
+    const subscriber = connectRedis(topology, Math.min(config.storeTimeoutMs, 500));
     redis = connected;
-    bus = new RedisBus(connected, subscriber, `${config.redisKeyPrefix}invalidate`);
+    bus = new RedisBus(connected, subscriber, `${config.redisKeyPrefix}invalidate`, (operation) => metrics.redisFailed(operation));
     cleanups.add(() => {
-      connected.disconnect();
-      subscriber.disconnect();
+      closeRedis(connected);
+      closeRedis(subscriber);
     });
-    await waitForRedis(connected, config.storeTimeoutMs, logger);
+    redisStatus = new RedisStatus(topology, connected, metrics, logger);
+    await redisStatus.start(config.storeTimeoutMs);
   }
 
   const store = new CachedStore(postgres, {
@@ -65,13 +85,114 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
     localMaxEntries: config.localCacheMaxEntries,
     bus,
     metrics,
+    onTrust: (trusted, why) =>
+      trusted ? logger.info('Redis cache swept: in use again') : logger.warn({ why }, 'Redis cache bypassed until swept (reads go to Postgres)'),
   });
-  return { databaseUrl: database.url, embedded, sql, postgres, redis, bus, store };
+  redisStatus?.attachCache(store);
+  return { databaseUrl: database.url, embedded, sql, postgres, redis, redisStatus, bus, store };
 }
 
-/** Redis being down at start is not fatal (the service degrades to Postgres), but give it a moment. */
-async function waitForRedis(redis: Redis, timeoutMs: number, logger: Logger): Promise<void> {
-  if (redis.status === 'ready') return;
-  const ok = await withDeadline(new Promise<boolean>((resolve) => redis.once('ready', () => resolve(true))), timeoutMs);
-  if (!ok) logger.warn('Redis not reachable at start; serving from Postgres and in-process limits until it returns');
+/** The Redis topology the settings name (validated by loadConfig), or undefined: no Redis. */
+export function redisTopology(config: Config): RedisTopology | undefined {
+  const password = config.redisPassword;
+  const tls = config.redisTls || undefined;
+  const unused: string[] = []; // loadConfig already refused malformed lists
+  if (config.redisSentinels) {
+    return {
+      kind: 'sentinel',
+      sentinels: parseHostPorts(config.redisSentinels, 'REDIS_SENTINELS', unused),
+      masterName: config.redisSentinelMaster,
+      password,
+      sentinelPassword: config.redisSentinelPassword,
+      tls,
+    };
+  }
+  if (config.redisClusterNodes) return { kind: 'cluster', nodes: parseHostPorts(config.redisClusterNodes, 'REDIS_CLUSTER_NODES', unused), password, tls };
+  if (config.redisUrl) return { kind: 'standalone', url: config.redisUrl, password, tls };
+  return undefined;
+}
+
+/**
+ * Redis as /readyz and the metrics see it. A configuration that Redis shows to be wrong stops start-up
+ * (RedisSettingError names the setting). Redis not answering at start is not a configuration error, but
+ * the process is not ready until Redis has answered once and been verified: a shared store was asked for,
+ * and a typo must not run for good on in-process limits. After that, Redis is an accelerator: an outage
+ * degrades to Postgres and in-process limits without pulling the instance out of the load balancer.
+ */
+export class RedisStatus {
+  private verified = false;
+  private refusal: RedisSettingError | undefined;
+  private lastError: Error | undefined;
+  private cache: CachedStore | undefined;
+
+  constructor(
+    readonly topology: RedisTopology,
+    private readonly client: RedisClient,
+    private readonly metrics: Metrics,
+    private readonly logger: Logger,
+  ) {
+    const noteError = (error: Error) => {
+      this.lastError = error;
+      this.refusal ??= settingErrorFrom(topology, error);
+    };
+    client.on('error', noteError);
+    client.on('node error', noteError);
+    client.on('ready', () => void this.verify());
+    metrics.setRedisTopology(topology.kind, []);
+  }
+
+  /** Has Redis answered and been verified since start? */
+  get verifiedOnce(): boolean {
+    return this.verified;
+  }
+
+  attachCache(cache: CachedStore): void {
+    this.cache = cache;
+  }
+
+  /** Waits up to `timeoutMs` for Redis; throws RedisSettingError for a configuration that cannot work. */
+  async start(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.verified && !this.refusal && Date.now() < deadline) {
+      if (this.client.status === 'ready') await this.verify();
+      else await untilReadyOr(this.client, Math.max(1, Math.min(100, deadline - Date.now())));
+    }
+    if (this.refusal) throw this.refusal;
+    if (!this.verified) {
+      this.logger.error(
+        { setting: TOPOLOGY_SETTING[this.topology.kind], topology: this.topology.kind, error: this.lastError?.message.slice(0, 200) },
+        'Redis not reachable at start: not ready until it answers (tokens would otherwise use per-process limits)',
+      );
+    }
+  }
+
+  private async verify(): Promise<void> {
+    try {
+      const report = await verifyRedis(this.topology, this.client);
+      if (!this.verified) this.logger.info({ topology: report.topology, primaries: report.primaries }, 'Redis in use');
+      this.verified = true;
+      this.metrics.setRedisTopology(report.topology, report.primaries);
+    } catch (error) {
+      if (error instanceof RedisSettingError && !this.verified) this.refusal = error;
+      else this.lastError = error as Error;
+    }
+  }
+
+  /** For /readyz: `blocksReadiness` until Redis was verified once (or while its configuration is refused). */
+  async check(): Promise<{ up: boolean; blocksReadiness: boolean; detail: Record<string, unknown> }> {
+    if (!this.verified && !this.refusal && this.client.status === 'ready') await this.verify();
+    const report: RedisReport = this.verified ? await inspectRedis(this.topology, this.client) : { topology: this.topology.kind, up: false, primaries: [] };
+    if (report.up) this.metrics.setRedisTopology(report.topology, report.primaries);
+    const problem = this.refusal?.message ?? report.problem ?? (this.verified ? undefined : `not reached yet (${TOPOLOGY_SETTING[this.topology.kind]})`);
+    return {
+      up: report.up,
+      blocksReadiness: !this.verified,
+      detail: {
+        topology: report.topology,
+        primaries: report.primaries,
+        cache: this.cache?.redisCacheTrusted ? 'in use' : 'bypassed until swept',
+        ...(problem ? { problem } : {}),
+      },
+    };
+  }
 }

@@ -3,9 +3,28 @@
 
 export type Cell = string | number | boolean | null | undefined;
 
+// Strings from the service (names, details, descriptions) may hold control characters: an ESC starts a
+// terminal escape sequence (colours, cursor moves, window titles, even clipboard writes), a line break
+// forges table rows. Names stored before the admin API refused them still exist (issue #23), so every
+// byte the CLI prints passes here. The escapes are JSON's, so a JSON line stays valid JSON.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+const CONTROL_BUT_LAYOUT = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+const SHORT: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+const escapeOne = (c: string) => SHORT[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/** A value inside a line (a table cell, a field): every control character escaped, line breaks included. */
+export function escapeControl(value: string): string {
+  return value.replace(CONTROL, escapeOne);
+}
+
+/** A block about to be written: its own line breaks and tabs kept, every other control character escaped. */
+export function terminalSafe(block: string): string {
+  return block.replace(CONTROL_BUT_LAYOUT, escapeOne);
+}
+
 function text(value: Cell): string {
   if (value === null || value === undefined || value === '') return '-';
-  return String(value);
+  return escapeControl(String(value));
 }
 
 /** A table with an upper-case header row; columns padded to their widest cell. */
@@ -41,8 +60,9 @@ export interface Output {
 export function consoleOutput(json: boolean): Output {
   return {
     json,
-    print: (block) => void process.stdout.write(block.endsWith('\n') ? block : `${block}\n`),
-    printJson: (value) => void process.stdout.write(`${JSON.stringify(value, null, 2)}\n`),
-    note: (message) => void process.stderr.write(`${message}\n`),
+    print: (block) => void process.stdout.write(terminalSafe(block.endsWith('\n') ? block : `${block}\n`)),
+    // JSON.stringify escapes C0 but leaves DEL and C1 raw: terminalSafe gives them JSON escapes too.
+    printJson: (value) => void process.stdout.write(terminalSafe(`${JSON.stringify(value, null, 2)}\n`)),
+    note: (message) => void process.stderr.write(terminalSafe(`${message}\n`)),
   };
 }

@@ -6,7 +6,7 @@ import { ALIASES, COMMANDS, GROUPS } from './commands/index.js';
 import { EXIT, isCliError, UsageError } from './errors.js';
 import { commandHelp, groupHelp, topHelp } from './help.js';
 import { HttpClient } from './http.js';
-import { consoleOutput } from './output.js';
+import { consoleOutput, terminalSafe } from './output.js';
 import { resolveSettings, type GlobalFlags } from './settings.js';
 
 type Env = Record<string, string | undefined>;
@@ -124,7 +124,7 @@ export async function runCli(argv: string[], env: Env): Promise<number> {
     return EXIT.ok;
   } catch (error) {
     if (!isCliError(error)) throw error;
-    process.stderr.write(`ace: error: ${error.message}\n`);
+    process.stderr.write(terminalSafe(`ace: error: ${error.message}\n`)); // the message may quote the service
     if (error instanceof UsageError) {
       const path = error.helpFor ?? helpPath ?? [];
       process.stderr.write(`Run "ace${path.length ? ` ${path.join(' ')}` : ''} --help" for usage.\n`);

@@ -3,6 +3,7 @@
 // at once) with the variable's name and what it expects.
 import { cores, SETTINGS, type DefaultContext, type Setting } from './settings.js';
 import { parseProxyList } from '../support/client-address.js';
+import { redisSettingProblems, redisTopologyKind } from './redis-settings.js';
 
 export { defaultBaseUrl } from './settings.js';
 
@@ -39,8 +40,9 @@ export function loadConfig(env: Env = process.env): Config {
   if (!/^[a-z0-9]{4}_kid_$/.test(config.apiKeyPrefix)) {
     problems.push(`API_KEY_PREFIX must be exactly 4 lowercase letters or digits followed by "_kid_" (got "${config.apiKeyPrefix}")`);
   }
-  if (config.workers > 1 && !config.redisUrl) {
-    problems.push('WORKERS > 1 needs REDIS_URL: separate processes cannot share the in-process cache, rate limiter and invalidation bus');
+  problems.push(...redisSettingProblems(config));
+  if (config.workers > 1 && !redisTopologyKind(config)) {
+    problems.push('WORKERS > 1 needs REDIS_URL (or REDIS_SENTINELS, REDIS_CLUSTER_NODES): separate processes cannot share the in-process cache, rate limiter and invalidation bus');
   }
   if (config.argon2MaxPerAddress > Math.max(1, config.argon2MaxQueue)) {
     problems.push(`ARGON2_MAX_PER_ADDRESS must not exceed ARGON2_MAX_QUEUE (${config.argon2MaxQueue}): one address must not be able to fill the queue`);
@@ -51,6 +53,10 @@ export function loadConfig(env: Env = process.env): Config {
   const invalidProxies = parseProxyList(config.trustProxyCidrs).invalid;
   if (invalidProxies.length > 0) {
     problems.push(`TRUST_PROXY_CIDRS must list IP addresses or ranges such as 10.0.0.0/8 or fd00::/8 (not: ${invalidProxies.map((e) => `"${e.slice(0, 64)}"`).join(', ')})`);
+  }
+  const invalidPeers = parseProxyList(config.trustProxyPeers).invalid;
+  if (invalidPeers.length > 0) {
+    problems.push(`TRUST_PROXY_PEERS must list IP addresses or ranges such as 10.0.0.0/8 or fd00::/8 (not: ${invalidPeers.map((e) => `"${e.slice(0, 64)}"`).join(', ')})`);
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

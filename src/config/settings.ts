@@ -58,6 +58,12 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'DATABASE_URL', key: 'databaseUrl', type: 'url', protocols: ['postgres:', 'postgresql:'], defaultText: 'unset: embedded PGlite', meaning: 'Postgres URL' },
   { env: 'DATABASE_POOL_SIZE', key: 'databasePoolSize', type: 'int', default: 10, min: 1, max: 500, defaultText: '`10`', meaning: 'connections per process' },
   { env: 'REDIS_URL', key: 'redisUrl', type: 'url', protocols: ['redis:', 'rediss:'], defaultText: 'unset: in-process', meaning: 'Redis URL (cache, shared rate limits, invalidation bus)' },
+  { env: 'REDIS_SENTINELS', key: 'redisSentinels', type: 'string', default: '', defaultText: 'unset', meaning: 'Redis through Sentinel: comma-separated sentinel `host:port` list (with `REDIS_SENTINEL_MASTER`); instead of `REDIS_URL`' },
+  { env: 'REDIS_SENTINEL_MASTER', key: 'redisSentinelMaster', type: 'string', default: '', defaultText: 'unset', meaning: 'the master name the sentinels monitor' },
+  { env: 'REDIS_CLUSTER_NODES', key: 'redisClusterNodes', type: 'string', default: '', defaultText: 'unset', meaning: 'Redis Cluster: comma-separated seed `host:port` list; instead of `REDIS_URL`' },
+  { env: 'REDIS_PASSWORD', key: 'redisPassword', type: 'secret', minLength: 1, defaultText: 'unset', meaning: 'password of the Redis data nodes (for `REDIS_URL`: when the URL carries none)' },
+  { env: 'REDIS_SENTINEL_PASSWORD', key: 'redisSentinelPassword', type: 'secret', minLength: 1, defaultText: 'unset', meaning: 'password of the sentinels themselves' },
+  { env: 'REDIS_TLS', key: 'redisTls', type: 'bool', default: false, defaultText: '`false` (`rediss://` implies `true`)', meaning: 'TLS to Redis (data nodes and sentinels)' },
   { env: 'REDIS_KEY_PREFIX', key: 'redisKeyPrefix', type: 'string', default: 'ace:', defaultText: '`ace:`', meaning: 'prefix of every Redis key and the pub/sub channel' },
   { env: 'API_KEY_PREFIX', key: 'apiKeyPrefix', type: 'string', default: 'agnt_kid_', defaultText: '`agnt_kid_`', meaning: '4 lowercase letters/digits + `_kid_`' },
   {
@@ -73,7 +79,7 @@ export const SETTINGS: readonly Setting[] = [
     env: 'WORKERS', key: 'workers', type: 'int', min: 1, max: 64,
     // Measured (README, Performance): one HTTP process keeps up with the signatures of ~4 cores, and a
     // second one on 2 cores only adds memory and context switches.
-    default: ({ values, cores }) => (values.redisUrl ? Math.max(1, Math.ceil(cores / 4)) : 1),
+    default: ({ values, cores }) => (values.redisUrl || values.redisSentinels || values.redisClusterNodes ? Math.max(1, Math.ceil(cores / 4)) : 1),
     defaultText: 'ceil(cores / 4) with Redis, else `1` (more than 1 needs Redis)',
     meaning: 'HTTP processes (node:cluster, SO_REUSEPORT); see Performance',
   },
@@ -110,6 +116,7 @@ export const SETTINGS: readonly Setting[] = [
     meaning: 'proxies in front of the public port that append to `X-Forwarded-For`: the client is that many hops from the right (`0`: ignore the header); see docs/operations.md',
   },
   { env: 'TRUST_PROXY_CIDRS', key: 'trustProxyCidrs', type: 'string', default: '', defaultText: 'unset', meaning: 'comma-separated proxy addresses or ranges; when set, replaces the hop count: from a proxy, the client is the right-most hop outside these ranges' },
+  { env: 'TRUST_PROXY_PEERS', key: 'trustProxyPeers', type: 'string', default: '', defaultText: 'loopback and private ranges', meaning: 'with `TRUST_PROXY_HOPS`: peers that may be the proxy; X-Forwarded-For from others is ignored (docs/operations.md)' },
   { env: 'KEY_ENCRYPTION_KEY', key: 'keyEncryptionKey', type: 'key32', defaultText: 'generated into `DATA_DIR/key-encryption-key` (0600)', meaning: '32 bytes (64 hex or base64) encrypting private signing keys' },
   { env: 'KEY_PROPAGATION_SECONDS', key: 'keyPropagationSeconds', type: 'int', default: 5, min: 0, max: 3600, defaultText: '`5`', meaning: 'a new key is published this long before it signs (≥ 2 × refresh)' },
   { env: 'KEY_REFRESH_SECONDS', key: 'keyRefreshSeconds', type: 'int', default: 1, min: 1, max: 60, defaultText: '`1`', meaning: 'how often each instance re-reads the key set' },
@@ -135,6 +142,8 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'AUDIT_SPOOL_MAX_BYTES', key: 'audit.spoolMaxBytes', type: 'int', default: 1024 ** 3, min: 0, max: 2 ** 50, defaultText: '1 GiB', meaning: 'spool bound in `DATA_DIR` (beyond it tokens get 503)' },
   { env: 'AUDIT_DRAIN_INTERVAL_MS', key: 'audit.drainIntervalMs', type: 'int', default: 1000, min: 50, max: 60_000, defaultText: '`1000`', meaning: 'how often a spooling process probes Postgres to drain the spool' },
   { env: 'AUDIT_POOL_SIZE', key: 'audit.poolSize', type: 'int', default: 3, min: 1, max: 64, defaultText: '`3` (2 embedded)', meaning: "the trail's own Postgres connections" },
+  { env: 'AUDIT_REFUSALS_PER_WINDOW', key: 'audit.refusalsPerWindow', type: 'int', default: 20, min: 1, max: 100_000, defaultText: '`20`', meaning: '`token.refused` rows per address and per agent in a window; beyond, aggregated (docs/audit.md)' },
+  { env: 'AUDIT_REFUSAL_WINDOW_SECONDS', key: 'audit.refusalWindowSeconds', type: 'int', default: 60, min: 1, max: 3600, defaultText: '`60`', meaning: 'the window of `AUDIT_REFUSALS_PER_WINDOW`' },
   { env: 'AUDIT_MAINTENANCE_INTERVAL_SECONDS', key: 'audit.maintenanceIntervalSeconds', type: 'int', default: 3600, min: 1, max: 86_400, defaultText: '`3600`', meaning: 'partition creation and retention round' },
   { env: 'LOG_LEVEL', key: 'logLevel', type: 'oneOf', default: 'info', allowed: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], defaultText: '`info`', meaning: 'pino level' },
   { env: 'ACCESS_LOG', key: 'accessLog', type: 'bool', default: false, defaultText: '`false`', meaning: 'one JSON line per request (request id, route, status, ms)' },

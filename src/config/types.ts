@@ -13,6 +13,13 @@ export interface Config {
   databaseUrl: string | undefined;
   /** Unset: in-process cache, limiter and invalidation bus. */
   redisUrl: string | undefined;
+  /** Sentinel `host:port` list (with redisSentinelMaster) or Cluster seed nodes; '' when unset (see redis-settings.ts). */
+  redisSentinels: string;
+  redisSentinelMaster: string;
+  redisClusterNodes: string;
+  redisPassword: string | undefined;
+  redisSentinelPassword: string | undefined;
+  redisTls: boolean;
   redisKeyPrefix: string;
   apiKeyPrefix: string;
   publicBaseUrl: string;
@@ -42,6 +49,8 @@ export interface Config {
   trustProxyHops: number;
   /** Comma-separated proxy addresses/ranges; when non-empty, replaces the hop count. */
   trustProxyCidrs: string;
+  /** With trustProxyHops: the direct peers that may be the proxy; empty means PRIVATE_RANGES. */
+  trustProxyPeers: string;
   adminAuthFailPoints: number;
   adminAuthFailWindowSeconds: number;
   /** 32-byte key-encryption key for private signing keys; unset: generated into DATA_DIR. */
@@ -81,4 +90,7 @@ export interface AuditConfig {
   drainIntervalMs: number;
   poolSize: number;
   maintenanceIntervalSeconds: number;
+  /** Credential refusals recorded one by one per address and per agent in a window (refusals.ts). */
+  refusalsPerWindow: number;
+  refusalWindowSeconds: number;
 }

@@ -9,7 +9,18 @@ export interface ProxyTrust {
   hops: number;
   /** When set, proxies are recognised by address instead of counted (see clientAddress). */
   proxies?: BlockList;
+  /**
+   * With `hops`: the direct peers that may be the last proxy (TRUST_PROXY_PEERS, by default loopback and
+   * private ranges). From any other peer the header is ignored: with no proxy in front, a hop count
+   * would let every client choose its own address (and spend someone else's failure budget).
+   */
+  peers?: BlockList;
+  /** Called when a request carries X-Forwarded-For that is ignored because its peer is no trusted proxy. */
+  onUntrustedPeer?: (peer: string) => void;
 }
+
+/** Where a proxy in front of the service usually sits: loopback, private, CGNAT, link-local, ULA. */
+export const PRIVATE_RANGES = '127.0.0.0/8,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,169.254.0.0/16,::1/128,fc00::/7,fe80::/10';
 
 export const NO_PROXY: ProxyTrust = { hops: 0 };
 
@@ -75,7 +86,8 @@ export function addressKey(ip: ParsedIp): string {
 
 /**
  * The client's address key: the forwarded hop the configuration trusts when it is a valid IP address,
- * else the socket peer's.
+ * else the socket peer's. The header is read only from a peer in `proxies` (when set), else in `peers`
+ * (when set).
  * - `proxies` set: the header is read only when the peer is one of the proxies; walking from the right,
  *   hops inside the proxy ranges are skipped and the first one outside them is the client.
  * - else `hops` = N: the N-th hop from the right (the left-most when there are fewer, as a chain shorter
@@ -91,7 +103,11 @@ export function clientAddress(forwardedFor: string, socketAddress: string, trust
 
 function forwardedHop(header: string, socket: ParsedIp | undefined, trust: ProxyTrust): ParsedIp | undefined {
   if (!trust.proxies && trust.hops <= 0) return undefined;
-  if (trust.proxies && !(socket && isProxy(trust.proxies, socket))) return undefined;
+  const from = trust.proxies ?? trust.peers;
+  if (from && !(socket && isProxy(from, socket))) {
+    trust.onUntrustedPeer?.(socket?.address ?? '');
+    return undefined;
+  }
   const cut = header.length > MAX_FORWARDED_CHARS;
   const hops = (cut ? header.slice(-MAX_FORWARDED_CHARS) : header).split(',');
   if (cut) hops.shift(); // the first piece may be half a hop

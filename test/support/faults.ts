@@ -2,28 +2,12 @@
 // killed and restarted, a TCP proxy in front of Postgres that can refuse or black-hole traffic, a raw
 // HTTP/1.1 client over node:net (for what fetch will not send), and small readers for metrics and RSS.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import { ERRORS } from '../../src/core/errors.js';
-import { freePort } from './service.js';
-import { childrenOf } from './proc.js';
-
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Polls `probe` until it returns true; throws with `what` after `timeoutMs`. */
-export async function waitFor(what: string, probe: () => Promise<boolean> | boolean, timeoutMs = 15_000, everyMs = 100): Promise<number> {
-  const started = Date.now();
-  for (;;) {
-    try {
-      if (await probe()) return Date.now() - started;
-    } catch {
-      // not yet
-    }
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
+import { freePort } from '../../kit/ports.js';
+import { memoryBytes, processTree } from '../../kit/proc.js';
+import { sleep, waitFor } from '../../kit/wait.js';
 
 // ---------------------------------------------------------------------------------------------------
 // A private redis-server (never the shared one on 6379: other suites run against it in parallel).
@@ -285,7 +269,7 @@ export function exchangeOnOneConnection(port: number, requests: (string | Buffer
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, '127.0.0.1');
     const answers: RawResponse[] = [];
-    let pending = Buffer.alloc(0);
+    let pending: Buffer = Buffer.alloc(0);
     const fail = (why: string) => {
       clearTimeout(timer);
       socket.destroy();
@@ -391,19 +375,6 @@ export function contractErrorProblem(status: number, contentType: string | undef
 // ---------------------------------------------------------------------------------------------------
 // Metrics and memory.
 
-/** Sum of every sample of `name` whose labels include `labels` (Prometheus text format). */
-export function metricSum(text: string, name: string, labels: Record<string, string> = {}): number {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const match = /^([^{\s]+)(?:\{([^}]*)\})?\s+(\S+)/.exec(line);
-    if (!match || match[1] !== name) continue;
-    const have = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(match[3]);
-  }
-  return sum;
-}
-
 /** Statuses >= 500 other than 503 that the service counted, as "route method status" strings. */
 export function serverErrorsIn(metricsText: string): string[] {
   return [...metricsText.matchAll(/^ace_http_requests_total\{route="([^"]*)",method="([^"]*)",status="(5\d\d)"\} (\S+)/gm)]
@@ -411,23 +382,7 @@ export function serverErrorsIn(metricsText: string): string[] {
     .map((m) => `${m[1]} ${m[2]} ${m[3]} x${m[4]}`);
 }
 
-function statusKb(pid: number): number {
-  try {
-    const match = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return match ? Number(match[1]) : 0;
-  } catch {
-    return 0;
-  }
-}
-
 /** Resident memory (MiB) of the process and its descendants (cluster workers, if any). */
 export function rssMiB(pid: number): number {
-  let kb = 0;
-  const queue = [pid];
-  while (queue.length > 0) {
-    const next = queue.shift()!;
-    kb += statusKb(next);
-    queue.push(...childrenOf(next));
-  }
-  return kb / 1024;
+  return processTree(pid).reduce((sum, p) => sum + memoryBytes(p), 0) / (1024 * 1024);
 }

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import postgres from 'postgres';
-import { waitFor } from './faults.js';
+import { waitFor } from '../../kit/wait.js';
 
 const PG_BIN = process.env.TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 

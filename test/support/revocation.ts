@@ -4,6 +4,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { createVerifier, protectNodeHandler, type Verifier, type RevocationFeedOptions } from '../../packages/middleware/src/index.js';
+import { sleep } from '../../kit/wait.js';
 
 export interface Platform {
   url: string;
@@ -65,7 +66,7 @@ export async function msUntilRefused(platformUrl: string, accessToken: string, s
       return Date.now() - since;
     }
     if (status !== 200) throw new Error(`unexpected HTTP ${status}`);
-    await new Promise((r) => setTimeout(r, 10));
+    await sleep(10);
   }
   throw new Error(`still accepted after ${limitMs} ms`);
 }

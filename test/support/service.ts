@@ -1,55 +1,22 @@
 // Test harness: starts the compiled service (dist/src/main.js) as a child process on free ports against
 // real Postgres and Redis on 127.0.0.1 (mode "real") or on the embedded default (mode "embedded").
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { childrenOf } from './proc.js';
-import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
-import postgres from 'postgres';
+import { childrenOf } from '../../kit/proc.js';
+import { createDatabase as createScratchDatabase, redisKeyPrefix, type ScratchDatabase } from '../../kit/stores.js';
+import { DIST, serviceAddresses, spawnService, waitUntilReady, type Exit } from '../../kit/service.js';
 
 export const PG_ADMIN_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const DIST = path.resolve(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), '../../dist');
-const MAIN = path.join(DIST, 'src/main.js');
 const FAULT_HOOKS = path.join(DIST, 'test/support/fault-hooks.js');
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-export interface TestDatabase {
-  name: string;
-  url: string;
-  drop(): Promise<void>;
-}
+export type TestDatabase = ScratchDatabase;
 
 /** A fresh, empty database on the real Postgres server. */
-export async function createDatabase(): Promise<TestDatabase> {
-  const name = `ace_test_${randomBytes(6).toString('hex')}`;
-  const sql = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-  await sql.unsafe(`CREATE DATABASE ${name}`);
-  await sql.end();
-  const url = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`);
-  return {
-    name,
-    url,
-    async drop() {
-      const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
-      await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await admin.end();
-    },
-  };
+export function createDatabase(): Promise<TestDatabase> {
+  return createScratchDatabase(PG_ADMIN_URL, 'ace_test');
 }
 
 export interface StartOptions {
@@ -86,25 +53,22 @@ export interface ServiceHandle {
   /** Everything the process wrote to stdout and stderr so far. */
   output(): string;
   /** Sends a signal and waits for exit. */
-  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stop(signal?: NodeJS.Signals): Promise<Exit>;
   /** Stops the process and drops the database it created. */
   dispose(): Promise<void>;
 }
 
 export async function startService(options: StartOptions): Promise<ServiceHandle> {
-  const [port, adminPort] = [await freePort(), await freePort()];
+  // The production build (npm run build) no longer compiles test helpers: say which command does.
+  if (options.faultWorker && !existsSync(FAULT_HOOKS)) throw new Error(`${FAULT_HOOKS} is missing: run \`npm run build:test\` (npm test does)`);
+  const addresses = await serviceAddresses();
   const ownDataDir = options.dataDir === undefined;
   const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'ace-test-'));
   const ownDatabase = options.mode === 'real' && !options.database ? await createDatabase() : undefined;
   const database = options.database ?? ownDatabase;
-  const adminToken = randomBytes(24).toString('hex');
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    ADMIN_HOST: '127.0.0.1',
-    ADMIN_PORT: String(adminPort),
-    ADMIN_TOKEN: adminToken,
+    ...addresses.env,
     DATA_DIR: dataDir,
     LOG_LEVEL: 'info',
     KEY_ENCRYPTION_KEY: '11'.repeat(32),
@@ -114,28 +78,17 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
       ? {
           DATABASE_URL: database!.url,
           REDIS_URL,
-          REDIS_KEY_PREFIX: options.redisKeyPrefix ?? `ace-test-${randomBytes(4).toString('hex')}:`,
+          REDIS_KEY_PREFIX: options.redisKeyPrefix ?? redisKeyPrefix('ace-test'),
           WORKERS: '1',
         }
       : {}),
     ...options.env,
   };
-  const args = options.faultWorker ? ['--import', FAULT_HOOKS, MAIN] : [MAIN];
-  const wrap = options.wrapWith ?? [];
-  const child = wrap.length > 0
-    ? spawn(wrap[0], [...wrap.slice(1), process.execPath, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-    : spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const service = spawnService({ env, nodeArgs: options.faultWorker ? ['--import', FAULT_HOOKS] : [], wrapWith: options.wrapWith });
+  const child = service.child;
+  const wrapped = (options.wrapWith ?? []).length > 0;
   // With a wrapper, the service is the wrapper's child: that is the process to signal.
-  const servicePid = (): number | undefined => (wrap.length > 0 ? childrenOf(child.pid!)[0] : child.pid);
-  let output = '';
-  child.stdout!.on('data', (chunk) => (output += chunk));
-  child.stderr!.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  // Everything the process wrote has been read once both pipes close. Cluster workers that outlive a
-  // killed primary may hold them open, hence the bound.
-  const drained = Promise.all([once(child.stdout!, 'close'), once(child.stderr!, 'close')]);
+  const servicePid = (): number | undefined => (wrapped ? childrenOf(child.pid!)[0] : child.pid);
   const handle: ServiceHandle = {
     publicUrl: `http://127.0.0.1:${env.PORT}`,
     adminUrl: `http://127.0.0.1:${env.ADMIN_PORT}`,
@@ -144,7 +97,7 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
     database,
     dataDir,
     process: child,
-    output: () => output,
+    output: service.output,
     /** Stops the process; resolves once it exited and its output has been read to the end. */
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) {
@@ -152,8 +105,9 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
         if (pid !== undefined && pid !== child.pid) process.kill(pid, signal);
         else child.kill(signal);
       }
-      const exit = await exited;
-      await Promise.race([drained, new Promise((r) => setTimeout(r, 5000).unref())]);
+      const exit = await service.exited;
+      // Cluster workers that outlive a killed primary may hold the pipes open, hence the bound.
+      await Promise.race([service.drained, new Promise((r) => setTimeout(r, 5000).unref())]);
       return exit;
     },
     async dispose() {
@@ -163,36 +117,22 @@ export async function startService(options: StartOptions): Promise<ServiceHandle
       if (ownDataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
-  await waitUntilReady(handle, exited);
-  return handle;
-}
-
-async function waitUntilReady(handle: ServiceHandle, exited: Promise<unknown>): Promise<void> {
-  let gone = false;
-  void exited.then(() => (gone = true));
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (gone) throw new Error(`service exited before it was ready:\n${handle.output()}`);
-    try {
-      const response = await fetch(`${handle.adminUrl}/readyz`);
-      if (response.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
+  try {
+    await waitUntilReady(handle.adminUrl, service);
+  } catch (error) {
+    await handle.dispose();
+    throw error;
   }
-  await handle.stop('SIGKILL');
-  throw new Error(`service not ready within 60 s:\n${handle.output()}`);
+  return handle;
 }
 
 /** Starts a process and resolves with its exit and output (for refusal-to-start tests). */
 export async function runToExit(env: Record<string, string>, timeoutMs = 30_000): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout!.on('data', (c) => (output += c));
-  child.stderr!.on('data', (c) => (output += c));
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+  const service = spawnService({ env });
+  const timer = setTimeout(() => service.child.kill('SIGKILL'), timeoutMs);
+  const { code } = await service.exited;
   clearTimeout(timer);
-  return { code, output };
+  // Read the output to its end; bounded, as a child left behind could hold the pipes open.
+  await Promise.race([service.drained, new Promise((r) => setTimeout(r, 5000).unref())]);
+  return { code, output: service.output() };
 }

@@ -1,6 +1,7 @@
 // One behavioural suite for the Store interface, run against every implementation (Postgres, PGlite, the
 // cached store over Redis or in process). A new implementation or a cache change must pass it unchanged.
 import { randomBytes, randomUUID } from 'node:crypto';
+import { sleep } from '../../kit/wait.js';
 import { expect, it } from 'vitest';
 import type { PlatformInput, SigningKeyRow } from '../../src/core/model.js';
 import type { Store } from '../../src/core/ports/store.js';
@@ -39,7 +40,7 @@ async function eventually(check: () => Promise<void>, timeoutMs = 10_000): Promi
       return await check();
     } catch (error) {
       if (Date.now() > deadline) throw error;
-      await new Promise((r) => setTimeout(r, 20));
+      await sleep(20);
     }
   }
 }

@@ -1,7 +1,7 @@
 // Which address the per-address limits count: the hop the configured proxies appended (counted from the
 // right), validated as an IP address, IPv6 grouped per /64; anything else falls back to the socket peer.
 import { describe, expect, it } from 'vitest';
-import { addressKey, clientAddress, MAX_FORWARDED_CHARS, NO_PROXY, parseIp, parseProxyList } from '../../src/support/client-address.js';
+import { addressKey, clientAddress, MAX_FORWARDED_CHARS, NO_PROXY, parseIp, parseProxyList, PRIVATE_RANGES } from '../../src/support/client-address.js';
 
 const SOCKET = '192.0.2.200';
 const oneHop = { hops: 1 };
@@ -72,6 +72,27 @@ describe('clientAddress with a hop count', () => {
     expect(clientAddress('::ffff:203.0.113.9', SOCKET, oneHop)).toBe('203.0.113.9');
     expect(clientAddress('', '0000:0000:0000:0000:0000:ffff:7f00:0001', oneHop)).toBe('127.0.0.1');
     expect(clientAddress('', '2001:0db8:0000:0001:0000:0000:0000:0001', NO_PROXY)).toBe('2001:db8:0:1::/64');
+  });
+});
+
+describe('clientAddress with a hop count and trusted peers (issue #23)', () => {
+  const peers = parseProxyList(PRIVATE_RANGES).proxies!;
+
+  it('reads the header only from a peer in the trusted ranges (loopback and private by default)', () => {
+    for (const proxy of ['127.0.0.1', '10.1.2.3', '172.20.0.5', '192.168.1.1', '100.64.0.9', '::1', 'fd00::7', '::ffff:10.0.0.1']) {
+      expect(clientAddress('203.0.113.9', proxy, { hops: 1, peers }), proxy).toBe('203.0.113.9');
+    }
+  });
+
+  it('ignores the header from any other peer, and says so', () => {
+    const ignored: string[] = [];
+    const trust = { hops: 1, peers, onUntrustedPeer: (peer: string) => ignored.push(peer) };
+    expect(clientAddress('203.0.113.9', '198.51.100.4', trust)).toBe('198.51.100.4');
+    expect(clientAddress('203.0.113.9', '2001:db8::1', trust)).toBe('2001:db8:0:0::/64');
+    expect(ignored).toEqual(['198.51.100.4', '2001:db8::1']);
+    // No header: nothing to ignore, nothing reported.
+    expect(clientAddress('', '198.51.100.4', trust)).toBe('198.51.100.4');
+    expect(ignored.length).toBe(2);
   });
 });
 

@@ -48,7 +48,7 @@ describe('HttpServer on one keep-alive connection', () => {
         { method: 'GET', path: '/doc', name: 'doc', handler: () => json(200, { hello: 'world' }, { ETag: '"v1"' }) },
         { method: 'GET', path: '/cached', name: 'cached', handler: () => ({ status: 304, headers: { ETag: '"v1"' }, representationLength: 17 }) },
       ],
-      { name: 'test', maxBodyBytes: 1024, trustProxy: false, metrics: new Metrics(), logger: createLogger('silent'), accessLog: false },
+      { name: 'test', maxBodyBytes: 1024, proxy: { hops: 0 }, metrics: new Metrics(), logger: createLogger('silent'), accessLog: false },
     );
     const port = await server.listen('127.0.0.1', 0);
     try {

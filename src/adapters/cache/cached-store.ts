@@ -1,7 +1,14 @@
 // Read-through caching in front of a Store: in-process (L1) then Redis (L2, when configured) then the
 // inner store. Every write goes to the inner store, then deletes the Redis entries and publishes an
 // invalidation that every instance (this one included) applies to its in-process cache.
-import type { Redis } from 'ioredis';
+//
+// The Redis layer is used only while it is trusted. A Redis cache command that fails (a delete that may
+// not have happened, a write that may land late) and anything that may have rolled Redis back or lost
+// messages (a reconnect, a promoted replica, a Cluster node lost) make it untrusted: this process then
+// neither reads nor fills it, and drops its in-process entries, until it has swept every cache key from
+// every master. So an entry a failed delete should have removed is never served from here, and an
+// instance that comes back from a failover re-reads Postgres before it trusts Redis again.
+import { sweepKeys, untilReadyOr, watchResets, type RedisClient } from './redis.js';
 import type { Metrics } from '../telemetry/index.js';
 import { WriteDeadlineError } from '../../core/errors.js';
 import type { AgentCredentials, AgentView, PlatformRecord } from '../../core/model.js';
@@ -10,13 +17,15 @@ import type { Invalidation, InvalidationBus } from '../../core/ports/invalidatio
 import { BoundedCache } from '../../core/support/bounded-cache.js';
 
 export interface CacheOptions {
-  redis: Redis | undefined;
+  redis: RedisClient | undefined;
   keyPrefix: string;
   redisTtlSeconds: number;
   localTtlMs: number;
   localMaxEntries: number;
   bus: InvalidationBus;
   metrics: Metrics;
+  /** Told when the Redis layer stops or resumes being used, and why (no key or value is passed). */
+  onTrust?: (trusted: boolean, why: string) => void;
 }
 
 /** A second Redis delete shortly after a write closes the race with a reader that loaded the old row. */
@@ -24,9 +33,18 @@ const SECOND_DELETE_MS = 750;
 /** Redis keys deleted per SCAN/UNLINK round when everything is dropped. */
 const SCAN_COUNT = 1000;
 
+/** Wait between sweep attempts while Redis answers but the sweep fails (a node still failing over). */
+const SWEEP_RETRY_MS = 250;
+
 export class CachedStore implements Store {
   private readonly views: BoundedCache<AgentView | null>;
   private readonly platforms: BoundedCache<PlatformRecord | null>;
+  /** Redis (L2) is read and filled only while true; see the file's header. */
+  private redisTrusted = true;
+  /** Bumped by every distrust: a sweep that started before one does not restore trust. */
+  private distrusts = 0;
+  private resyncing: Promise<void> | undefined;
+  private closed = false;
 
   constructor(
     private readonly inner: Store,
@@ -35,6 +53,58 @@ export class CachedStore implements Store {
     this.views = new BoundedCache(options.localMaxEntries, options.localTtlMs);
     this.platforms = new BoundedCache(Math.min(options.localMaxEntries, 10_000), options.localTtlMs);
     options.bus.subscribe((message) => this.applyInvalidation(message));
+    options.metrics.setRedisCacheTrusted(options.redis !== undefined);
+    if (options.redis) watchResets(options.redis, (why) => this.distrust(true, why));
+  }
+
+  /** Is the Redis layer in use right now (for tests and /readyz)? */
+  get redisCacheTrusted(): boolean {
+    return this.options.redis !== undefined && this.redisTrusted;
+  }
+
+  /**
+   * Stops using Redis until a full sweep succeeds. `dropLocal`: what this process cached may also be
+   * stale (a reconnect: invalidations may have been missed).
+   */
+  private distrust(dropLocal: boolean, why: string): void {
+    this.distrusts++;
+    if (dropLocal) this.applyInvalidation({ kind: 'all' });
+    if (this.redisTrusted) {
+      this.redisTrusted = false;
+      this.options.metrics.setRedisCacheTrusted(false);
+      this.options.onTrust?.(false, why);
+    }
+    this.resyncing ??= this.resync().finally(() => (this.resyncing = undefined));
+  }
+
+  private redisFailed(operation: 'cache_get' | 'cache_set' | 'cache_delete'): void {
+    this.options.metrics.redisFailed(operation);
+    this.distrust(false, `${operation} failed`);
+  }
+
+  /** Sweeps every cache key until one sweep completes with no distrust during it; then trusts Redis again. */
+  private async resync(): Promise<void> {
+    const redis = this.options.redis!;
+    while (!this.closed && !this.redisTrusted) {
+      if (redis.status !== 'ready') {
+        // Wait for Redis to answer again (bounded: status changes can come without a 'ready' in a Cluster).
+        await untilReadyOr(redis, 1000);
+        continue;
+      }
+      const seen = this.distrusts;
+      try {
+        await sweepKeys(redis, `${globEscape(this.options.keyPrefix)}*`, SCAN_COUNT);
+      } catch {
+        this.options.metrics.redisFailed('cache_sweep');
+        await new Promise((r) => setTimeout(r, SWEEP_RETRY_MS).unref());
+        continue;
+      }
+      if (seen === this.distrusts) {
+        this.redisTrusted = true;
+        this.options.metrics.setRedisCacheTrusted(true);
+        this.options.onTrust?.(true, 'swept');
+      }
+    }
   }
 
   private viewKey(apiKeyId: string) {
@@ -78,10 +148,15 @@ export class CachedStore implements Store {
     if (cached !== undefined) return cached;
     const generation = local.generation;
     const { redis } = this.options;
-    if (redis) {
-      const raw = await redis.get(redisKey).catch(() => null);
+    if (redis && this.redisTrusted) {
+      const distrusts = this.distrusts;
+      const raw = await redis.get(redisKey).catch(() => {
+        this.redisFailed('cache_get');
+        return null;
+      });
       this.options.metrics.cache('redis', raw !== null);
-      if (raw !== null) {
+      // Trust lost while the GET was out: its answer may be the very entry a failed delete left.
+      if (raw !== null && distrusts === this.distrusts) {
         const value = JSON.parse(raw) as V;
         local.set(id, value, generation);
         return value;
@@ -96,8 +171,8 @@ export class CachedStore implements Store {
   private fill<V extends object>(local: BoundedCache<V | null>, id: string, redisKey: string, value: V | null, generation: number): void {
     local.set(id, value, generation);
     const { redis } = this.options;
-    if (redis && value !== null && local.generation === generation) {
-      redis.set(redisKey, JSON.stringify(value), 'EX', this.options.redisTtlSeconds).catch(() => {});
+    if (redis && this.redisTrusted && value !== null && local.generation === generation) {
+      redis.set(redisKey, JSON.stringify(value), 'EX', this.options.redisTtlSeconds).catch(() => this.redisFailed('cache_set'));
     }
   }
 
@@ -140,11 +215,18 @@ export class CachedStore implements Store {
     return found && { ...found, cacheStamp };
   }
 
+  /**
+   * Deletes cache entries, one key per DEL (a Cluster refuses multi-key commands across slots; auto-
+   * pipelining sends them together). A delete that fails distrusts Redis (see the header): the sweep that
+   * restores trust removes the entry it should have removed. Attempted even while distrusted, so other
+   * instances stop seeing the entry as soon as possible.
+   */
   private async deleteRedis(keys: string[]): Promise<void> {
     const { redis } = this.options;
     if (!redis || keys.length === 0) return;
     const remove = async () => {
-      for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500)).catch(() => 0);
+      const results = await Promise.allSettled(keys.map((key) => redis.del(key)));
+      if (results.some((r) => r.status === 'rejected')) this.redisFailed('cache_delete');
     };
     await remove();
     setTimeout(() => void remove(), SECOND_DELETE_MS).unref();
@@ -158,15 +240,7 @@ export class CachedStore implements Store {
   private async invalidateEverything(): Promise<void> {
     const { redis } = this.options;
     if (redis) {
-      const remove = async () => {
-        let cursor = '0';
-        do {
-          const [next, keys] = await redis.scan(cursor, 'MATCH', `${this.options.keyPrefix}*`, 'COUNT', SCAN_COUNT);
-          cursor = next;
-          if (keys.length > 0) await redis.unlink(...keys);
-        } while (cursor !== '0');
-      };
-      await remove().catch(() => {});
+      await sweepKeys(redis, `${globEscape(this.options.keyPrefix)}*`, SCAN_COUNT).catch(() => this.redisFailed('cache_delete'));
     }
     await this.options.bus.publish({ kind: 'all' });
   }
@@ -277,7 +351,13 @@ export class CachedStore implements Store {
   }
 
   async close() {
+    this.closed = true;
     await this.options.bus.close();
     await this.inner.close();
   }
+}
+
+/** SCAN MATCH treats * ? [ ] \ as pattern characters: a key prefix holding them is matched literally. */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
 }

@@ -1,7 +1,8 @@
-// The invalidation bus (interface in ../invalidation.ts): Redis pub/sub when REDIS_URL is set, else in process.
-// Delivery is best effort; the caches' TTLs bound staleness when a message is lost.
+// The invalidation bus (interface in core/ports/invalidation.ts): Redis pub/sub when Redis is configured,
+// else in process. Delivery is best effort; a loss that can be noticed (reconnect, failed publish) drops
+// every cache, and the caches' TTLs bound staleness when a message is lost unnoticed.
 import { EventEmitter } from 'node:events';
-import type { Redis } from 'ioredis';
+import { watchResets, type RedisClient } from './redis.js';
 import type { Invalidation, InvalidationBus } from '../../core/ports/invalidation.js';
 
 export class LocalBus implements InvalidationBus {
@@ -20,30 +21,41 @@ export class LocalBus implements InvalidationBus {
   }
 }
 
+/**
+ * Redis pub/sub, on any topology: a Sentinel client resubscribes on the new master after a failover, a
+ * Cluster client subscribes through one node and moves when it fails (PUBLISH reaches every node of a
+ * Cluster). Whenever messages may have been lost (a reconnect, a Cluster node lost), every subscriber here
+ * drops everything it cached; a publish that failed is owed, and made good as an "all" once Redis answers.
+ */
 export class RedisBus implements InvalidationBus {
   private readonly handlers: ((message: Invalidation) => void)[] = [];
   private readonly local = new EventEmitter();
-  private everReady = false;
+  /** A publish failed: the other instances may have missed a change; tell them to drop everything. */
+  private owed = false;
 
   constructor(
-    private readonly publisher: Redis,
-    private readonly subscriber: Redis,
+    private readonly publisher: RedisClient,
+    private readonly subscriber: RedisClient,
     private readonly channel: string,
+    private readonly onFailure: (operation: 'publish') => void = () => {},
   ) {
     subscriber.on('message', (channel: string, payload: string) => {
       if (channel !== this.channel) return;
+      let message: Invalidation;
       try {
-        this.deliver(JSON.parse(payload) as Invalidation);
+        message = JSON.parse(payload) as Invalidation;
       } catch {
-        // A malformed message is dropped; TTLs still bound staleness.
+        // Only this service publishes on the channel; a payload it cannot parse (another version's, a
+        // hand-typed PUBLISH) is treated as "anything may have changed".
+        message = { kind: 'all' };
       }
+      this.deliver(message);
     });
-    subscriber.on('ready', () => {
-      void subscriber.subscribe(this.channel).catch(() => {});
-      // Messages may have been lost while disconnected: drop everything cached.
-      if (this.everReady) this.deliver({ kind: 'all' });
-      this.everReady = true;
-    });
+    const subscribeNow = () => void subscriber.subscribe(this.channel).catch(() => this.deliver({ kind: 'all' }));
+    subscriber.on('ready', subscribeNow);
+    if (subscriber.status === 'ready') subscribeNow();
+    watchResets(subscriber, () => this.deliver({ kind: 'all' }));
+    publisher.on('ready', () => void this.settleOwed());
     this.local.on('message', (m: Invalidation) => this.handlers.forEach((h) => h(m)));
   }
 
@@ -51,10 +63,26 @@ export class RedisBus implements InvalidationBus {
     this.local.emit('message', message);
   }
 
+  private async settleOwed(): Promise<void> {
+    if (!this.owed) return;
+    this.owed = false;
+    await this.send({ kind: 'all' });
+  }
+
+  private async send(message: Invalidation): Promise<void> {
+    try {
+      await this.publisher.publish(this.channel, JSON.stringify(message));
+    } catch {
+      this.owed = true;
+      this.onFailure('publish');
+    }
+  }
+
   async publish(message: Invalidation): Promise<void> {
     // Always apply locally first, so this instance is coherent even when Redis is away.
     this.deliver(message);
-    await this.publisher.publish(this.channel, JSON.stringify(message)).catch(() => {});
+    await this.send(message);
+    if (this.owed && this.publisher.status === 'ready') await this.settleOwed();
   }
 
   subscribe(handler: (message: Invalidation) => void): void {

@@ -3,10 +3,10 @@
 // the core's TokenRequest (profile oauth-at-jwt), TokenService.exchange decides (secret check, limits,
 // audit, metrics are the same), and its refusal codes become OAuth error codes (RFC 6749 §5.2, RFC 8707).
 import { ServiceError, StoreUnavailableError, toServiceError, type ErrorCode } from '../../core/errors.js';
-import { auditEvents, type AuditSink } from '../../core/audit/events.js';
 import { OAUTH_PROFILE, type ExchangeOutcome, type TokenService } from '../../core/tokens/token-service.js';
 import type { PlatformService } from '../../core/platforms/platform-service.js';
 import type { Metrics } from '../telemetry/index.js';
+import type { TokenRefusals } from './public-routes.js';
 import { FormError, formDecode, parseFormBody } from './form-body.js';
 import { UUID_PATTERN } from './schemas/public.js';
 import { json, type HttpReply, type HttpRequest, type Route } from './types.js';
@@ -44,7 +44,8 @@ export interface OAuthDeps {
   tokens: TokenService;
   platforms: PlatformService;
   metrics: Metrics;
-  audit: AuditSink;
+  /** The contract door's refusal reporting (recorded when a credential check ran, else counted). */
+  refusals: TokenRefusals;
   /**
    * Hook for the revocation events (the `ssf` work): members merged into the RFC 8414 document, e.g.
    * the SSF configuration's address. Until it is set, the document names the revocation feed itself.
@@ -132,7 +133,7 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
         // and recorded as the contract's door records a body that fails validation.
         deps.metrics.tokenOutcome('validation_error');
         if (!request.signal.aborted) {
-          deps.audit.emit(auditEvents.tokenRefused({ errorCode: 'validation_error', apiKeyId: client?.apiKeyId, platformId, clientAddress: request.address }));
+          deps.refusals.refused({ errorCode: 'validation_error', apiKeyId: client?.apiKeyId, platformId, clientAddress: request.address, checked: false });
         }
         return error.reply();
       }
@@ -149,15 +150,14 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
     deps.metrics.tokenOutcome(outcome.refused instanceof ServiceError ? refusal.code : 'unavailable');
     // As at the contract's door: recorded without holding the answer.
     if (!request.signal.aborted) {
-      deps.audit.emit(
-        auditEvents.tokenRefused({
-          errorCode: refusal.code,
-          agentId: outcome.agentId,
-          apiKeyId: client?.apiKeyId,
-          platformId,
-          clientAddress: request.address,
-        }),
-      );
+      deps.refusals.refused({
+        errorCode: refusal.code,
+        agentId: outcome.agentId,
+        apiKeyId: client?.apiKeyId,
+        platformId,
+        clientAddress: request.address,
+        checked: outcome.agentId !== undefined || refusal.code === 'invalid_credentials',
+      });
     }
     return oauthRefusal(refusal, client?.basic ?? false).reply();
   };

@@ -2,7 +2,7 @@
 import type { Route } from './types.js';
 
 export interface OpsDeps {
-  ready: () => Promise<{ ready: boolean; checks: Record<string, boolean | string> }>;
+  ready: () => Promise<{ ready: boolean; checks: Record<string, unknown> }>;
   metrics: () => Promise<{ contentType: string; body: string }>;
 }
 

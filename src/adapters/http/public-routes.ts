@@ -23,6 +23,13 @@ export interface PublicDeps {
   metrics: Metrics;
   openApi: () => Buffer;
   audit: AuditSink;
+  /** Token refusals: recorded (bounded per address and agent) or counted (audit-trail/refusals.ts). */
+  refusals: TokenRefusals;
+}
+
+/** What the token route reports of a refusal (implemented by the audit trail's RefusalRecorder). */
+export interface TokenRefusals {
+  refused(refusal: { errorCode: string; agentId?: string; apiKeyId?: string; platformId?: string; clientAddress: string; checked: boolean }): void;
 }
 
 // Token responses must never be stored by intermediaries (RFC 6749 §5.1).
@@ -56,16 +63,16 @@ export function publicRoutes(deps: PublicDeps): Route[] {
     deps.metrics.tokenOutcome(outcome.refused instanceof ServiceError ? error.code : 'unavailable');
     // Recorded in the next batch without holding the answer: a refusal costs the same with or without
     // an agent behind the key id (no timing signal), and an audit outage never turns 401 into 503.
+    // Only refusals of a credential check are recorded (bounded); earlier ones are counted (refusals.ts).
     if (!request.signal.aborted) {
-      deps.audit.emit(
-        auditEvents.tokenRefused({
-          errorCode: error.code,
-          agentId: outcome.agentId,
-          apiKeyId: body?.api_key_id,
-          platformId: body?.platform_id.toLowerCase(),
-          clientAddress: request.address,
-        }),
-      );
+      deps.refusals.refused({
+        errorCode: error.code,
+        agentId: outcome.agentId,
+        apiKeyId: body?.api_key_id,
+        platformId: body?.platform_id.toLowerCase(),
+        clientAddress: request.address,
+        checked: outcome.agentId !== undefined || error.code === 'invalid_credentials',
+      });
     }
     throw error;
   };

@@ -40,6 +40,20 @@ const statusLine = (status: number): string => {
 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The methods the service can name. Any other method (HTTP allows any token, of any length) becomes
+ * `other` before it reaches a metric label, a log line, a handler or an audit event: a client must not
+ * be able to mint series or rows with invented methods.
+ */
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+export const OTHER_METHOD = 'other';
+export function knownMethod(raw: string): string {
+  // Long invented methods are never upper-cased or copied: the length test comes first.
+  if (raw.length > 7) return OTHER_METHOD;
+  const method = raw.toUpperCase();
+  return KNOWN_METHODS.has(method) ? method : OTHER_METHOD;
+}
 const NEVER_ABORTED = new AbortController().signal;
 const decoder = new TextDecoder();
 
@@ -60,15 +74,19 @@ export class HttpServer {
   private listenSocket: uWS.us_listen_socket | undefined;
   private draining = false;
   private readonly inFlight = new InFlight();
+  private readonly proxy: ProxyTrust;
+  /** Ignored X-Forwarded-For headers since the last warning, and when that was. */
+  private untrusted = { count: 0, warnedAt: -Infinity };
 
   constructor(routes: Route[], private readonly options: ServerOptions) {
+    this.proxy = { ...options.proxy, onUntrustedPeer: (peer) => this.untrustedPeer(peer) };
     this.app = uWS.App();
     for (const [path, group] of routesByPath(routes)) {
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
       const allow = allowHeader(group);
       this.app.any(path, (res, req) => {
         if (this.refusedFraming(res, req)) return;
-        const method = req.getMethod().toUpperCase();
+        const method = knownMethod(req.getMethod());
         const route = group.find((r) => r.method === method || r.method === 'ANY' || (method === 'HEAD' && r.method === 'GET'));
         if (!route) {
           this.answerError(res, req, group[0].name, new ServiceError('method_not_allowed', undefined, { Allow: allow }));
@@ -103,7 +121,7 @@ export class HttpServer {
     });
     const refusal = framingRefusal(fields);
     if (!refusal) return false;
-    const method = req.getMethod().toUpperCase();
+    const method = knownMethod(req.getMethod());
     const started = performance.now();
     const state = this.inFlight.begin();
     res.onAborted(() => {
@@ -149,6 +167,23 @@ export class HttpServer {
     (this.app as unknown as { close?: () => void }).close?.();
   }
 
+  /**
+   * X-Forwarded-For from a peer that is no trusted proxy: ignored (the socket address counts), counted,
+   * and logged at most once a minute. Steadily, it means TRUST_PROXY_HOPS is set with no proxy in front
+   * (every client could choose its address), or a proxy outside TRUST_PROXY_PEERS / TRUST_PROXY_CIDRS.
+   */
+  private untrustedPeer(peer: string): void {
+    this.options.metrics.forwardedForIgnored();
+    this.untrusted.count++;
+    const now = performance.now();
+    if (now - this.untrusted.warnedAt < 60_000) return;
+    this.options.logger.warn(
+      { peer, ignored: this.untrusted.count },
+      'X-Forwarded-For ignored: the peer is not a trusted proxy (TRUST_PROXY_HOPS set with no proxy in front, or a proxy outside TRUST_PROXY_PEERS/TRUST_PROXY_CIDRS); the peer address counts',
+    );
+    this.untrusted = { count: 0, warnedAt: now };
+  }
+
   /** Reads only the headers this route can use: each read crosses into C++. */
   private readHeaders(req: uWS.HttpRequest, route: Route): RequestHeaders {
     const body = route.body === true;
@@ -173,7 +208,7 @@ export class HttpServer {
     // The client address only matters where credentials arrive: routes with a body, and every request to
     // the listener that reads Authorization (the admin token limit; failed admin token checks are audited).
     const address =
-      route.body || this.options.readsAuthorization ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.options.proxy) : '';
+      route.body || this.options.readsAuthorization ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
     // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
     const controller = route.body ? new AbortController() : undefined;
@@ -241,7 +276,7 @@ export class HttpServer {
   }
 
   private answerError(res: uWS.HttpResponse, req: uWS.HttpRequest, routeName: string, error: ServiceError): void {
-    const method = req.getMethod().toUpperCase();
+    const method = knownMethod(req.getMethod());
     const started = performance.now();
     const requestId = randomUUID();
     const state = this.inFlight.begin();

@@ -2,12 +2,12 @@
 // Redis when configured, like the public limits). Once an address has used it up, every admin request
 // from it gets 429 until the window passes, the right token included: a guesser that happens to hit
 // the token inside a blocked window learns nothing from the answer.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../cache/index.js';
 import { RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { makeLimiter, rateLimitedError } from './limiters.js';
 
 export interface AdminAuthLimiterOptions {
-  redis: Redis | undefined;
+  redis: RedisClient | undefined;
   keyPrefix: string;
   points: number;
   windowSeconds: number;

@@ -1,12 +1,12 @@
 // Rate limits (rate-limiter-flexible): per api_key_id on authenticated token requests, and per client
 // address on failed authentications. With Redis the counts are shared by every instance; when Redis is
 // away an in-process insurance limiter takes over, so limiting never stops and never blocks on Redis.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../cache/index.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { ServiceError } from '../../core/errors.js';
 
 export interface LimiterOptions {
-  redis: Redis | undefined;
+  redis: RedisClient | undefined;
   keyPrefix: string;
   tokenPoints: number;
   tokenWindowSeconds: number;
@@ -16,11 +16,17 @@ export interface LimiterOptions {
 
 export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address';
 
-// The library joins keyPrefix and key with ':' itself.
-export function makeLimiter(redis: Redis | undefined, keyPrefix: string, points: number, duration: number): RateLimiterAbstract {
+/**
+ * The library joins keyPrefix and key with ':' itself. With Redis the key is hash-tagged ("{key}"): in a
+ * Cluster everything the library keeps for one key (its MULTI and Lua script touch only that key today)
+ * stays in one slot.
+ * While Redis is away (or a Cluster master's slots are failing over) the in-process insurance limiter
+ * answers with the same budget, per process: limits are shared only while Redis answers.
+ */
+export function makeLimiter(redis: RedisClient | undefined, keyPrefix: string, points: number, duration: number): RateLimiterAbstract {
   const memory = new RateLimiterMemory({ keyPrefix, points, duration });
   if (!redis) return memory;
-  return new RateLimiterRedis({
+  return new HashTaggedRateLimiterRedis({
     storeClient: redis,
     keyPrefix,
     points,
@@ -30,14 +36,31 @@ export function makeLimiter(redis: Redis | undefined, keyPrefix: string, points:
   });
 }
 
+/** RateLimiterRedis with every key wrapped in a Cluster hash tag. */
+class HashTaggedRateLimiterRedis extends RateLimiterRedis {
+  override getKey(key: string | number): string {
+    return super.getKey(`{${key}}`);
+  }
+}
+
 export function rateLimitedError(res: RateLimiterRes): ServiceError {
   const retryAfter = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
   return new ServiceError('rate_limited', undefined, { 'Retry-After': String(retryAfter) });
 }
 
+/** Addresses remembered as locked out, per process (a flood of addresses cannot grow it further). */
+const MAX_LOCKED_OUT = 100_000;
+
 export class Limiters {
   private readonly token: RateLimiterAbstract;
   private readonly authFail: RateLimiterAbstract;
+  /**
+   * Addresses whose failure budget is spent → when their window ends (ms). Fed by this process's own
+   * reservations, read in memory before the warm path: a locked-out address gets 429 for every credential
+   * request until its window passes, a remembered secret included, without a Redis round trip on the
+   * warm path (docs/decisions.md, Lockout).
+   */
+  private readonly lockedOut = new Map<string, number>();
 
   constructor(options: LimiterOptions, private readonly onRefusal: (limiter: LimiterName) => void) {
     this.token = makeLimiter(options.redis, `${options.keyPrefix}rl:token`, options.tokenPoints, options.tokenWindowSeconds);
@@ -56,16 +79,49 @@ export class Limiters {
    * failed for our own reasons (store or pool unavailable).
    */
   async reserveAuthAttempt(address: string): Promise<() => void> {
+    let reserved: RateLimiterRes;
     try {
-      await this.authFail.consume(address);
+      reserved = await this.authFail.consume(address);
     } catch (rejection) {
       if (rejection instanceof RateLimiterRes) {
+        this.lockOut(address, rejection.msBeforeNext);
         this.onRefusal('auth_fail_per_address');
         throw rateLimitedError(rejection);
       }
       return () => {}; // the store itself failed and no insurance answered: do not refuse for our fault
     }
-    return () => void this.authFail.reward(address, 1).catch(() => {});
+    // The last point: locked out from now unless this attempt succeeds (or fails for our reasons) and
+    // gives it back; any point given back means the budget is no longer spent.
+    if (reserved.remainingPoints <= 0) this.lockOut(address, reserved.msBeforeNext);
+    return () => {
+      this.lockedOut.delete(address);
+      void this.authFail.reward(address, 1).catch(() => {}); // a lost refund only shrinks the budget: nothing to do
+    };
+  }
+
+  /** Throws 429 while this process knows the address's failure budget to be spent; no I/O. */
+  assertNotLockedOut(address: string): void {
+    const until = this.lockedOut.get(address);
+    if (until === undefined) return;
+    const left = until - Date.now();
+    if (left <= 0) {
+      this.lockedOut.delete(address);
+      return;
+    }
+    this.onRefusal('auth_fail_per_address');
+    throw new ServiceError('rate_limited', undefined, { 'Retry-After': String(Math.max(1, Math.ceil(left / 1000))) });
+  }
+
+  private lockOut(address: string, ms: number): void {
+    if (ms <= 0) return;
+    if (this.lockedOut.size >= MAX_LOCKED_OUT && !this.lockedOut.has(address)) {
+      const now = Date.now();
+      for (const [key, until] of this.lockedOut) if (until <= now) this.lockedOut.delete(key);
+      // Still full: forget the oldest entry (its address still meets the shared limiter on its next cold check).
+      if (this.lockedOut.size >= MAX_LOCKED_OUT) this.lockedOut.delete(this.lockedOut.keys().next().value!);
+    }
+    this.lockedOut.delete(address); // re-inserted last: the Map's order stays oldest first
+    this.lockedOut.set(address, Date.now() + ms);
   }
 
   private async consume(limiter: RateLimiterAbstract, name: LimiterName, key: string): Promise<void> {

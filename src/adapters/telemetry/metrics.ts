@@ -1,6 +1,10 @@
 // Prometheus metrics. Label values are always from closed sets (route patterns, status codes, outcome
 // names): never an id, a key or a secret.
 import client from 'prom-client';
+import { ERRORS } from '../../core/errors.js';
+
+// Label values of ace_http_*{method}: what server.ts passes (knownMethod), nothing else.
+const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'other']);
 
 export type CacheName = 'local' | 'redis' | 'verified';
 export type StoreName = 'postgres' | 'redis';
@@ -18,7 +22,11 @@ export class Metrics {
   private readonly credentialChecks: client.Counter;
   private readonly backgroundFailures: client.Counter;
   private readonly adminAuthFailures: client.Counter;
+  private readonly forwardedIgnored: client.Counter;
   private readonly storeUp: client.Gauge<'store'>;
+  private readonly redisTopology: client.Gauge<'topology' | 'primary'>;
+  private readonly redisCacheTrusted: client.Gauge;
+  private readonly redisFailures: client.Counter<'operation'>;
   private readonly ready: client.Gauge;
   private readonly auditWritten: client.Counter<'sink'>;
   private readonly auditBatch: client.Histogram;
@@ -116,12 +124,36 @@ export class Metrics {
       help: 'Admin API requests with a missing or wrong bearer token (refusals past the limit count under ace_rate_limit_refusals_total).',
       registers,
     });
+    this.forwardedIgnored = new client.Counter({
+      name: 'ace_forwarded_for_ignored_total',
+      help: 'Requests whose X-Forwarded-For was ignored because the direct peer is not a trusted proxy (TRUST_PROXY_PEERS, TRUST_PROXY_CIDRS): non-zero with TRUST_PROXY_HOPS set means clients reach the service without the proxy.',
+      registers,
+    });
     this.storeUp = new client.Gauge({
       name: 'ace_store_up',
       help: '1 when the store answered its last check, else 0.',
       labelNames: ['store'],
       registers,
       aggregator: 'min', // down in any process counts as down
+    });
+    this.redisTopology = new client.Gauge({
+      name: 'ace_redis_topology_info',
+      help: 'The Redis topology in use (standalone, sentinel, cluster) and its master(s) host:port, 1 per master; absent without Redis.',
+      labelNames: ['topology', 'primary'],
+      registers,
+      aggregator: 'max',
+    });
+    this.redisCacheTrusted = new client.Gauge({
+      name: 'ace_redis_cache_trusted',
+      help: '1 while the Redis cache layer is read; 0 while it is bypassed after a failed Redis write or a reconnect, until it has been swept.',
+      registers,
+      aggregator: 'min',
+    });
+    this.redisFailures = new client.Counter({
+      name: 'ace_redis_failures_total',
+      help: 'Redis commands that failed, by operation (cache_get, cache_set, cache_delete, cache_sweep, publish); none is ignored.',
+      labelNames: ['operation'],
+      registers,
     });
     this.ready = new client.Gauge({ name: 'ace_ready', help: '1 when the instance is ready for traffic.', registers, aggregator: 'min' });
     new client.Gauge({
@@ -189,7 +221,9 @@ export class Metrics {
   private readonly httpChildren = new Map<string, { count: client.Counter.Internal; duration: client.Histogram.Internal<string> }>();
   private readonly tokenChildren = new Map<string, client.Counter.Internal>();
 
+  /** `method` is one of the known methods or `other` (server.ts knownMethod); checked again here. */
   observeHttp(route: string, method: string, status: number, seconds: number): void {
+    if (!HTTP_METHODS.has(method)) method = 'other';
     const key = `${route} ${method} ${status}`;
     let child = this.httpChildren.get(key);
     if (!child) {
@@ -201,7 +235,9 @@ export class Metrics {
     child.duration.observe(seconds);
   }
 
+  /** `outcome` is `issued`, `unavailable` (not a ServiceError) or a catalog code; anything else is counted as `other`. */
   tokenOutcome(outcome: string): void {
+    if (outcome !== 'issued' && outcome !== 'unavailable' && !Object.hasOwn(ERRORS, outcome)) outcome = 'other';
     let child = this.tokenChildren.get(outcome);
     if (!child) this.tokenChildren.set(outcome, (child = this.tokens.labels({ outcome })));
     child.inc();
@@ -231,6 +267,10 @@ export class Metrics {
     this.adminAuthFailures.inc();
   }
 
+  forwardedForIgnored(): void {
+    this.forwardedIgnored.inc();
+  }
+
   credentialChecked(): void {
     this.credentialChecks.inc();
   }
@@ -241,6 +281,20 @@ export class Metrics {
 
   setStoreUp(store: StoreName, up: boolean): void {
     this.storeUp.set({ store }, up ? 1 : 0);
+  }
+
+  /** The Redis topology and its current master(s); replaces what was reported before. */
+  setRedisTopology(topology: string, primaries: string[]): void {
+    this.redisTopology.reset();
+    for (const primary of primaries.length > 0 ? primaries : ['unknown']) this.redisTopology.set({ topology, primary }, 1);
+  }
+
+  setRedisCacheTrusted(trusted: boolean): void {
+    this.redisCacheTrusted.set(trusted ? 1 : 0);
+  }
+
+  redisFailed(operation: 'cache_get' | 'cache_set' | 'cache_delete' | 'cache_sweep' | 'publish'): void {
+    this.redisFailures.inc({ operation });
   }
 
   setReady(ready: boolean): void {

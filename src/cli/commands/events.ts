@@ -33,8 +33,15 @@ const FOLLOW_POLL_MS = 250;
 function detail(event: Event): string {
   return Object.entries(event)
     .filter(([key]) => !SHOWN.has(key))
-    .map(([key, value]) => `${key}=${Array.isArray(value) ? value.join(',') : String(value)}`)
+    .map(([key, value]) => `${key}=${render(value)}`)
     .join(' ');
+}
+
+// Arrays as a,b; objects (error_codes of token.refusals_aggregated) as k:v,k:v.
+function render(value: unknown): string {
+  if (Array.isArray(value)) return value.join(',');
+  if (value && typeof value === 'object') return Object.entries(value).map(([k, v]) => `${k}:${String(v)}`).join(',');
+  return String(value);
 }
 
 const row = (e: Event): Cell[] => [e.at, e.type, e.agent_id, e.platform_id, detail(e)];

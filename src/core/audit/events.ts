@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 export const EVENT_TYPES = [
   'token.issued',
   'token.refused',
+  'token.refusals_aggregated',
   'listing.served',
   'agent.created',
   'agent.updated',
@@ -36,6 +37,12 @@ export interface EventData {
   status?: string;
   /** admin.auth_failed: the method and path attempted. */
   request?: string;
+  /** token.refusals_aggregated: refusals not recorded one by one in the window, per error code. */
+  refusals?: number;
+  error_codes?: Record<string, number>;
+  /** token.refusals_aggregated: the window's start (RFC 3339) and length. */
+  window_start?: string;
+  window_seconds?: number;
 }
 
 export interface AuditEvent {
@@ -88,6 +95,18 @@ export const auditEvents = {
       platformId: i.platformId,
       clientAddress: i.clientAddress,
       data: { error_code: i.errorCode, ...(i.apiKeyId ? { api_key_id: i.apiKeyId } : {}) },
+    });
+  },
+  /**
+   * Credential refusals past the per-address or per-agent bound of a window, counted instead of recorded
+   * one by one: from one client address (`clientAddress`), or concerning one agent (`agentId`), or, with
+   * neither, from addresses beyond the number the process tracks.
+   */
+  refusalsAggregated(i: { clientAddress?: string; agentId?: string; refusals: number; errorCodes: Record<string, number>; windowStart: number; windowSeconds: number }): AuditEvent {
+    return event('token.refusals_aggregated', {
+      agentId: i.agentId,
+      clientAddress: i.clientAddress,
+      data: { refusals: i.refusals, error_codes: i.errorCodes, window_start: new Date(i.windowStart).toISOString(), window_seconds: i.windowSeconds },
     });
   },
   listingServed(i: { agentId: string; clientAddress: string }): AuditEvent {

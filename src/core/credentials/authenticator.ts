@@ -64,6 +64,8 @@ export class Authenticator {
 
   /** Returns the authenticated agent's view, or throws 401 `invalid_credentials` (or 429, 503). */
   async authenticate(caller: Caller): Promise<AgentView> {
+    // A locked-out address is refused before the verified-secret memory can let it in (in memory, no I/O).
+    this.limits.assertNotLockedOut(caller.address);
     const rememberedAgent = this.verified.match(caller.apiKeyId, caller.secret);
     this.telemetry.record({ type: 'verified_memory', hit: rememberedAgent !== undefined });
     if (rememberedAgent !== undefined) {

@@ -9,4 +9,6 @@ export interface AttemptLimits {
    * refund, for an attempt that succeeded or failed for the service's own reasons.
    */
   reserveAuthAttempt(address: string): Promise<() => void>;
+  /** Throws 429 while the address's failure budget is known spent; in memory, no I/O (warm path). */
+  assertNotLockedOut(address: string): void;
 }

@@ -7,7 +7,7 @@ import { chownSync, closeSync, existsSync, mkdtempSync, openSync, readFileSync, 
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { childrenOf } from '../proc.js';
+import { childrenOf } from '../../../kit/proc.js';
 
 export const PG_BIN = process.env.TOPOLOGY_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 export const HOST = '127.0.0.1';
@@ -29,7 +29,7 @@ export class TopologyTimeoutError extends Error {}
  * Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs` with
  * `what` and the last error seen (so a failed wait says what it was waiting for and why it never came).
  */
-export async function waitFor<T>(
+export async function pollFor<T>(
   what: string,
   check: () => Promise<T | undefined | false> | T | undefined | false,
   { timeoutMs = 30_000, intervalMs = 100 }: { timeoutMs?: number; intervalMs?: number } = {},
@@ -244,7 +244,7 @@ async function killAndWait(pids: number[]): Promise<void> {
       // already gone: nothing to kill
     }
   }
-  await waitFor(`processes ${pids.join(',')} to be gone`, () => pids.every((p) => !alive(p)), { timeoutMs: 10_000, intervalMs: 50 });
+  await pollFor(`processes ${pids.join(',')} to be gone`, () => pids.every((p) => !alive(p)), { timeoutMs: 10_000, intervalMs: 50 });
 }
 
 /** Runs a short command to completion (as the service user when given); throws with its output on failure. */

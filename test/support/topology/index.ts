@@ -4,7 +4,7 @@
 //   startPgBouncer                                           PgBouncer (transaction mode) in front of one
 //   startRedisSentinelGroup                                  Redis primary + replica + 3 sentinels
 //   startRedisCluster                                        6-node Redis Cluster (3 masters + 3 replicas)
-export { stopAll, leftovers, waitFor, pickPort, TopologyTimeoutError, ProcessExitedError } from './common.js';
+export { stopAll, leftovers, pollFor, pickPort, TopologyTimeoutError, ProcessExitedError } from './common.js';
 export { startPostgres, startStandby, promote, waitForReplay, PostgresNode, type PostgresOptions } from './postgres.js';
 export { startPgBouncer, PgBouncerNode, type PgBouncerOptions } from './pgbouncer.js';
 export { redisCommand, RedisNode } from './redis.js';

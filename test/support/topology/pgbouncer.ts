@@ -4,7 +4,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import { HOST, Proc, makeTempDir, registerHandle, removeDir, run, serviceUser, unregisterHandle, waitFor, withPort } from './common.js';
+import { HOST, Proc, makeTempDir, registerHandle, removeDir, run, serviceUser, unregisterHandle, pollFor, withPort } from './common.js';
 import { PG_BIN } from './common.js';
 
 export const PGBOUNCER_BIN = process.env.TOPOLOGY_PGBOUNCER_BIN ?? '/usr/sbin/pgbouncer';
@@ -58,7 +58,7 @@ export class PgBouncerNode {
     this.upstream = { host: upstream.host ?? HOST, port: upstream.port };
     this.writeConfig(this.upstream);
     this.proc.child.kill('SIGHUP');
-    await waitFor(`pgbouncer :${this.port} to reach upstream :${upstream.port}`, async () => {
+    await pollFor(`pgbouncer :${this.port} to reach upstream :${upstream.port}`, async () => {
       this.proc.assertRunning();
       const sql = this.client('postgres', { prepare: false, max: 1 });
       try {
@@ -118,7 +118,7 @@ export async function startPgBouncer(opts: PgBouncerOptions): Promise<PgBouncerN
       const node = new PgBouncerNode(port, dir, proc, upstream, writeConfig, timeoutMs);
       registerHandle(node);
       try {
-        await waitFor(`pgbouncer on ${HOST}:${port} to accept connections (pg_isready)`, async () => {
+        await pollFor(`pgbouncer on ${HOST}:${port} to accept connections (pg_isready)`, async () => {
           proc.assertRunning();
           await run(path.join(PG_BIN, 'pg_isready'), ['-h', HOST, '-p', String(port), '-q', '-t', '2'], { timeoutMs: 5_000 });
           return true;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { chownSync, existsSync, realpathSync, writeFileSync } from 'node:fs';
 import postgres from 'postgres';
 import {
-  HOST, PG_BIN, Proc, makeTempDir, registerHandle, removeDir, run, serviceUser, unregisterHandle, waitFor, withPort,
+  HOST, PG_BIN, Proc, makeTempDir, registerHandle, removeDir, run, serviceUser, unregisterHandle, pollFor, withPort,
 } from './common.js';
 
 export interface PostgresOptions {
@@ -67,7 +67,7 @@ export class PostgresNode {
 
   /** Resolves when pg_isready reports the node accepting connections on 127.0.0.1. */
   async waitReady(): Promise<void> {
-    await waitFor(`postgres on ${HOST}:${this.port} to accept connections (pg_isready)`, async () => {
+    await pollFor(`postgres on ${HOST}:${this.port} to accept connections (pg_isready)`, async () => {
       this.proc.assertRunning();
       try {
         await run(path.join(PG_BIN, 'pg_isready'), ['-h', HOST, '-p', String(this.port), '-q', '-t', '2'], { timeoutMs: 5_000 });
@@ -91,7 +91,7 @@ export class PostgresNode {
     const timeoutSec = Math.ceil(this.timeoutMs / 1000);
     const [row] = await this.query<{ promoted: boolean }>(`SELECT pg_promote(true, ${timeoutSec}) AS promoted`);
     if (!row?.promoted) throw new Error(`topology: pg_promote on :${this.port} did not finish within ${timeoutSec} s:\n${this.proc.logTail()}`);
-    await waitFor(`postgres :${this.port} to leave recovery`, async () => {
+    await pollFor(`postgres :${this.port} to leave recovery`, async () => {
       const [r] = await this.query<{ rec: boolean }>('SELECT pg_is_in_recovery() AS rec');
       return r?.rec === false;
     }, { timeoutMs: this.timeoutMs });
@@ -229,7 +229,7 @@ export async function startStandby(primary: PostgresNode, opts: PostgresOptions 
     removeDir(dir);
     throw err;
   });
-  await waitFor(`standby :${node.port} to stream from primary :${primary.port}`, async () => {
+  await pollFor(`standby :${node.port} to stream from primary :${primary.port}`, async () => {
     node.proc.assertRunning();
     const [r] = await node.query<{ status: string }>('SELECT status FROM pg_stat_wal_receiver');
     return r?.status === 'streaming';
@@ -248,7 +248,7 @@ export async function promote(standby: PostgresNode): Promise<void> {
  */
 export async function waitForReplay(primary: PostgresNode, standby: PostgresNode, timeoutMs = 30_000): Promise<void> {
   const [{ lsn }] = await primary.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
-  await waitFor(`standby :${standby.port} to replay up to ${lsn}`, async () => {
+  await pollFor(`standby :${standby.port} to replay up to ${lsn}`, async () => {
     const [r] = await standby.query<{ caught: boolean }>(`SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS caught`);
     return r?.caught === true;
   }, { timeoutMs });

@@ -3,7 +3,7 @@
 // wait until its replica has taken over and the cluster is ok again.
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { HOST, makeTempDir, pickPort, portWasTaken, registerHandle, removeDir, run, unregisterHandle, waitFor } from './common.js';
+import { HOST, makeTempDir, pickPort, portWasTaken, registerHandle, removeDir, run, unregisterHandle, pollFor } from './common.js';
 import { REDIS_CLI_BIN, RedisNode, startRedisProcess } from './redis.js';
 
 /** The cluster bus of a node listens on its port + 10000, which must stay below 32768 too. */
@@ -105,7 +105,7 @@ export class RedisCluster {
    * owner in CLUSTER NODES is a live master (nothing is still served by the dead).
    */
   async waitForClusterOk(timeoutMs = this.timeoutMs): Promise<void> {
-    await waitFor('redis cluster state ok on every live node', async () => {
+    await pollFor('redis cluster state ok on every live node', async () => {
       for (const n of this.liveNodes) {
         const info = (await n.command('CLUSTER', 'INFO')) as string;
         if (!/cluster_state:ok/.test(info) || !/cluster_slots_ok:16384/.test(info)) return false;
@@ -129,7 +129,7 @@ export class RedisCluster {
 
   /** Waits until `replica` is a master serving slots and the cluster is ok again; returns it. */
   async waitForPromotion(replica: RedisNode, timeoutMs = this.timeoutMs): Promise<RedisNode> {
-    await waitFor(`redis cluster replica :${replica.port} to be promoted`, async () => {
+    await pollFor(`redis cluster replica :${replica.port} to be promoted`, async () => {
       const role = (await replica.info('replication')).role;
       return role === 'master';
     }, { timeoutMs });
@@ -173,7 +173,7 @@ async function startCluster(basePort: number, opts: RedisClusterOptions): Promis
     await run(REDIS_CLI_BIN, ['--cluster', 'create', ...nodes.map((n) => `${HOST}:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'], { timeoutMs });
     const cluster = new RedisCluster(nodes, dir, timeoutMs);
     // Every node knows all six, every replica is in sync (so it can take over), and all slots are served.
-    await waitFor('redis cluster: six known nodes and replicas in sync', async () => {
+    await pollFor('redis cluster: six known nodes and replicas in sync', async () => {
       for (const n of nodes) {
         const info = (await n.command('CLUSTER', 'INFO')) as string;
         if (!/cluster_known_nodes:6\r?\n/.test(info)) return false;

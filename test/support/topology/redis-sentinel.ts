@@ -2,7 +2,7 @@
 // wait until the sentinels have promoted the replica.
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { HOST, makeTempDir, pickPort, portWasTaken, registerHandle, removeDir, unregisterHandle, waitFor } from './common.js';
+import { HOST, makeTempDir, pickPort, portWasTaken, registerHandle, removeDir, unregisterHandle, pollFor } from './common.js';
 import { RedisNode, startRedisProcess } from './redis.js';
 
 export interface RedisSentinelOptions {
@@ -78,7 +78,7 @@ export class RedisSentinelGroup {
    * returns it.
    */
   async waitForNewMaster(old: Address | RedisNode, timeoutMs = this.timeoutMs): Promise<RedisNode> {
-    return waitFor(`sentinels of ${this.masterName} to report a master other than :${old.port}`, async () => {
+    return pollFor(`sentinels of ${this.masterName} to report a master other than :${old.port}`, async () => {
       const answers = await this.askSentinels();
       const live = this.sentinels.filter((s) => s.running).length;
       if (answers.length < live || answers.some((a) => a.port === old.port || a.port !== answers[0].port)) return undefined;
@@ -146,7 +146,7 @@ async function startGroup(ports: number[], opts: RedisSentinelOptions): Promise<
     const replica = await startRedisProcess('redis replica', rPort, sub('replica'), [`replicaof ${HOST} ${pPort}`], { timeoutMs });
     started.push(replica);
     // Replica in sync before the sentinels start, so their first INFO of the primary already lists it.
-    await waitFor(`redis replica :${rPort} to sync from :${pPort}`, async () => {
+    await pollFor(`redis replica :${rPort} to sync from :${pPort}`, async () => {
       const r = await replica.info('replication');
       const p = await primary.info('replication');
       return r.master_link_status === 'up' && /state=online/.test(p.slave0 ?? '');
@@ -164,7 +164,7 @@ async function startGroup(ports: number[], opts: RedisSentinelOptions): Promise<
     }
     // A failover needs a majority of sentinels that know each other (hello messages, every 2 s) and the
     // replica: wait until each one sees the other two and the replica.
-    await waitFor(`sentinels of ${masterName} to see the replica and each other`, async () => {
+    await pollFor(`sentinels of ${masterName} to see the replica and each other`, async () => {
       for (const s of sentinels) {
         const m = pairs(await s.command('SENTINEL', 'MASTER', masterName));
         if (m['num-slaves'] !== '1' || m['num-other-sentinels'] !== '2' || m.flags !== 'master') return false;

@@ -2,7 +2,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { HOST, Proc, waitFor } from './common.js';
+import { HOST, Proc, pollFor } from './common.js';
 
 export const REDIS_SERVER_BIN = process.env.TOPOLOGY_REDIS_SERVER_BIN ?? 'redis-server';
 export const REDIS_CLI_BIN = process.env.TOPOLOGY_REDIS_CLI_BIN ?? 'redis-cli';
@@ -85,7 +85,7 @@ export class RedisNode {
   }
 
   async waitPing(timeoutMs: number): Promise<void> {
-    await waitFor(`redis on ${HOST}:${this.port} to answer PING`, async () => {
+    await pollFor(`redis on ${HOST}:${this.port} to answer PING`, async () => {
       this.proc.assertRunning();
       // The pid check: a server of someone else's that won a race for this port must not pass for ours.
       return (await this.command('PING')) === 'PONG' && Number((await this.info('server')).process_id) === this.pid;

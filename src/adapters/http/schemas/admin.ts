@@ -3,7 +3,12 @@ import { Type, type Static } from '@sinclair/typebox';
 import { AgentStatus, PlatformStatus, VerificationStatus } from './public.js';
 import { RoutePath, ScopeName } from '@agent-credential-exchange/middleware/scopes-file';
 
-const Name = Type.String({ minLength: 1, maxLength: 200 });
+/**
+ * Names are shown in terminals (`ace agent list`) and logs: no C0 or C1 control character, no DEL, so a
+ * name cannot carry a terminal escape sequence or a line break (issue #23).
+ */
+export const NO_CONTROL_CHARACTERS = '^[^\\u0000-\\u001F\\u007F-\\u009F]*$';
+const Name = Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARACTERS });
 const Domain = Type.String({
   minLength: 1,
   maxLength: 253,

@@ -1,5 +1,10 @@
-// A small client of the admin API for tests and benchmarks' seeding.
-import type { ServiceHandle } from './service.js';
+// The admin API client of the tests and the bench (seeding, key and secret rotation).
+
+/** Where a service's admin API is and the bearer token it wants. */
+export interface AdminTarget {
+  adminUrl: string;
+  adminToken: string;
+}
 
 export interface Created<T = Record<string, unknown>> {
   status: number;
@@ -25,8 +30,9 @@ export interface PlatformRecord {
 }
 
 export class AdminClient {
-  constructor(private readonly service: Pick<ServiceHandle, 'adminUrl' | 'adminToken'>) {}
+  constructor(private readonly service: AdminTarget) {}
 
+  /** Any admin request; resolves with whatever status came back. */
   async request<T = any>(method: string, path: string, body?: unknown): Promise<Created<T>> {
     const response = await fetch(`${this.service.adminUrl}${path}`, {
       method,
@@ -37,55 +43,64 @@ export class AdminClient {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : undefined };
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      // Not JSON (a proxy's HTML error page, a truncated body): keep the text for the caller to see.
+      parsed = text;
+    }
+    return { status: response.status, body: parsed as T };
   }
 
-  private async expect<T>(status: number, method: string, path: string, body?: unknown): Promise<T> {
+  /** An admin request that must answer one of `expected`; throws with the status and body otherwise. */
+  async call<T = any>(method: string, path: string, body?: unknown, expected: number | number[] = [200, 201, 204]): Promise<T> {
     const result = await this.request<T>(method, path, body);
-    if (result.status !== status) {
-      throw new Error(`${method} ${path}: expected ${status}, got ${result.status} ${JSON.stringify(result.body)}`);
+    const wanted = Array.isArray(expected) ? expected : [expected];
+    if (!wanted.includes(result.status)) {
+      throw new Error(`${method} ${path}: expected ${wanted.join(' or ')}, got ${result.status} ${JSON.stringify(result.body)?.slice(0, 300)}`);
     }
     return result.body;
   }
 
   createPlatform(body: Record<string, unknown>): Promise<PlatformRecord> {
-    return this.expect(201, 'POST', '/admin/v1/platforms', body);
+    return this.call('POST', '/admin/v1/platforms', body, 201);
   }
 
   patchPlatform(platformId: string, body: Record<string, unknown>): Promise<PlatformRecord> {
-    return this.expect(200, 'PATCH', `/admin/v1/platforms/${platformId}`, body);
+    return this.call('PATCH', `/admin/v1/platforms/${platformId}`, body, 200);
   }
 
   createAgent(name = 'agent'): Promise<AgentCredentials> {
-    return this.expect(201, 'POST', '/admin/v1/agents', { name });
+    return this.call('POST', '/admin/v1/agents', { name }, 201);
   }
 
   patchAgent(agentId: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
-    return this.expect(200, 'PATCH', `/admin/v1/agents/${agentId}`, body);
+    return this.call('PATCH', `/admin/v1/agents/${agentId}`, body, 200);
   }
 
   grant(agentId: string, platformId: string, scopes: string[]): Promise<Record<string, unknown>> {
-    return this.expect(200, 'PUT', `/admin/v1/agents/${agentId}/grants/${platformId}`, { scopes });
+    return this.call('PUT', `/admin/v1/agents/${agentId}/grants/${platformId}`, { scopes }, 200);
   }
 
   revoke(agentId: string, platformId: string): Promise<unknown> {
-    return this.expect(204, 'DELETE', `/admin/v1/agents/${agentId}/grants/${platformId}`);
+    return this.call('DELETE', `/admin/v1/agents/${agentId}/grants/${platformId}`, undefined, 204);
   }
 
   rotateSecret(agentId: string, graceSeconds?: number): Promise<{ api_key_id: string; secret: string }> {
-    return this.expect(200, 'POST', `/admin/v1/agents/${agentId}/secret/rotate`, graceSeconds === undefined ? {} : { grace_seconds: graceSeconds });
+    return this.call('POST', `/admin/v1/agents/${agentId}/secret/rotate`, graceSeconds === undefined ? {} : { grace_seconds: graceSeconds }, 200);
   }
 
   listKeys(): Promise<{ keys: { kid: string; state: string }[] }> {
-    return this.expect(200, 'GET', '/admin/v1/keys');
+    return this.call('GET', '/admin/v1/keys', undefined, 200);
   }
 
   rotateKey(): Promise<{ kid: string; state: string }> {
-    return this.expect(200, 'POST', '/admin/v1/keys/rotate');
+    return this.call('POST', '/admin/v1/keys/rotate', undefined, 200);
   }
 
   retireKey(kid: string): Promise<{ kid: string; state: string }> {
-    return this.expect(200, 'POST', `/admin/v1/keys/${kid}/retire`);
+    return this.call('POST', `/admin/v1/keys/${kid}/retire`, undefined, 200);
   }
 
   /** A platform with `scopes`, and an agent granted `granted` (default: all) on it. */
@@ -102,6 +117,7 @@ export class AdminClient {
   }
 }
 
+/** POSTs `body` (JSON, or a string sent as is) and returns the status, headers, text and parsed JSON. */
 export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}) {
   const response = await fetch(url, {
     method: 'POST',
@@ -113,6 +129,7 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
   try {
     json = JSON.parse(text);
   } catch {
+    // Not JSON: callers that expect JSON assert on `body`, those that do not read `text`.
     json = undefined;
   }
   return { status: response.status, headers: response.headers, text, body: json };

@@ -1,0 +1,214 @@
+// The failover scenario of issue #25 (Redis item), run against a real Sentinel group or Cluster from the
+// topology kit: two service instances share one database and one Redis; a warm agent's tokens are asked
+// for through both while a Redis master is killed and a replica promoted. Used by
+// test/redis-sentinel.test.ts and test/redis-cluster.test.ts.
+import { randomBytes } from 'node:crypto';
+import { expect } from 'vitest';
+import { AdminClient, postJson, type AgentCredentials } from '../../kit/admin.js';
+import { createDatabase, startService, type ServiceHandle, type TestDatabase } from './service.js';
+import { metricSum } from '../../kit/metrics.js';
+import { waitFor } from '../../kit/wait.js';
+
+/** Token budget per api_key_id and minute: the shared-limit checks spend it exactly. */
+export const TOKEN_POINTS = 300;
+/** The warm agent's load stops here, well inside its budget (no 429 may blur the count). */
+const LOAD_MAX = 240;
+
+export interface Pair {
+  a: ServiceHandle;
+  b: ServiceHandle;
+  database: TestDatabase;
+  dispose(): Promise<void>;
+}
+
+/** Two instances on one fresh database and Redis key prefix, configured by `env` (the topology's settings). */
+export async function startPair(env: Record<string, string>): Promise<Pair> {
+  const database = await createDatabase();
+  const redisKeyPrefix = `ace-failover-${randomBytes(4).toString('hex')}:`;
+  const common = {
+    mode: 'real' as const,
+    database,
+    redisKeyPrefix,
+    env: {
+      REDIS_URL: '',
+      ...env,
+      RATE_LIMIT_TOKEN_POINTS: String(TOKEN_POINTS),
+      // A long in-process cache: the other instance keeps a deactivated agent's view for a minute unless
+      // an invalidation (or a Redis reset) drops it, so the test sees whether one does.
+      LOCAL_CACHE_TTL_MS: '60000',
+    },
+  };
+  const [a, b] = await Promise.all([startService(common), startService(common)]);
+  return {
+    a,
+    b,
+    database,
+    async dispose() {
+      await Promise.all([a.dispose(), b.dispose()]);
+      await database.drop();
+    },
+  };
+}
+
+export const tokenAt = (service: ServiceHandle, agent: AgentCredentials, platformId: string) =>
+  postJson(`${service.publicUrl}/api/v1/auth/token`, { api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platformId });
+
+export async function readyz(service: ServiceHandle): Promise<{ status: number; checks: Record<string, any> }> {
+  const response = await fetch(`${service.adminUrl}/readyz`);
+  return { status: response.status, checks: ((await response.json()) as { checks: Record<string, any> }).checks };
+}
+
+export const metricsOf = async (service: ServiceHandle) => (await fetch(`${service.adminUrl}/metrics`)).text();
+
+/**
+ * Spends one fresh agent's whole budget through both instances, alternately, 6 requests at a time:
+ * returns how many were answered 200 (shared limits: TOKEN_POINTS; per instance it would be twice that).
+ */
+export async function sharedBudget(pair: Pair, agent: AgentCredentials, platformId: string): Promise<{ ok: number; limited: number; other: number[] }> {
+  // One cold check per instance first (argon2), so the burst below is all warm.
+  const counts = { ok: 0, limited: 0, other: [] as number[] };
+  const note = (status: number) => (status === 200 ? counts.ok++ : status === 429 ? counts.limited++ : counts.other.push(status));
+  note((await tokenAt(pair.a, agent, platformId)).status);
+  note((await tokenAt(pair.b, agent, platformId)).status);
+  let sent = 2;
+  const total = TOKEN_POINTS + 10;
+  await Promise.all(
+    Array.from({ length: 6 }, async () => {
+      while (sent < total) {
+        const service = sent++ % 2 === 0 ? pair.a : pair.b;
+        note((await tokenAt(service, agent, platformId)).status);
+      }
+    }),
+  );
+  return counts;
+}
+
+export interface Outcome {
+  load: { status: number; retryAfter: string | null }[];
+  /** ms from the promotion being seen to the last 200 the other instance gave the deactivated agent. */
+  lastVictimTokenAfterPromotionMs: number;
+  acknowledged: AgentCredentials[];
+}
+
+/**
+ * The scenario: warm agents, load, `kill()` (the master dies), a deactivation and agent creations through
+ * instance A while Redis is failing over, `promoted()` (resolves once the replica serves), more load.
+ */
+export async function runFailover(
+  pair: Pair,
+  kill: () => Promise<void>,
+  promoted: () => Promise<void>,
+): Promise<Outcome & { platformId: string; admin: AdminClient }> {
+  const admin = new AdminClient(pair.a);
+  const platform = await admin.createPlatform({ name: 'Shop', scopes: [{ name: 'orders:read' }] });
+  const platformId = platform.platform_id;
+  const agent = async (name: string) => {
+    const created = await admin.createAgent(name);
+    await admin.grant(created.agent_id, platformId, ['orders:read']);
+    return created;
+  };
+  const warm = await agent('warm');
+  const victim = await agent('victim');
+  // Warm both at both instances (the first token of each is the cold argon2 check).
+  for (const service of [pair.a, pair.b]) {
+    expect((await tokenAt(service, warm, platformId)).status).toBe(200);
+    expect((await tokenAt(service, victim, platformId)).status).toBe(200);
+  }
+
+  const load: Outcome['load'] = [];
+  const victimAtB: { at: number; status: number }[] = [];
+  let running = true;
+  let sent = 0;
+  const loadClient = async () => {
+    while (running && sent < LOAD_MAX) {
+      const service = sent++ % 2 === 0 ? pair.a : pair.b;
+      const response = await tokenAt(service, warm, platformId);
+      load.push({ status: response.status, retryAfter: response.headers.get('retry-after') });
+      // Paced so the load spans the failover without spending the agent's budget.
+      await new Promise((r) => setTimeout(r, 40));
+    }
+  };
+  const victimWatch = async () => {
+    while (running) {
+      const response = await tokenAt(pair.b, victim, platformId);
+      victimAtB.push({ at: Date.now(), status: response.status });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  // A request that fails at the socket (a service that died) ends its loop; the checks see the gap.
+  const clients = [loadClient(), loadClient(), victimWatch()].map((c) => c.catch((error: Error) => load.push({ status: 0, retryAfter: error.message })));
+  try {
+    return await scenario();
+  } finally {
+    running = false;
+    await Promise.allSettled(clients);
+  }
+
+  async function scenario() {
+  await waitFor('some load before the kill', () => load.length >= 20, 20_000, 20);
+
+  const killedAt = Date.now();
+  await kill();
+  // While Redis has no master: the deactivation (Postgres commits it; the cache delete and the publish
+  // fail) and new agents, each acknowledged.
+  await admin.patchAgent(victim.agent_id, { status: 'inactive' });
+  const acknowledged: AgentCredentials[] = [];
+  for (let i = 0; i < 3; i++) acknowledged.push(await agent(`during-failover-${i}`));
+  await promoted();
+  const promotedAt = Date.now();
+  // B must stop serving the victim soon after; then a little more load on the new master.
+  await waitFor('B to refuse the deactivated agent', () => victimAtB.some((v) => v.at > promotedAt && v.status === 403), 10_000, 20).catch((error) => {
+    const timeline = victimAtB.filter((v) => v.at >= killedAt - 200).map((v) => `${v.at - promotedAt}:${v.status}`);
+    throw new Error(`${(error as Error).message}; victim at B (ms from promotion:status): ${timeline.slice(0, 40).join(' ')} ... ${timeline.slice(-10).join(' ')}`);
+  });
+  const loadAfter = load.length;
+  await waitFor('load after the promotion', () => load.length >= loadAfter + 30 || sent >= LOAD_MAX, 20_000, 20);
+  running = false;
+  await Promise.all(clients);
+
+  const lastOk = Math.max(...victimAtB.filter((v) => v.status === 200).map((v) => v.at));
+  return { load, lastVictimTokenAfterPromotionMs: lastOk - promotedAt, acknowledged, platformId, admin };
+  }
+}
+
+/** The checks every topology shares once runFailover returned. */
+export async function expectFailoverOutcome(pair: Pair, outcome: Awaited<ReturnType<typeof runFailover>>, topology: string): Promise<void> {
+  const { load, platformId, admin } = outcome;
+  // >= 99 % of the warm agent's tokens answered 200; the rest 503 with Retry-After, nothing else.
+  const ok = load.filter((l) => l.status === 200).length;
+  const others = load.filter((l) => l.status !== 200);
+  expect(load.length).toBeGreaterThan(50);
+  expect(ok / load.length, JSON.stringify(others.slice(0, 5))).toBeGreaterThanOrEqual(0.99);
+  for (const o of others) {
+    expect(o.status).toBe(503);
+    expect(Number(o.retryAfter)).toBeGreaterThanOrEqual(1);
+  }
+  // The deactivation through A was refused at B within 1 s after the failover.
+  expect(outcome.lastVictimTokenAfterPromotionMs).toBeLessThanOrEqual(1000);
+
+  // Both instances back on Redis, cache trusted again, the new master reported.
+  for (const service of [pair.a, pair.b]) {
+    let seen = '';
+    await waitFor(`${service.adminUrl}: Redis up and the cache trusted after the failover`, async () => {
+      const text = await metricsOf(service);
+      const ready = await readyz(service);
+      seen = JSON.stringify({ up: metricSum(text, 'ace_store_up', { store: 'redis' }), trusted: metricSum(text, 'ace_redis_cache_trusted'), checks: ready.checks });
+      return metricSum(text, 'ace_store_up', { store: 'redis' }) === 1 && metricSum(text, 'ace_redis_cache_trusted') === 1 && ready.checks.redis === true;
+    }, 20_000).catch((error: Error) => {
+      throw new Error(`${error.message}: last seen ${seen}`);
+    });
+    const ready = await readyz(service);
+    expect(ready.status).toBe(200);
+    expect(ready.checks.redis_topology).toMatchObject({ topology, cache: 'in use' });
+    expect(metricSum(await metricsOf(service), 'ace_redis_topology_info', { topology })).toBeGreaterThanOrEqual(1);
+  }
+  // The failed cache delete and publish during the outage were counted, not swallowed.
+  expect(metricSum(await metricsOf(pair.a), 'ace_redis_failures_total')).toBeGreaterThan(0);
+
+  // Nothing acknowledged is lost: the agents created during the failover get tokens through B, and the
+  // deactivated one stays refused at both.
+  for (const created of outcome.acknowledged) expect((await tokenAt(pair.b, created, platformId)).status).toBe(200);
+  const listed = (await admin.request('GET', '/admin/v1/agents')).body;
+  const list = (Array.isArray(listed) ? listed : Object.values(listed).find(Array.isArray)) as { name: string; status: string }[];
+  expect(list.find((a) => a.name === 'victim')?.status).toBe('inactive');
+}

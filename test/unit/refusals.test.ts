@@ -1,0 +1,76 @@
+// The bounds of RefusalRecorder (src/adapters/audit-trail/refusals.ts), with an in-memory sink: what is
+// stored one by one, what is summed, and that a flood of addresses or agents stays bounded.
+import { afterEach, describe, expect, it } from 'vitest';
+import type { AuditEvent, AuditSink } from '../../src/core/audit/events.js';
+import { RefusalRecorder, type Refusal } from '../../src/adapters/audit-trail/refusals.js';
+
+const AGENT = '6ba7b810-9dad-11d1-80b4-00c04fd430c8';
+
+function recorder(perWindow: number, extra: { maxTracked?: number; processPerWindow?: number } = {}) {
+  const events: AuditEvent[] = [];
+  const logged: Record<string, number>[] = [];
+  const sink: AuditSink = { record: async (e) => void events.push(e), emit: (e) => void events.push(e) };
+  const r = new RefusalRecorder(sink, { perWindow, windowSeconds: 3600, ...extra }, { uncheckedRefusals: ({ byCode }) => void logged.push(byCode) });
+  open.push(r);
+  return { r, events, logged };
+}
+const open: RefusalRecorder[] = [];
+afterEach(() => open.splice(0).forEach((r) => r.close()));
+
+const wrong = (clientAddress: string, agentId?: string): Refusal => ({ errorCode: 'invalid_credentials', agentId, clientAddress, checked: true });
+const types = (events: AuditEvent[]) => events.map((e) => e.type);
+
+describe('RefusalRecorder', () => {
+  it('stores nothing for refusals before a credential check, and logs their counts once per window', () => {
+    const { r, events, logged } = recorder(5);
+    for (let i = 0; i < 1000; i++) r.refused({ errorCode: i % 2 ? 'validation_error' : 'unsupported_media_type', clientAddress: '192.0.2.1', checked: false });
+    r.endWindow();
+    expect(events).toEqual([]);
+    expect(logged).toEqual([{ unsupported_media_type: 500, validation_error: 500 }]);
+    r.endWindow();
+    expect(logged.length).toBe(1); // a quiet window logs nothing
+  });
+
+  it('stores up to the bound per address, then sums the rest in one aggregate per window', () => {
+    const { r, events } = recorder(3);
+    for (let i = 0; i < 10; i++) r.refused(wrong('192.0.2.1'));
+    expect(types(events)).toEqual(['token.refused', 'token.refused', 'token.refused']);
+    r.endWindow();
+    expect(events.slice(3).map((e) => [e.type, e.clientAddress, e.data?.refusals, e.data?.error_codes])).toEqual([
+      ['token.refusals_aggregated', '192.0.2.1', 7, { invalid_credentials: 7 }],
+    ]);
+    // A new window: the address has its bound again.
+    r.refused(wrong('192.0.2.1'));
+    expect(events.at(-1)!.type).toBe('token.refused');
+  });
+
+  it('bounds one agent tried from many addresses, with one aggregate for the agent only', () => {
+    const { r, events } = recorder(3);
+    for (let i = 0; i < 100; i++) r.refused(wrong(`198.51.100.${i}`, AGENT));
+    r.endWindow();
+    expect(events.filter((e) => e.type === 'token.refused').length).toBe(3);
+    const aggregates = events.filter((e) => e.type === 'token.refusals_aggregated');
+    expect(aggregates.map((e) => [e.agentId, e.clientAddress, e.data?.refusals])).toEqual([[AGENT, null, 97]]);
+  });
+
+  it('bounds the whole process, and the number of addresses it tracks', () => {
+    const { r, events } = recorder(2, { processPerWindow: 10, maxTracked: 50 });
+    for (let i = 0; i < 5000; i++) r.refused(wrong(`10.${i >> 8}.${i & 255}.1`));
+    r.endWindow();
+    const stored = events.filter((e) => e.type === 'token.refused');
+    const aggregates = events.filter((e) => e.type === 'token.refusals_aggregated');
+    expect(stored.length).toBe(10);
+    // Every refusal is either stored or counted in exactly one aggregate (no agent here).
+    expect(stored.length + aggregates.reduce((n, e) => n + (e.data?.refusals ?? 0), 0)).toBe(5000);
+    expect(aggregates.length).toBeLessThanOrEqual(2);
+    expect(aggregates.every((e) => e.clientAddress === null)).toBe(true);
+  });
+
+  it('writes the current window at close', () => {
+    const { r, events } = recorder(1);
+    r.refused(wrong('192.0.2.9'));
+    r.refused(wrong('192.0.2.9'));
+    r.close();
+    expect(types(events)).toEqual(['token.refused', 'token.refusals_aggregated']);
+  });
+});
