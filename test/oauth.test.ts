@@ -5,8 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import http from 'node:http';
 import { createVerifier, protectNodeHandler } from '@agent-credential-exchange/middleware';
-import { AdminClient } from './support/admin.js';
-import { freePort, startService, type ServiceHandle } from './support/service.js';
+import { AdminClient } from '../kit/admin.js';
+import { freePort } from '../kit/ports.js';
+import { startService, type ServiceHandle } from './support/service.js';
 
 const TOKEN_LIMIT = 5;
 let addressCounter = 0;

@@ -4,7 +4,7 @@
 // jwks_uri and iss equal to the metadata's issuer (examples/python-oauth-client/client.py).
 import { spawn, spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient } from './support/admin.js';
+import { AdminClient } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 
 const CLIENT = 'examples/python-oauth-client/client.py';
