@@ -2,7 +2,7 @@
 // §5.2 errors), RFC 8414 metadata whose issuer is the tokens' iss, and RFC 9068 tokens the platform
 // middleware accepts. Black box over HTTP against Postgres + Redis.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
+import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import http from 'node:http';
 import { createVerifier, protectNodeHandler } from '@agent-credential-exchange/middleware';
 import { AdminClient } from '../kit/admin.js';
@@ -41,7 +41,7 @@ describe('OAuth 2.0 client credentials and discovery', () => {
     expect(response.body).toEqual({ error, error_description: expect.any(String), detail: expect.any(String), error_code: error });
     expect(response.headers.get('cache-control')).toBe('no-store');
   };
-  const jwks = async () => createLocalJWKSet(await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json());
+  const jwks = async () => createLocalJWKSet((await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet);
 
   async function seedVerified(scopes = ['orders:read', 'orders:write'], granted = scopes) {
     const domain = `shop-${crypto.randomUUID().slice(0, 8)}.example.com`;
@@ -213,7 +213,7 @@ describe('OAuth 2.0 client credentials and discovery', () => {
 
     // invalid_target: missing, unknown domain, not https, a fragment, platform without a grant, two names that disagree.
     const other = await admin.createPlatform({ name: 'Other', scopes: [{ name: 'x' }] });
-    for (const target of [
+    const targets: Record<string, string>[] = [
       {},
       { resource: 'https://nowhere.example.net' },
       { resource: 'http://shop.example.com' },
@@ -222,7 +222,8 @@ describe('OAuth 2.0 client credentials and discovery', () => {
       { audience: 'nope' },
       { audience: other.platform_id },
       { resource: `urn:uuid:${other.platform_id}`, audience: platform.platform_id },
-    ]) {
+    ];
+    for (const target of targets) {
       expectOAuthError(await oauthToken({ grant_type: 'client_credentials', ...post, ...target }), 400, 'invalid_target');
     }
 
