@@ -125,9 +125,27 @@ for (const mode of ['real', 'embedded'] as const) {
         expect(unknown.text).not.toContain(agent.api_key_id);
       });
 
-      it('gives 422 unsupported_profile for oauth-at-jwt and any unknown profile', async () => {
+      it('issues profile oauth-at-jwt (RFC 9068): header typ at+jwt, the same claims, verifiable with the JWKS', async () => {
+        const { platform, agent } = await admin.seed(['orders:write', 'orders:read']);
+        const response = await token({ api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id, profile: 'oauth-at-jwt' });
+        expect(response.status).toBe(200);
+        expect(response.body).toEqual({ access_token: expect.any(String), token_type: 'Bearer', expires_in: 900 });
+        expect(decodeProtectedHeader(response.body.access_token)).toEqual({ alg: 'RS256', typ: 'at+jwt', kid: expect.any(String) });
+        const { payload } = await jwtVerify(response.body.access_token, await jwks(), {
+          audience: platform.platform_id,
+          algorithms: ['RS256'],
+          typ: 'at+jwt',
+          requiredClaims: ['iss', 'exp', 'aud', 'sub', 'client_id', 'iat', 'jti'],
+        });
+        expect(Object.keys(payload).sort()).toEqual(
+          ['aud', 'client_id', 'exp', 'iat', 'iss', 'jti', 'nbf', 'scope', 'sub', 'svc_token_profile'].sort(),
+        );
+        expect(payload).toMatchObject({ sub: agent.agent_id, client_id: agent.api_key_id, scope: 'orders:read orders:write', svc_token_profile: 'oauth-at-jwt' });
+      });
+
+      it('gives 422 unsupported_profile for any unknown profile', async () => {
         const { platform, agent } = await admin.seed();
-        for (const profile of ['oauth-at-jwt', 'something-else']) {
+        for (const profile of ['oauth-at-jwt-v2', 'something-else', 'OAUTH-AT-JWT']) {
           const response = await token({ api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id, profile });
           expectError(response, 422, 'unsupported_profile');
         }

@@ -47,6 +47,8 @@ describe('OpenAPI document', () => {
     expect(Object.keys(document.paths).sort()).toEqual(
       [
         '/.well-known/jwks.json',
+        '/.well-known/oauth-authorization-server',
+        '/oauth2/token',
         '/api/v1/auth/agents/me/platforms',
         '/api/v1/auth/token',
         '/api/v1/platforms/{platform_id}/scopes.yaml',
@@ -70,10 +72,14 @@ describe('OpenAPI document', () => {
     expect({ ...document, servers: file.servers }).toEqual(file);
   });
 
-  it('declares that no public operation takes HTTP authentication (security: [], as linters require)', () => {
+  it('declares that no public operation takes HTTP authentication (security: [], as linters require), but the OAuth door (Basic or the form)', () => {
     for (const [path, item] of Object.entries<Record<string, any>>(document.paths)) {
-      for (const [method, operation] of Object.entries<any>(item)) expect(operation.security, `${method} ${path}`).toEqual([]);
+      for (const [method, operation] of Object.entries<any>(item)) {
+        expect(operation.security, `${method} ${path}`).toEqual(path === '/oauth2/token' ? [{ clientSecretBasic: [] }, {}] : []);
+      }
     }
+    expect(document.components.securitySchemes.clientSecretBasic).toMatchObject({ type: 'http', scheme: 'basic' });
+    expect(document.components.schemas.TokenRequest.properties.profile.enum).toEqual(['svc-native-jwt', 'oauth-at-jwt']);
     expect(document.info.license.identifier).toBe('Apache-2.0');
   });
 
@@ -94,7 +100,7 @@ describe('OpenAPI document', () => {
     await call(token, token, 'POST', JSON.stringify({ ...good, api_key_id: inactive.api_key_id, secret: inactive.secret })); // 403 inactive
     await call(token, token, 'POST', JSON.stringify({ ...good, pad: 'x'.repeat(20_000) })); // 413
     await call(token, token, 'POST', JSON.stringify(good), { 'content-type': 'text/plain' }); // 415
-    await call(token, token, 'POST', JSON.stringify({ ...good, profile: 'oauth-at-jwt' })); // 422 unsupported_profile
+    await call(token, token, 'POST', JSON.stringify({ ...good, profile: 'oauth-at-jwt-v2' })); // 422 unsupported_profile
     await call(token, token, 'POST', JSON.stringify({ ...good, platform_id: 'nope' })); // 422 validation_error
     await call(token, token, 'POST', JSON.stringify(good)); // 200 (second of two points)
     await call(token, token, 'POST', JSON.stringify(good)); // 429
@@ -111,7 +117,18 @@ describe('OpenAPI document', () => {
     await call(scopes, `/api/v1/platforms/${crypto.randomUUID()}/scopes.yaml`, 'GET'); // 404
     await call(scopes, '/api/v1/platforms/not-a-uuid/scopes.yaml', 'GET'); // 422
 
+    const oauth = '/oauth2/token';
+    const form = (extra: Record<string, string>) => new URLSearchParams({ grant_type: 'client_credentials', audience: platform.platform_id, ...extra }).toString();
+    const formType = { 'content-type': 'application/x-www-form-urlencoded' };
+    const post = { client_id: agent.api_key_id, client_secret: agent.secret };
+    await call(oauth, oauth, 'POST', form({ client_id: inactive.api_key_id, client_secret: inactive.secret }), formType); // 400 unauthorized_client
+    await call(oauth, oauth, 'POST', form({ ...post, client_secret: 'wrong' }), formType); // 401
+    await call(oauth, oauth, 'POST', form(post), formType); // 429 (the key's two points are spent above)
+    await call(oauth, oauth, 'POST', form({ pad: 'x'.repeat(20_000) }), formType); // 413
+    await call('/.well-known/oauth-authorization-server', '/.well-known/oauth-authorization-server', 'GET'); // 200
+
     const seen = new Set(observed.map((o) => `${o.method} ${o.path} ${o.status}`));
+    for (const expected of ['400', '401', '413', '429']) expect(seen).toContain(`POST ${oauth} ${expected}`);
     for (const expected of ['200', '400', '401', '403', '413', '415', '422', '429']) expect(seen).toContain(`POST ${token} ${expected}`);
     for (const expected of ['200', '401', '403', '422']) expect(seen).toContain(`POST ${listing} ${expected}`);
     expect(seen).toContain('GET /.well-known/jwks.json 304');

@@ -56,7 +56,7 @@ async function signToken(task: SignTask): Promise<string> {
     keys.set(task.kid, key);
   }
   return new CompactSign(encoder.encode(task.payload))
-    .setProtectedHeader({ alg: 'RS256', typ: 'JWT', kid: task.kid })
+    .setProtectedHeader({ alg: 'RS256', typ: task.typ ?? 'JWT', kid: task.kid })
     .sign(key);
 }
 

@@ -27,10 +27,13 @@ async function runServer(config: Config, logger: Logger): Promise<void> {
   tolerateDroppedSocketErrors(logger);
   const inCluster = cluster.isWorker;
   const app = await startApp({ config, logger, metricsText: inCluster ? (m) => clusterMetricsText(m.registry) : undefined });
-  const publicHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+  // The URL the service says it is (PUBLIC_BASE_URL) and the tokens' iss: a client configured from this
+  // log accepts the tokens (it printed http://127.0.0.1:PORT while tokens said http://localhost:PORT, #26).
   logger.info(
     {
-      public_url: `http://${publicHost}:${app.publicPort}`,
+      public_url: config.publicBaseUrl,
+      issuer: config.issuer,
+      listening: `${config.host}:${app.publicPort}`,
       internal_url: `http://${config.adminHost}:${app.adminPort}`,
       admin_token_file: app.adminTokenPath ?? '(ADMIN_TOKEN is set)',
       database: config.databaseUrl ? 'postgres (DATABASE_URL)' : `embedded PGlite in ${config.dataDir}`,

@@ -8,6 +8,7 @@ import { HttpServer } from '../adapters/http/server.js';
 import { MAX_BODY_BYTES, type Route } from '../adapters/http/types.js';
 import { NO_PROXY, parseProxyList, PRIVATE_RANGES } from '../support/client-address.js';
 import { publicRoutes } from '../adapters/http/public-routes.js';
+import { oauthRoutes } from '../adapters/http/oauth-routes.js';
 import { adminBearerGuard, adminRoutes } from '../adapters/http/admin-routes.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
 import { attachRevocationSockets, revocationRoutes, revocationSocketRoute } from '../adapters/http/revocation-routes.js';
@@ -51,6 +52,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
 
   const publicRouteList: Route[] = [
     ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
+    ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, platforms, metrics, refusals }),
     ...revocationRoutes(revocationFeed, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).

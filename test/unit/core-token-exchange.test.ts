@@ -68,6 +68,16 @@ describe('token exchange (core, memory ports)', () => {
     expect(issued[0]).toMatchObject({ jti: c.jti, agentId: agent.id, platformId: platform.id, kid: core.keys.activeKey().kid });
   });
 
+  it('signs oauth-at-jwt tokens with typ at+jwt and the same claims; the default stays typ JWT', async () => {
+    const { request } = await agentOnPlatform(core);
+    const oauth = claims(await exchange(core, request({ profile: 'oauth-at-jwt' })));
+    const native = claims(await exchange(core, request()));
+    expect(core.signer.signed.map((s) => s.typ)).toEqual(['at+jwt', 'JWT']);
+    expect(oauth.svc_token_profile).toBe('oauth-at-jwt');
+    expect(native.svc_token_profile).toBe('svc-native-jwt');
+    expect(Object.keys(oauth).sort()).toEqual(Object.keys(native).sort());
+  });
+
   it('refuses an unsupported profile before any credential work, even with a wrong secret', async () => {
     const { request } = await agentOnPlatform(core);
     const verifications = core.hasher.verifications;

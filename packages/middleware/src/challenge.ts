@@ -2,11 +2,16 @@
 // the request carried no token at all), 400 invalid_request, 401 invalid_token, 403 insufficient_scope
 // with the scopes the route needs. The JSON body has the service's error shape {detail, error_code}.
 
-export type RefusalCode = 'unauthorized' | 'invalid_request' | 'invalid_token' | 'insufficient_scope' | 'service_unavailable';
+export type RefusalCode = 'unauthorized' | 'invalid_request' | 'invalid_token' | 'insufficient_scope' | 'service_unavailable' | 'resource_metadata';
 
+/**
+ * An answer the verifier gives instead of the handler. Status 200 (code `resource_metadata`) is the
+ * RFC 9728 metadata document: every adapter writes it exactly as it writes a refusal, so none needs to
+ * know about it.
+ */
 export interface Refusal {
   ok: false;
-  status: 400 | 401 | 403 | 503;
+  status: 200 | 400 | 401 | 403 | 503;
   /** Value of the WWW-Authenticate header (absent on 503). */
   wwwAuthenticate?: string;
   /** Extra headers to send (Retry-After on 503). */
@@ -68,4 +73,16 @@ export function unavailable(retryAfterSeconds: number): Refusal {
   return refusal(503, 'service_unavailable', 'The access token cannot be verified right now; try again later.', undefined, {
     'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))),
   });
+}
+
+/** RFC 9728 §3.2: the protected-resource metadata document, answered in place of the handler. */
+export function resourceMetadataAnswer(metadata: Record<string, unknown>): Refusal {
+  return { ok: false, status: 200, code: 'resource_metadata', headers: {}, body: JSON.stringify(metadata) };
+}
+
+/** RFC 9728 §5.1: the 401's Bearer challenge names the metadata URL. */
+export function withResourceMetadata(refusal: Refusal, url: string): Refusal {
+  if (!refusal.wwwAuthenticate) return refusal;
+  const wwwAuthenticate = `${refusal.wwwAuthenticate}, resource_metadata=${quoted(url)}`;
+  return { ...refusal, wwwAuthenticate, headers: { ...refusal.headers, 'www-authenticate': wwwAuthenticate } };
 }

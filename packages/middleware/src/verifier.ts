@@ -7,7 +7,7 @@
 // `fetch`, `WebSocket` (optional: else the feed is polled), `crypto.subtle` and timer globals.
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
-import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, unavailable, type Refusal } from './challenge.js';
+import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, withResourceMetadata, type Refusal } from './challenge.js';
 import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource, type TemplateSyntax } from './scope-map.js';
 import { RevocationFeed, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
 
@@ -20,6 +20,13 @@ export interface VerifierBaseOptions {
   issuer?: string;
   /** This platform's id; defaults to the scope file's platform_id and must equal it when given. */
   platformId?: string;
+  /**
+   * This platform's resource identifier (RFC 9728): its public base URL, e.g. `https://shop.example.com`
+   * (agents name it as `resource` when they ask the service's /oauth2/token). When set, the verifier
+   * answers `GET /.well-known/oauth-protected-resource` itself (RFC 9728 metadata, status 200, before any
+   * token check) and its 401 challenges carry `resource_metadata="<that URL>"`.
+   */
+  resource?: string;
   /** Realm in WWW-Authenticate challenges; defaults to the platform id. */
   realm?: string;
   /**
@@ -110,6 +117,8 @@ export interface Verifier {
   ready(): Promise<void>;
   /** Closes the feed's socket and stops every timer. */
   close(): void;
+  /** RFC 9728 protected-resource metadata (undefined when the `resource` option is not set). */
+  protectedResourceMetadata(): Record<string, unknown> | undefined;
   /** The revocation feed's state and counters (undefined when the feed is off). */
   revocationStats(): RevocationFeedStats | undefined;
 }
@@ -195,7 +204,34 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     }
   }
 
-  async function authorize({ method, path, target, authorization }: AuthorizeInput): Promise<AuthorizeResult> {
+  // RFC 9728: the metadata lives at /.well-known/oauth-protected-resource inserted before the resource's path.
+  const resource = options.resource?.replace(/\/+$/, '');
+  const resourceUrl = resource === undefined ? undefined : new URL(resource);
+  const metadataPath = resourceUrl && `${PROTECTED_RESOURCE_PATH}${resourceUrl.pathname === '/' ? '' : resourceUrl.pathname}`;
+  const metadataUrl = resourceUrl && `${resourceUrl.origin}${metadataPath}`;
+  const metadata = resource && {
+    resource,
+    authorization_servers: [issuer],
+    jwks_uri: options.jwksUrl ?? `${serviceUrl}/.well-known/jwks.json`,
+    scopes_supported: scopeFile.scopes.map((scope) => scope.name),
+    bearer_methods_supported: ['header'],
+  };
+  const metadataAnswer = metadata && resourceMetadataAnswer(metadata);
+
+  async function authorize(input: AuthorizeInput): Promise<AuthorizeResult> {
+    if (metadataAnswer && (input.method === 'GET' || input.method === 'HEAD')) {
+      const { target } = input;
+      // A template (Fastify, Express route guards) reaches here only for a route the application declared.
+      const requested = target === undefined ? input.path : target.kind === 'template' ? (typeof target.template === 'string' ? target.template : undefined) : target.path;
+      if (requested !== undefined && requested.split('?', 1)[0] === metadataPath) return metadataAnswer;
+    }
+    const result = await check(input);
+    // RFC 9728 §5.1: a 401 names where the resource's metadata is.
+    if (metadataUrl && !result.ok && result.status === 401) return withResourceMetadata(result, metadataUrl);
+    return result;
+  }
+
+  async function check({ method, path, target, authorization }: AuthorizeInput): Promise<AuthorizeResult> {
     if (authorization === undefined || authorization === '') return missingToken(realm);
     if (Array.isArray(authorization)) return invalidRequest(realm, 'More than one Authorization header.');
     // Size first: nothing of an oversized header is split, matched or decoded ("Bearer " + token + slack).
@@ -279,8 +315,11 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
       feed?.close();
     },
     revocationStats: () => feed?.stats(),
+    protectedResourceMetadata: () => (metadata ? { ...metadata } : undefined),
   };
 }
+
+export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource';
 
 const REVOKED = 'The access token was revoked.';
 const TOO_LARGE = `The access token is larger than ${MAX_TOKEN_LENGTH} bytes.`;

@@ -8,6 +8,7 @@ import type { Metrics } from '../telemetry/index.js';
 import { busy, type ServiceError } from '../../core/errors.js';
 import type { HashTask, VerifyTask } from '../../../workers/crypto-worker.js';
 import type { SignTask } from '../../../workers/sign-protocol.js';
+import type { TokenType } from '../../core/ports/crypto.js';
 import { SignBatcher } from './sign-batcher.js';
 import { WaitingLine } from './waiting-line.js';
 import { PoolCapacity, RetrySpread } from './retry-spread.js';
@@ -101,8 +102,8 @@ export class CryptoPools {
   }
 
   /** Signs with the key `kid`; its PEM crosses to a thread only the first time that thread needs it. */
-  signToken(kid: string, privateKeyPem: string, payload: string, signal?: AbortSignal): Promise<string> {
-    return this.signBatcher.sign(kid, privateKeyPem, payload, signal);
+  signToken(kid: string, privateKeyPem: string, payload: string, signal?: AbortSignal, typ?: TokenType): Promise<string> {
+    return this.signBatcher.sign(kid, privateKeyPem, payload, signal, typ);
   }
 
   /**

@@ -3,6 +3,7 @@
 // therefore signs each token at once, and a loaded one pays the cross-thread message cost once per
 // batch instead of once per token.
 import { busy } from '../../core/errors.js';
+import type { TokenType } from '../../core/ports/crypto.js';
 import { NEED_KEY, type SignTask } from '../../../workers/sign-protocol.js';
 import { WaitingLine } from './waiting-line.js';
 
@@ -31,8 +32,10 @@ export class SignBatcher {
     return this.line.queued;
   }
 
-  sign(kid: string, privateKeyPem: string, payload: string, signal?: AbortSignal): Promise<string> {
-    return this.line.run({ task: { kid, payload }, privateKeyPem }, signal);
+  sign(kid: string, privateKeyPem: string, payload: string, signal?: AbortSignal, typ?: TokenType): Promise<string> {
+    // The default typ (JWT) travels as an absent field: the common task stays as small as it was.
+    const task: SignTask = typ === undefined || typ === 'JWT' ? { kid, payload } : { kid, payload, typ };
+    return this.line.run({ task, privateKeyPem }, signal);
   }
 
   private async dispatch(batch: Pending[]): Promise<string[]> {

@@ -9,9 +9,12 @@ export interface SecretHasher {
   refuseIfVerificationsFull(): void;
 }
 
+/** The JWS `typ` header of a token: `JWT` (svc-native-jwt) or `at+jwt` (RFC 9068, oauth-at-jwt). */
+export type TokenType = 'JWT' | 'at+jwt';
+
 export interface TokenSigner {
-  /** An RS256 compact JWS of `payload` (JSON text) under the key `kid`. */
-  signToken(kid: string, privateKeyPem: string, payload: string, signal?: AbortSignal): Promise<string>;
+  /** An RS256 compact JWS of `payload` (JSON text) under the key `kid`, header `typ` = `typ` (default `JWT`). */
+  signToken(kid: string, privateKeyPem: string, payload: string, signal?: AbortSignal, typ?: TokenType): Promise<string>;
 }
 
 /** A freshly generated signing key: its kid (RFC 7638 thumbprint), public JWK and encrypted private key. */

@@ -4,14 +4,22 @@
 import { randomUUID } from 'node:crypto';
 import { Refusal, ServiceError, StoreUnavailableError, unavailable } from '../errors.js';
 import type { AgentView } from '../model.js';
-import type { TokenSigner } from '../ports/crypto.js';
+import type { TokenSigner, TokenType } from '../ports/crypto.js';
 import type { AttemptLimits } from '../ports/limits.js';
 import type { Authenticator } from '../credentials/authenticator.js';
 import type { KeyManager } from '../keys/key-manager.js';
 import { auditEvents, type AuditSink } from '../audit/events.js';
 
-/** The token profile of the contract (the only one this version issues). */
+/** The contract's default token profile (header typ JWT). */
 export const TOKEN_PROFILE = 'svc-native-jwt';
+/** RFC 9068 JWT access tokens: the same claims, header typ `at+jwt` (what strict OAuth resource servers require). */
+export const OAUTH_PROFILE = 'oauth-at-jwt';
+/** Every profile this version issues, the default first. */
+export const TOKEN_PROFILES = [TOKEN_PROFILE, OAUTH_PROFILE] as const;
+export type TokenProfile = (typeof TOKEN_PROFILES)[number];
+
+/** The JWS `typ` header of each profile (the middleware checks the pair: a token of one cannot pass as the other). */
+export const PROFILE_TYP: Record<TokenProfile, TokenType> = { 'svc-native-jwt': 'JWT', 'oauth-at-jwt': 'at+jwt' };
 
 export interface TokenRequest {
   apiKeyId: string;
@@ -25,6 +33,8 @@ export interface TokenRequest {
 export interface IssuedToken {
   accessToken: string;
   expiresIn: number;
+  /** The granted scopes of the token, space-delimited (the OAuth answer repeats them, RFC 6749 §5.1). */
+  scope: string;
 }
 
 /** What an exchange ends with: a token, or a refusal naming the agent when its key id exists. */
@@ -60,7 +70,7 @@ export class TokenService {
     }
   }
 
-  private async issue(view: AgentView, request: TokenRequest, profile: string, address: string, signal?: AbortSignal): Promise<IssuedToken> {
+  private async issue(view: AgentView, request: TokenRequest, profile: TokenProfile, address: string, signal?: AbortSignal): Promise<IssuedToken> {
     await this.ports.limits.consumeToken(request.apiKeyId);
     if (view.status !== 'active') throw new ServiceError('agent_inactive');
     const platformId = request.platformId.toLowerCase();
@@ -95,19 +105,19 @@ export class TokenService {
         () => true,
         () => false,
       );
-    const accessToken = await this.ports.signer.signToken(key.kid, key.privateKeyPem, payload, signal);
+    const accessToken = await this.ports.signer.signToken(key.kid, key.privateKeyPem, payload, signal, PROFILE_TYP[profile]);
     if (!(await recorded)) throw unavailable(1, 'The audit trail cannot record the token now; retry shortly.');
-    return { accessToken, expiresIn: this.ports.tokenTtlSeconds };
+    return { accessToken, expiresIn: this.ports.tokenTtlSeconds, scope };
   }
 }
 
 /** The profile is part of request validation (docs/decisions.md): refused before any credential work. */
-function checkProfile(requested: string | undefined): string {
+function checkProfile(requested: string | undefined): TokenProfile {
   const profile = requested ?? TOKEN_PROFILE;
-  if (profile !== TOKEN_PROFILE) {
-    throw new ServiceError('unsupported_profile', `Unsupported token profile "${profile.slice(0, 64)}": only "${TOKEN_PROFILE}" is accepted.`);
+  if (!(TOKEN_PROFILES as readonly string[]).includes(profile)) {
+    throw new ServiceError('unsupported_profile', `Unsupported token profile "${profile.slice(0, 64)}": only ${TOKEN_PROFILES.map((p) => `"${p}"`).join(' and ')} are accepted.`);
   }
-  return profile;
+  return profile as TokenProfile;
 }
 
 /** Empty request → every granted scope; else each requested scope must be granted. Sorted, no duplicates. */

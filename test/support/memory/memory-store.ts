@@ -6,7 +6,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { AgentCredentials, AgentRecord, AgentStatus, AgentView, GrantRecord, PlatformInput, PlatformRecord, SecretHashes, SigningKeyRow } from '../../../src/core/model.js';
 import type { LockOptions, SigningKeyWriter, Store } from '../../../src/core/ports/store.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../../src/core/ports/revocation-log.js';
-import type { SecretHasher, TokenSigner } from '../../../src/core/ports/crypto.js';
+import type { SecretHasher, TokenSigner, TokenType } from '../../../src/core/ports/crypto.js';
 import type { AuditEvent, AuditSink } from '../../../src/core/audit/events.js';
 import { StoreUnavailableError } from '../../../src/core/errors.js';
 
@@ -314,11 +314,11 @@ function digest(salt: Buffer, secret: string): string {
 
 /** Signs nothing: the "token" is the payload under a fixed header, with the kid in place of a signature. */
 export class MemorySigner implements TokenSigner {
-  readonly signed: { kid: string; payload: Record<string, unknown> }[] = [];
+  readonly signed: { kid: string; payload: Record<string, unknown>; typ: TokenType }[] = [];
 
-  async signToken(kid: string, _privateKeyPem: string, payload: string): Promise<string> {
-    this.signed.push({ kid, payload: JSON.parse(payload) as Record<string, unknown> });
-    const header = Buffer.from(JSON.stringify({ alg: 'none-memory', kid })).toString('base64url');
+  async signToken(kid: string, _privateKeyPem: string, payload: string, _signal?: AbortSignal, typ: TokenType = 'JWT'): Promise<string> {
+    this.signed.push({ kid, payload: JSON.parse(payload) as Record<string, unknown>, typ });
+    const header = Buffer.from(JSON.stringify({ alg: 'none-memory', typ, kid })).toString('base64url');
     return `${header}.${Buffer.from(payload).toString('base64url')}.${kid}`;
   }
 }

@@ -6,6 +6,7 @@
 // served document (built from the routes the server really has) and the file differ.
 import { publicRouteTable } from '../public-routes.js';
 import { revocationRouteTable, revocationSocketRoute } from '../revocation-routes.js';
+import { oauthRouteTable } from '../oauth-routes.js';
 import { adminRouteTable } from '../admin-routes.js';
 import { opsRouteTable } from '../ops-routes.js';
 import { TOKEN_PROFILE } from '../schemas/public.js';
@@ -17,7 +18,7 @@ export const API_VERSION = '1.0.0';
 
 /** Every route of the public listener, including the WebSocket upgrade served beside HttpServer. */
 export function publicRouteDeclarations(apiKeyPrefix: string): RouteDeclaration[] {
-  return [...Object.values(publicRouteTable(apiKeyPrefix)), ...Object.values(revocationRouteTable), revocationSocketRoute];
+  return [...Object.values(publicRouteTable(apiKeyPrefix)), ...Object.values(oauthRouteTable), ...Object.values(revocationRouteTable), revocationSocketRoute];
 }
 
 export function internalRouteDeclarations(): RouteDeclaration[] {

@@ -2,9 +2,9 @@
 // and the OpenAPI document is generated from them.
 import { Type, type Static } from '@sinclair/typebox';
 
-import { TOKEN_PROFILE } from '../../../core/tokens/token-service.js';
+import { TOKEN_PROFILE, TOKEN_PROFILES } from '../../../core/tokens/token-service.js';
 
-export { TOKEN_PROFILE };
+export { TOKEN_PROFILE, TOKEN_PROFILES };
 export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 
 /** `api_key_id`: the deployment's 9-character prefix followed by 32 lowercase hex characters. */
@@ -32,8 +32,13 @@ export function tokenRequestSchema(prefix: string) {
           description: 'Requested scope subset; empty or omitted means every scope the agent is granted on the platform.',
         }),
       ),
+      // A plain string for the validator: an unknown profile is refused as unsupported_profile (the
+      // contract's code), not as a validation_error. The OpenAPI document adds the enum.
       profile: Type.Optional(
-        Type.String({ default: TOKEN_PROFILE, description: `Token profile. Only "${TOKEN_PROFILE}" is accepted.` }),
+        Type.String({
+          default: TOKEN_PROFILE,
+          description: `Token profile: "${TOKEN_PROFILE}" (default, header typ JWT) or "oauth-at-jwt" (RFC 9068, header typ at+jwt); any other value is refused with 422 unsupported_profile.`,
+        }),
       ),
     },
     { $id: 'TokenRequest', additionalProperties: true },

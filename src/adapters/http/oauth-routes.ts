@@ -1,0 +1,358 @@
+// The OAuth 2.0 front door: the client-credentials grant (RFC 6749 §4.4) and the authorization server
+// metadata (RFC 8414). A second door to the same exchange as the contract's endpoint: the form becomes
+// the core's TokenRequest (profile oauth-at-jwt), TokenService.exchange decides (secret check, limits,
+// audit, metrics are the same), and its refusal codes become OAuth error codes (RFC 6749 §5.2, RFC 8707).
+import { ServiceError, StoreUnavailableError, toServiceError, type ErrorCode } from '../../core/errors.js';
+import { OAUTH_PROFILE, type ExchangeOutcome, type TokenService } from '../../core/tokens/token-service.js';
+import type { PlatformService } from '../../core/platforms/platform-service.js';
+import type { Metrics } from '../telemetry/index.js';
+import type { TokenRefusals } from './public-routes.js';
+import { FormError, formDecode, parseFormBody } from './form-body.js';
+import { UUID_PATTERN } from './schemas/public.js';
+import { bindRoutes, json, MAX_BODY_BYTES, type HttpReply, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
+import { fixedHeader, refusals } from './responses.js';
+import { AuthorizationServerMetadata, OAuthErrorBody, OAuthTokenRequest, OAuthTokenResponse } from './schemas/oauth.js';
+import { Type } from '@sinclair/typebox';
+
+export const OAUTH_TOKEN_PATH = '/oauth2/token';
+export const OAUTH_METADATA_PATH = '/.well-known/oauth-authorization-server';
+const BASIC_REALM = 'agent-credential-exchange';
+const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
+const UUID = new RegExp(UUID_PATTERN);
+const URN_UUID = /^urn:uuid:(.+)$/i;
+// RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
+const MAX_SECRET = 1024;
+/** How long the verified-domain index (resource=https://domain) may lag an admin change. */
+const DOMAIN_INDEX_TTL_MS = 5000;
+const DOMAIN_MISS_REFRESH_MS = 1000;
+
+export type OAuthErrorCode =
+  | 'invalid_request'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'unauthorized_client'
+  | 'unsupported_grant_type'
+  | 'invalid_scope'
+  | 'invalid_target'
+  | 'rate_limited'
+  | 'temporarily_unavailable'
+  | 'server_error';
+
+export interface OAuthDeps {
+  apiKeyPrefix: string;
+  /** The tokens' `iss` (config ISSUER) and where this service is reached (config PUBLIC_BASE_URL). */
+  issuer: string;
+  publicBaseUrl: string;
+  tokens: TokenService;
+  platforms: PlatformService;
+  metrics: Metrics;
+  /** The contract door's refusal reporting (recorded when a credential check ran, else counted). */
+  refusals: TokenRefusals;
+  /**
+   * Hook for the revocation events (the `ssf` work): members merged into the RFC 8414 document, e.g.
+   * the SSF configuration's address. Until it is set, the document names the revocation feed itself.
+   */
+  revocationMetadata?: () => Record<string, unknown>;
+}
+
+/** An OAuth error answer: RFC 6749 §5.2 members, plus the contract's `detail`/`error_code` pair. */
+class OAuthError extends Error {
+  constructor(
+    readonly error: OAuthErrorCode,
+    readonly status: number,
+    description: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(description);
+  }
+
+  reply(): HttpReply {
+    return json(
+      this.status,
+      { error: this.error, error_description: this.message, detail: this.message, error_code: this.error },
+      { ...NO_STORE, ...this.headers },
+    );
+  }
+}
+
+const invalidRequest = (description: string) => new OAuthError('invalid_request', 400, description);
+const invalidTarget = (description: string) => new OAuthError('invalid_target', 400, description);
+
+interface ClientCredentials {
+  apiKeyId: string;
+  secret: string;
+  /** Basic was used: a 401 then carries WWW-Authenticate (RFC 6749 §5.2). */
+  basic: boolean;
+}
+
+/** RFC 8414 metadata. `issuer` is exactly the tokens' `iss`. */
+export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'publicBaseUrl' | 'revocationMetadata'>): Record<string, unknown> {
+  const base = deps.publicBaseUrl;
+  return {
+    issuer: deps.issuer,
+    token_endpoint: `${base}${OAUTH_TOKEN_PATH}`,
+    jwks_uri: `${base}/.well-known/jwks.json`,
+    grant_types_supported: ['client_credentials'],
+    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    // REQUIRED by RFC 8414 §2, and there is no authorization endpoint: the honest value is empty.
+    response_types_supported: [],
+    service_documentation: `${base}/openapi.json`,
+    // Scopes are per platform (its scope file), so no global scopes_supported. Extensions (RFC 8414 §2
+    // allows more members): how to name the platform and where its scopes are.
+    ace_resource_formats: ['https://<verified domain of the platform>', 'urn:uuid:<platform_id>'],
+    ace_audience_parameter: 'audience=<platform_id>',
+    ace_scope_file_template: `${base}/api/v1/platforms/{platform_id}/scopes.yaml`,
+    ace_token_profile: OAUTH_PROFILE,
+    ...(deps.revocationMetadata ? deps.revocationMetadata() : { ace_revocation_feed_template: `${base}/api/v1/platforms/{platform_id}/revocations` }),
+  };
+}
+
+const RETRY_AFTER = { 'Retry-After': { description: 'Seconds to wait (integer, at least 1).', schema: Type.Integer({ minimum: 1 }) } };
+const oauthError = (description: string, headers?: ResponseSpec['headers']): ResponseSpec => ({
+  description,
+  ...(headers ? { headers } : {}),
+  content: { 'application/json': OAuthErrorBody },
+});
+
+/** The OAuth door as data (the server and the OpenAPI document read it). */
+export const oauthRouteTable = {
+  token: {
+    method: 'POST', path: OAUTH_TOKEN_PATH, name: 'oauth_token', operationId: 'oauthClientCredentials',
+    summary: 'OAuth 2.0 client credentials grant (RFC 6749 §4.4): the same exchange, profile oauth-at-jwt',
+    description:
+      'client_id is the api_key_id. The platform is named by resource (RFC 8707: https://<verified domain> or ' +
+      'urn:uuid:<platform_id>) and/or audience (<platform_id>). scope is space-delimited; empty means every granted scope. ' +
+      'Same secret check, limits, audit events and metrics as POST /api/v1/auth/token. Errors follow RFC 6749 §5.2 ' +
+      '(error, error_description) and also carry detail and error_code (equal to error).',
+    body: { schema: OAuthTokenRequest, contentType: 'application/x-www-form-urlencoded', required: true },
+    auth: 'none',
+    // RFC 6749 §2.3.1: Basic, or client_id + client_secret in the form (client_secret_post).
+    handlerAuth: { schemes: { clientSecretBasic: { type: 'http', scheme: 'basic', description: 'client_secret_basic: api_key_id and secret, each form-urlencoded.' } }, optional: true },
+    audit: { kind: 'batched', events: ['token.issued', 'token.refused'] },
+    responses: {
+      200: {
+        description: 'Token issued (RFC 6749 §5.1): an RFC 9068 JWT access token (header typ at+jwt).',
+        headers: { 'Cache-Control': fixedHeader('no-store') },
+        content: { 'application/json': OAuthTokenResponse },
+      },
+      400: oauthError('invalid_request (not a form, a parameter twice, two authentication methods, grant_type missing), unsupported_grant_type, invalid_scope, invalid_target (RFC 8707: no platform named, unknown, or not granted), unauthorized_client (the agent is inactive).'),
+      401: oauthError('invalid_client: unknown client_id, wrong secret or no client authentication; WWW-Authenticate: Basic when Basic was used.', {
+        'WWW-Authenticate': { schema: Type.String() },
+      }),
+      ...refusals({ payload_too_large: `body over ${MAX_BODY_BYTES / 1024} KiB.` }),
+      429: oauthError('rate_limited: the per-api_key_id token limit (shared with /api/v1/auth/token), or failed authentications per address.', RETRY_AFTER),
+      503: oauthError('temporarily_unavailable.', RETRY_AFTER),
+    },
+  },
+  metadata: {
+    method: 'GET', path: OAUTH_METADATA_PATH, name: 'oauth_metadata', operationId: 'getAuthorizationServerMetadata',
+    summary: "OAuth 2.0 authorization server metadata (RFC 8414); issuer is the tokens' iss",
+    auth: 'none',
+    audit: { kind: 'none' },
+    responses: {
+      200: { description: 'The metadata document.', headers: { 'Cache-Control': fixedHeader('public, max-age=300') }, content: { 'application/json': AuthorizationServerMetadata } },
+      ...refusals({ method_not_allowed: 'a method other than GET or HEAD.' }),
+    },
+  },
+} satisfies Record<string, RouteDeclaration>;
+
+export function oauthRoutes(deps: OAuthDeps): Route[] {
+  const apiKeyId = new RegExp(`^${deps.apiKeyPrefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}[0-9a-f]{32}$`);
+  const domains = new DomainIndex(deps.platforms);
+  const metadataBody = JSON.stringify(authorizationServerMetadata(deps));
+
+  const token = async (request: HttpRequest): Promise<HttpReply> => {
+    let client: ClientCredentials | undefined;
+    let platformId: string | undefined;
+    let outcome: ExchangeOutcome;
+    try {
+      const params = readForm(request);
+      client = clientCredentials(request.headers.authorization, params, apiKeyId);
+      const grantType = params.get('grant_type');
+      if (grantType === undefined) throw invalidRequest('grant_type is missing.');
+      if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, 'Only grant_type=client_credentials is supported.');
+      const scopes = requestedScopes(params.get('scope'));
+      platformId = await target(params, domains);
+      outcome = await deps.tokens.exchange(
+        { apiKeyId: client.apiKeyId, secret: client.secret, platformId, scopes, profile: OAUTH_PROFILE },
+        request.address,
+        request.signal,
+      );
+    } catch (error) {
+      if (error instanceof OAuthError) {
+        // Refused before the exchange (the form, the client's credentials' format, the target): counted
+        // and recorded as the contract's door records a body that fails validation.
+        deps.metrics.tokenOutcome('validation_error');
+        if (!request.signal.aborted) {
+          deps.refusals.refused({ errorCode: 'validation_error', apiKeyId: client?.apiKeyId, platformId, clientAddress: request.address, checked: false });
+        }
+        return error.reply();
+      }
+      // The domain index could not be read (a store outage): answered like any outage, 503.
+      if (!(error instanceof ServiceError || error instanceof StoreUnavailableError)) throw error;
+      outcome = { refused: error, agentId: undefined };
+    }
+    if ('issued' in outcome) {
+      deps.metrics.tokenOutcome('issued');
+      const { accessToken, expiresIn, scope } = outcome.issued;
+      return json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }, NO_STORE);
+    }
+    const refusal = toServiceError(outcome.refused);
+    deps.metrics.tokenOutcome(outcome.refused instanceof ServiceError ? refusal.code : 'unavailable');
+    // As at the contract's door: recorded without holding the answer.
+    if (!request.signal.aborted) {
+      deps.refusals.refused({
+        errorCode: refusal.code,
+        agentId: outcome.agentId,
+        apiKeyId: client?.apiKeyId,
+        platformId,
+        clientAddress: request.address,
+        checked: outcome.agentId !== undefined || refusal.code === 'invalid_credentials',
+      });
+    }
+    return oauthRefusal(refusal, client?.basic ?? false).reply();
+  };
+
+  const metadata = (): HttpReply => ({
+    status: 200,
+    headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=300' },
+    body: metadataBody,
+  });
+
+  return bindRoutes(oauthRouteTable, { token, metadata });
+}
+
+function readForm(request: HttpRequest): Map<string, string> {
+  try {
+    return parseFormBody(request.headers.contentType, request.body);
+  } catch (error) {
+    if (error instanceof FormError) throw invalidRequest(error.message);
+    throw error;
+  }
+}
+
+/** client_secret_basic (RFC 6749 §2.3.1: form-encoded id and secret inside Basic) or client_secret_post; never both. */
+function clientCredentials(authorization: string, params: Map<string, string>, apiKeyId: RegExp): ClientCredentials {
+  const inBody = params.has('client_secret');
+  const scheme = authorization.trim().split(/\s+/, 1)[0] ?? '';
+  const basic = scheme.toLowerCase() === 'basic';
+  if (authorization !== '' && !basic) throw invalidClient(false, 'Client authentication must use Basic or client_secret_post.');
+  let id: string | undefined;
+  let secret: string | undefined;
+  if (basic) {
+    if (inBody) throw invalidRequest('Use one client authentication method: Basic or client_secret in the body, not both.');
+    const decoded = Buffer.from(authorization.trim().slice(scheme.length).trim(), 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    if (colon < 0) throw invalidClient(true, 'The Basic credentials are malformed.');
+    id = formDecode(decoded.slice(0, colon));
+    secret = formDecode(decoded.slice(colon + 1));
+    const bodyId = params.get('client_id');
+    if (bodyId !== undefined && bodyId !== id) throw invalidRequest('client_id in the body differs from the Basic credentials.');
+  } else {
+    id = params.get('client_id');
+    secret = params.get('client_secret');
+    if (id === undefined || secret === undefined) throw invalidClient(false, 'Client authentication is missing: Basic, or client_id and client_secret in the body.');
+  }
+  // The id's format is public (docs/contract.md): a malformed one is refused like an unknown one.
+  if (id === undefined || secret === undefined || !apiKeyId.test(id) || secret === '' || secret.length > MAX_SECRET) {
+    throw invalidClient(basic, 'Invalid client credentials.');
+  }
+  return { apiKeyId: id, secret, basic };
+}
+
+function invalidClient(basic: boolean, description: string): OAuthError {
+  return new OAuthError('invalid_client', 401, description, basic ? { 'WWW-Authenticate': `Basic realm="${BASIC_REALM}", charset="UTF-8"` } : {});
+}
+
+/** RFC 6749 §3.3: space-delimited; absent or empty means every scope the grant holds. */
+function requestedScopes(scope: string | undefined): string[] {
+  if (scope === undefined) return [];
+  const tokens = scope.split(' ').filter((s) => s !== '');
+  for (const token of tokens) if (!SCOPE_TOKEN.test(token)) throw new OAuthError('invalid_scope', 400, 'The scope parameter has characters RFC 6749 §3.3 does not allow.');
+  return tokens;
+}
+
+/** The platform: `resource` (RFC 8707: https://<verified domain> or urn:uuid:<platform_id>) and/or `audience` (its id). */
+async function target(params: Map<string, string>, domains: DomainIndex): Promise<string> {
+  const resource = params.get('resource');
+  const audience = params.get('audience');
+  if (resource === undefined && audience === undefined) throw invalidTarget('Name the platform: resource (https://<domain> or urn:uuid:<platform_id>) or audience (platform_id).');
+  let fromResource: string | undefined;
+  if (resource !== undefined) fromResource = await resourcePlatform(resource, domains);
+  if (audience !== undefined && !UUID.test(audience)) throw invalidTarget('audience must be a platform_id (UUID).');
+  const fromAudience = audience?.toLowerCase();
+  if (fromResource !== undefined && fromAudience !== undefined && fromResource !== fromAudience) {
+    throw invalidTarget('resource and audience name different platforms.');
+  }
+  return (fromResource ?? fromAudience)!;
+}
+
+async function resourcePlatform(resource: string, domains: DomainIndex): Promise<string> {
+  const urn = URN_UUID.exec(resource);
+  if (urn) {
+    if (!UUID.test(urn[1]!)) throw invalidTarget('resource urn:uuid: must carry a platform_id (UUID).');
+    return urn[1]!.toLowerCase();
+  }
+  let url: URL;
+  try {
+    url = new URL(resource);
+  } catch {
+    throw invalidTarget('resource must be an absolute URI (RFC 8707).');
+  }
+  if (url.hash !== '' || resource.includes('#')) throw invalidTarget('resource must not have a fragment (RFC 8707).');
+  if (url.protocol !== 'https:' || url.port !== '' || url.username !== '' || url.password !== '' || (url.pathname !== '/' && url.pathname !== '') || url.search !== '') {
+    throw invalidTarget('resource must be https://<verified domain of the platform> or urn:uuid:<platform_id>.');
+  }
+  const platformId = await domains.lookup(url.hostname);
+  if (platformId === undefined) throw invalidTarget('No platform has this verified domain.');
+  return platformId;
+}
+
+/**
+ * Verified domain → platform_id, re-read at most every DOMAIN_INDEX_TTL_MS, and on a miss at most every
+ * DOMAIN_MISS_REFRESH_MS (a domain verified a moment ago is found within about a second; a flood of
+ * unknown domains costs one read a second). One read at a time.
+ */
+class DomainIndex {
+  private byDomain = new Map<string, string>();
+  private readAt = -Infinity;
+  private reading: Promise<void> | undefined;
+
+  constructor(private readonly platforms: PlatformService) {}
+
+  async lookup(domain: string): Promise<string | undefined> {
+    const key = domain.toLowerCase();
+    if (performance.now() - this.readAt > DOMAIN_INDEX_TTL_MS) await this.read();
+    if (!this.byDomain.has(key) && performance.now() - this.readAt > DOMAIN_MISS_REFRESH_MS) await this.read();
+    return this.byDomain.get(key);
+  }
+
+  private read(): Promise<void> {
+    return (this.reading ??= this.refresh().finally(() => (this.reading = undefined)));
+  }
+
+  private async refresh(): Promise<void> {
+    const index = new Map<string, string>();
+    // The exchange itself still checks the grant and the platform's status: this only names the platform.
+    for (const p of await this.platforms.list()) if (p.domain && p.verificationStatus === 'verified') index.set(p.domain.toLowerCase(), p.id);
+    this.byDomain = index;
+    this.readAt = performance.now();
+  }
+}
+
+/** The core's refusal codes as OAuth errors (RFC 6749 §5.2, RFC 8707 §2); Retry-After is kept. */
+function oauthRefusal(refusal: ServiceError, basic: boolean): OAuthError {
+  const retryAfter = refusal.headers?.['Retry-After'];
+  const retry: Record<string, string> = retryAfter ? { 'Retry-After': retryAfter } : {};
+  const map: Partial<Record<ErrorCode, () => OAuthError>> = {
+    invalid_credentials: () => invalidClient(basic, 'Invalid client credentials.'),
+    agent_inactive: () => new OAuthError('unauthorized_client', 400, refusal.message),
+    platform_access_denied: () => invalidTarget(refusal.message),
+    invalid_scope: () => new OAuthError('invalid_scope', 400, refusal.message),
+    validation_error: () => invalidRequest(refusal.message),
+    rate_limited: () => new OAuthError('rate_limited', 429, refusal.message, retry),
+    service_unavailable: () => new OAuthError('temporarily_unavailable', 503, refusal.message, retry),
+  };
+  return map[refusal.code]?.() ?? new OAuthError('server_error', refusal.status >= 500 ? refusal.status : 500, 'Internal error.', retry);
+}

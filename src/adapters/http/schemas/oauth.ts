@@ -1,0 +1,48 @@
+// TypeBox schemas of the OAuth 2.0 door (oauth-routes.ts), for the OpenAPI document. The route reads the
+// form itself (RFC 6749's rules: parameters once each, empty = absent), so these describe, not validate.
+import { Type } from '@sinclair/typebox';
+
+export const OAuthTokenRequest = Type.Object(
+  {
+    grant_type: Type.Literal('client_credentials'),
+    client_id: Type.Optional(Type.String({ description: 'client_secret_post: the api_key_id (with Basic, optional and equal to it).' })),
+    client_secret: Type.Optional(Type.String({ description: 'client_secret_post: the secret. Never logged.' })),
+    resource: Type.Optional(Type.String({ description: 'RFC 8707: https://<verified domain of the platform> or urn:uuid:<platform_id>.' })),
+    audience: Type.Optional(Type.String({ format: 'uuid', description: 'The platform_id (when resource is not given, or naming the same platform).' })),
+    scope: Type.Optional(Type.String({ description: 'Space-delimited scopes; absent or empty: every scope granted on the platform.' })),
+  },
+  { $id: 'OAuthTokenRequest' },
+);
+
+export const OAuthTokenResponse = Type.Object(
+  {
+    access_token: Type.String({ description: 'RS256 JWT, RFC 9068 (header typ at+jwt, svc_token_profile oauth-at-jwt).' }),
+    token_type: Type.Literal('Bearer'),
+    expires_in: Type.Integer({ examples: [900] }),
+    scope: Type.String({ description: 'The granted scopes, space-delimited.' }),
+  },
+  { $id: 'OAuthTokenResponse', additionalProperties: false },
+);
+
+export const OAuthErrorBody = Type.Object(
+  {
+    error: Type.String({ description: 'RFC 6749 §5.2 / RFC 8707 code (plus rate_limited and temporarily_unavailable).' }),
+    error_description: Type.String(),
+    detail: Type.String({ description: 'The contract\'s Error shape: the same text.' }),
+    error_code: Type.String({ description: 'The contract\'s Error shape: equal to error.' }),
+  },
+  { $id: 'OAuthError', additionalProperties: false },
+);
+
+export const AuthorizationServerMetadata = Type.Object(
+  {
+    issuer: Type.String({ description: 'Equal to the iss of every token (ISSUER).' }),
+    token_endpoint: Type.String(),
+    jwks_uri: Type.String(),
+    grant_types_supported: Type.Array(Type.Literal('client_credentials')),
+    token_endpoint_auth_methods_supported: Type.Array(Type.String()),
+    response_types_supported: Type.Array(Type.String(), { maxItems: 0, description: 'No authorization endpoint: empty (the member is REQUIRED by RFC 8414).' }),
+    service_documentation: Type.String(),
+  },
+  { $id: 'AuthorizationServerMetadata', additionalProperties: true },
+);
