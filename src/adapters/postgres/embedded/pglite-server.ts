@@ -21,7 +21,10 @@ export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPo
   await server.start();
   const hostPort = server.getServerConn();
   return {
-    url: `postgres://postgres@${hostPort}/postgres?sslmode=disable`,
+    // Named statements: every socket connection shares PGlite's one session, and the driver's unnamed
+    // statements take two round trips (parse, then bind), between which another connection's parse would
+    // replace the unnamed statement ("invalid input syntax for type json" on the wrong parameters).
+    url: `postgres://postgres@${hostPort}/postgres?sslmode=disable&prepare=true`,
     async stop() {
       await server.stop();
       await db.close();
