@@ -48,6 +48,7 @@ describe('OpenAPI document', () => {
       [
         '/.well-known/jwks.json',
         '/.well-known/oauth-authorization-server',
+        '/.well-known/ssf-configuration',
         '/oauth2/token',
         '/api/v1/auth/agents/me/platforms',
         '/api/v1/auth/token',
@@ -79,7 +80,7 @@ describe('OpenAPI document', () => {
       }
     }
     expect(document.components.securitySchemes.clientSecretBasic).toMatchObject({ type: 'http', scheme: 'basic' });
-    expect(document.components.schemas.TokenRequest.properties.profile.enum).toEqual(['svc-native-jwt', 'oauth-at-jwt']);
+    expect(document.components.requestBodies.TokenRequest.content['application/json'].schema.properties.profile.enum).toEqual(['svc-native-jwt', 'oauth-at-jwt']);
     expect(document.info.license.identifier).toBe('Apache-2.0');
   });
 

@@ -9,7 +9,7 @@ import { revocationRouteTable, revocationSocketRoute } from '../revocation-route
 import { oauthRouteTable } from '../oauth-routes.js';
 import { adminRouteTable } from '../admin-routes.js';
 import { opsRouteTable } from '../ops-routes.js';
-import { TOKEN_PROFILE } from '../schemas/public.js';
+import { TOKEN_PROFILE, TOKEN_PROFILES } from '../schemas/public.js';
 import type { RouteDeclaration } from '../types.js';
 import { buildOpenApiDocument } from './document.js';
 
@@ -26,12 +26,17 @@ export function internalRouteDeclarations(): RouteDeclaration[] {
 }
 
 export function publicApiDocument(options: { routes: RouteDeclaration[]; serverUrl?: string }) {
-  return buildOpenApiDocument({
+  const document = buildOpenApiDocument({
     title: 'Agent Credential Exchange Service: public contract',
-    description: `Agents trade api_key_id + secret + platform_id for a short-lived RS256 JWT (profile "${TOKEN_PROFILE}") whose aud is the platform.`,
+    description: `Agents trade api_key_id + secret + platform_id for a short-lived RS256 JWT (profile "${TOKEN_PROFILE}" by default, or "oauth-at-jwt": RFC 9068) whose aud is the platform.`,
     version: API_VERSION,
     ...options,
   });
+  // The profiles issued, as an enum for generators. The validator keeps a plain string, so that an unknown
+  // profile is the contract's 422 unsupported_profile rather than a validation_error.
+  const profile = (document as any).components?.requestBodies?.TokenRequest?.content?.['application/json']?.schema?.properties?.profile;
+  if (profile) profile.enum = [...TOKEN_PROFILES];
+  return document;
 }
 
 export function internalApiDocument(options: { routes: RouteDeclaration[]; serverUrl?: string }) {
