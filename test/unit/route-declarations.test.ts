@@ -1,6 +1,7 @@
 // Route declarations as the server reads them: a declared auth kind is enforced by the listener's guard
 // before the handler (and a listener without that guard refuses to start), a declared body is read, and
 // every declaration of both listeners is complete enough to document.
+import { OAuthErrorBody } from '../../src/adapters/http/schemas/oauth.js';
 import { describe, expect, it } from 'vitest';
 import { HttpServer } from '../../src/adapters/http/server.js';
 import { bindRoutes, json, type Route, type RouteDeclaration } from '../../src/adapters/http/types.js';
@@ -84,13 +85,16 @@ describe('the declarations of both listeners', () => {
   });
 
   it('document at least one refusal in the Error shape for every route (the contract answers every failure so)', () => {
+    expect(Object.keys(OAuthErrorBody.properties)).toEqual(expect.arrayContaining(['error', 'error_description', 'detail', 'error_code']));
     for (const route of all) {
       const errors = Object.entries(route.responses).filter(([status]) => Number(status) >= 400);
       expect(errors.length, `${route.method} ${route.path}`).toBeGreaterThan(0);
       // (/readyz's 503 is its readiness report, not a refusal.)
       for (const [status, spec] of errors) {
         if (route.path === '/readyz' && status === '503') continue;
-        expect(spec.content?.['application/json'], `${route.method} ${route.path} ${status}`).toBe(ErrorBody);
+        // The OAuth door answers RFC 6749 §5.2 errors, which carry the contract's detail and error_code too.
+        const expected = route.path.startsWith('/oauth2/') && Number(status) !== 413 ? OAuthErrorBody : ErrorBody;
+        expect(spec.content?.['application/json'], `${route.method} ${route.path} ${status}`).toBe(expected);
       }
     }
   });
