@@ -67,7 +67,7 @@ describe('client address behind one trusted proxy (TRUST_PROXY=true)', () => {
     expect(statuses.slice(0, FAIL_LIMIT)).toEqual(new Array(FAIL_LIMIT).fill(401));
     expect(statuses.slice(FAIL_LIMIT + 1)).toEqual(new Array(garbage.length - FAIL_LIMIT - 1).fill(429));
     const keys = await redisKeys(service.env.REDIS_KEY_PREFIX);
-    expect(keys.some((k) => k.endsWith(':127.0.0.1'))).toBe(true);
+    expect(keys.some((k) => k.endsWith(':{127.0.0.1}'))).toBe(true); // hash-tagged: one Cluster slot per key
     expect(keys.filter((k) => k.length > 200)).toEqual([]);
   });
 });
@@ -100,7 +100,7 @@ describe('IPv6 clients', () => {
     expect((await wrongSecret({ 'x-forwarded-for': '2001:db8:0:2::1' })).status).toBe(401);
     // The limiter counts under the /64, never under a single address.
     const keys = await redisKeys(service.env.REDIS_KEY_PREFIX);
-    expect(keys.filter((k) => k.endsWith('2001:db8:0:1::/64'))).toHaveLength(1);
+    expect(keys.filter((k) => k.endsWith('{2001:db8:0:1::/64}'))).toHaveLength(1);
     expect(keys.filter((k) => /2001:db8:0:1:[0-9a-f]/.test(k))).toEqual([]);
   });
 

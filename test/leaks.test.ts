@@ -122,7 +122,7 @@ describe('nothing leaks', () => {
     expect((await publicPost('/api/v1/auth/token', tokenBody({ api_key_id: `agnt_kid_${randomBytes(16).toString('hex')}` }, attempted('unknown-id')))).status).toBe(401);
     expect((await publicPost('/api/v1/auth/agents/me/platforms', { api_key_id: beta.api_key_id, secret: attempted('listing-wrong') })).status).toBe(401);
     expect((await publicPost('/api/v1/auth/token', { ...tokenBody(alpha, alpha.secret), platform_id: 'not-a-uuid' })).status).toBe(422);
-    expect((await publicPost('/api/v1/auth/token', { ...tokenBody(alpha, alpha.secret), profile: 'oauth-at-jwt' })).status).toBe(422);
+    expect((await publicPost('/api/v1/auth/token', { ...tokenBody(alpha, alpha.secret), profile: 'oauth-at-jwt-v2' })).status).toBe(422);
     expect((await publicPost('/api/v1/auth/token', { ...tokenBody(alpha, alpha.secret), scopes: 'orders:read' })).status).toBe(422);
     expect((await publicPost('/api/v1/auth/token', { ...tokenBody(alpha, alpha.secret), scopes: ['orders:write'] })).status).toBe(403);
     expect((await publicPost('/api/v1/auth/token', { ...tokenBody(alpha, alpha.secret), api_key_id: 'agnt_kid_bad' })).status).toBe(422);

@@ -61,7 +61,8 @@ describe('topology kit', () => {
       await b.end();
     }
 
-    // Switchover: promote the standby, stop the old primary, point the pooler at the new one.
+    // Switchover: the standby catches up, is promoted, the old primary stops, the pooler points at the new one.
+    await waitForReplay(primary, standby);
     await promote(standby);
     expect(standby.role).toBe('primary');
     await primary.stop();
