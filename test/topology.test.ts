@@ -112,8 +112,12 @@ describe('topology kit', () => {
     for (const n of cluster.nodes) expect(n.port + 10_000).toBeLessThan(32_768);
     const masters = await cluster.masters();
     expect(masters.length).toBe(3);
-    const topo = await cluster.topology();
-    expect(topo.filter((t) => t.role === 'replica').length).toBe(3);
+    // Replica roles reach the node asked by gossip: wait for all three rather than read one snapshot.
+    const replicas = await pollFor('three replicas in the cluster view', async () => {
+      const count = (await cluster.topology()).filter((t) => t.role === 'replica').length;
+      return count === 3 ? count : undefined;
+    }, { timeoutMs: 20_000 });
+    expect(replicas).toBe(3);
 
     const client = new Cluster(cluster.startupNodes(), { clusterRetryStrategy: () => 100 });
     client.on('error', () => {}); // the killed master's connection errors are expected; results are asserted below
