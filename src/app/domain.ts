@@ -57,6 +57,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
       tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
       authFailPoints: config.rateLimitAuthFailPoints,
       authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
+      onStoreFailure: (operation) => metrics.redisFailed(operation),
     },
     (limiter) => metrics.rateLimited(limiter),
   );
@@ -140,7 +141,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     documentReuseMs: FEED_DOCUMENT_REUSE_MS,
     heartbeatMs: config.revocationHeartbeatSeconds * 1000,
   });
-  const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs });
+  const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs, telemetry });
   const agents = new AgentService({ store, uow, hasher: pools, revocations, apiKeyPrefix: config.apiKeyPrefix });
   return {
     pools,
