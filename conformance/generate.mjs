@@ -402,6 +402,20 @@ const polls = [
       checks: [check(OTHER_AGENT, BEFORE, 'accept'), check(AGENT, BEFORE, 'revoked', next.kid)],
     },
   },
+  {
+    name: 'poll-unknown-event-acknowledged',
+    description: 'SET 1 holds only an unknown event type: ignored, but acknowledged like any other. This answer has no head, so the copy is not proven current.',
+    exchanges: [
+      {
+        request: { ack: [] },
+        answer: answer([
+          [jti(1), jws(setHeader(), revocation(1, agentSubject(AGENT), { 'urn:example:secevent:something-else': { event_timestamp: NOW - 30, expires_at: NOW + 900 } }))],
+          [jti(2), agentSet(2, OTHER_AGENT)],
+        ]),
+      },
+    ],
+    expect: { next_ack: [jti(2)], rejected: [], revoked_subjects: [OTHER_AGENT], void_kids: [], fresh: false, checks: [check(AGENT, BEFORE, 'accept'), check(OTHER_AGENT, BEFORE, 'revoked')] },
+  },
 ];
 
 // ---- files --------------------------------------------------------------------------------------------

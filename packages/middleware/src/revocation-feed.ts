@@ -258,8 +258,9 @@ export class RevocationFeed {
     }
     const seq = seqOfJti(payload.jti, this.deps.platformId);
     if (seq === undefined) return this.reject('jti is not one of this stream');
-    const known = this.applyEvents(payload);
-    if (!known) return; // an event type we do not know: ignored, as SSF asks (still acknowledged by sequence)
+    // An event type we do not know is ignored, as SSF asks, but its SET still counts in the sequence (it is
+    // acknowledged like the others: otherwise it would stay a gap until the next complete poll answer).
+    this.applyEvents(payload);
     if (seq === this.seq + 1) {
       this.seq = seq;
       while (this.ahead.delete(this.seq + 1)) this.seq++;
