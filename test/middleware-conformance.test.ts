@@ -28,14 +28,14 @@ interface Check {
 }
 
 /** Serves the vectors' JWKS, and the poll answers of `exchanges` in order (recording each poll's body). */
-function stand_in(exchanges: { answer: unknown }[] = []) {
-  const polls: { ack: unknown; authorization: string | null }[] = [];
+function standIn(exchanges: { answer: unknown }[] = []) {
+  const polls: { ack: unknown }[] = [];
   const fetchStub: typeof fetch = async (input, init) => {
     const url = String(input);
     if (url.endsWith('/.well-known/jwks.json')) return Response.json(jwks, { headers: { 'cache-control': 'max-age=300' } });
     if (url.endsWith('/revocations') && init?.method === 'POST') {
       const body = JSON.parse(String(init.body));
-      polls.push({ ack: body.ack, authorization: new Headers(init.headers).get('authorization') });
+      polls.push({ ack: body.ack });
       const exchange = exchanges[polls.length - 1];
       if (!exchange) return Response.json({ error: 'no more answers in this vector' }, { status: 500 });
       return Response.json(exchange.answer);
@@ -78,7 +78,7 @@ const SET_REASONS: Record<string, RegExp> = {
 };
 
 function verifierFor(vector: { platform_id: string; now: number; route: Route }) {
-  const { fetchStub } = stand_in();
+  const { fetchStub } = standIn();
   return createVerifier({
     serviceUrl: 'https://ace.example.test',
     issuer: tokens.issuer,
@@ -141,7 +141,7 @@ describe('conformance vectors: tokens (conformance/tokens.json)', () => {
 
 /** A fresh feed at the vectors' clock, its warnings collected. */
 function feedFor(exchanges: { answer: unknown }[] = []) {
-  const { fetchStub, polls } = stand_in(exchanges);
+  const { fetchStub, polls } = standIn(exchanges);
   const warnings: string[] = [];
   const jwksCache = new JwksCache({ url: 'https://ace.example.test/.well-known/jwks.json', fetch: fetchStub, cooldownMs: 0, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 1000 });
   const feed = new RevocationFeed(
@@ -193,7 +193,7 @@ describe('conformance vectors: RFC 8936 poll exchanges (conformance/sets.json po
         await feed.sync();
         expect(polls.map((p) => p.ack)).toEqual(vector.exchanges.map((e: { request: { ack: unknown } }) => e.request.ack));
         if (vector.then_poll_again) {
-          // The next poll: a head above our sequence makes the feed poll at once (the only public trigger).
+          // The next poll, as the feed's timer would start it (called directly: no waiting on a timer).
           const next = vector.then_poll_again;
           await (feed as unknown as { pollNow(): Promise<void> }).pollNow();
           expect(polls.at(-1)!.ack).toEqual(next.request.ack);
