@@ -105,11 +105,12 @@ export interface Outcome {
  * The scenario: warm agents, load, `kill()` (the master dies), a deactivation and agent creations through
  * instance A while Redis is failing over, `promoted()` (resolves once the replica serves), more load.
  *
- * What it measures does not depend on how loaded the machine is: the warm agent's load is at least LOAD_MIN
- * requests (a slow machine sends fewer in the same time, and 1 % of too few leaves no room for one 503),
- * LOAD_AFTER_PROMOTION of them kept for after the promotion; a victim's request counts from when it was sent (a 200 that was slow to arrive under load
- * was served before the deactivation reached B, not after), and the victim is asked slowly until the
- * promotion (a long failover must not spend its token budget: a 429 would hide both a stale 200 and the 403).
+ * What it measures does not depend on how loaded the machine is: the warm agent's load is at least
+ * LOAD_MIN requests (a slow machine sends fewer in the same time, and 1 % of too few leaves no room for
+ * one 503), LOAD_AFTER_PROMOTION of them kept for after the promotion; a victim's request counts from when
+ * it was sent (a 200 that was slow to arrive under load was served before the deactivation reached B, not
+ * after), and the victim is asked slowly until the promotion (a long failover must not spend its token
+ * budget: a 429 would hide both a stale 200 and the 403).
  */
 export async function runFailover(
   pair: Pair,
@@ -183,13 +184,13 @@ export async function runFailover(
     await promoted();
     const seenAt = Date.now();
     promotedAt = seenAt;
+    const loadAtPromotion = load.length;
     const timeline = () => victimAtB.filter((v) => v.sentAt >= seenAt - 3000).map((v) => `${v.sentAt - seenAt}:${v.status}`);
     // B must stop serving the victim soon after; then the rest of the load, on the new master.
     await waitFor('B to refuse the deactivated agent', () => victimAtB.some((v) => v.sentAt > seenAt && v.status === 403), 10_000, 20).catch((error) => {
       const t = timeline();
       throw new Error(`${(error as Error).message}; victim at B (ms from promotion:status): ${t.slice(0, 40).join(' ')} ... ${t.slice(-10).join(' ')}`);
     });
-    const loadAtPromotion = load.length;
     await waitFor(
       'load on the new master',
       () => sent >= LOAD_MAX || (load.length - loadAtPromotion >= LOAD_AFTER_PROMOTION && load.length >= LOAD_MIN),
