@@ -7,7 +7,7 @@ import v8 from 'node:v8';
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { DurableNodeFS, durableStartParams } from './durable-nodefs.js';
-import { seedCluster, type ClusterOrigin } from './pristine-cluster.js';
+import { seedClusterInChild, type ClusterOrigin } from './pristine-cluster.js';
 
 export interface EmbeddedPostgres {
   url: string;
@@ -30,7 +30,7 @@ export function useBaselineWasmCompilerOnly(): void {
 export async function startEmbeddedPostgres(dataDir: string): Promise<EmbeddedPostgres> {
   const dir = path.join(dataDir, 'pglite');
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const cluster = await seedCluster(dir);
+  const cluster = await seedClusterInChild(dir);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   useBaselineWasmCompilerOnly();
   const db = await PGlite.create({ fs: new DurableNodeFS(dir), startParams: durableStartParams() });

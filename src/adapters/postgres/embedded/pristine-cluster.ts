@@ -5,11 +5,12 @@
 // (scripts/pristine-cluster.mjs) runs initdb once with the same PGlite, shuts it down cleanly and packs
 // the data directory; a first start unpacks it into DATA_DIR (streamed to the disk, fsynced, renamed into
 // place), and PGlite opens it like any existing cluster.
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
+import { promisify } from 'node:util';
 import * as tar from 'tar';
 
 /** The installed PGlite's version: a cluster packed by another version is not used. */
@@ -30,6 +31,7 @@ export function pristineArchivePath(version = pgliteVersion()): string {
  * postmaster.pid, a shutdown checkpoint: the first start needs no recovery) and packs it into `file`.
  */
 export async function packPristineCluster(file: string, scratchDir: string): Promise<void> {
+  const { PGlite } = await import('@electric-sql/pglite');
   const db = await PGlite.create({ dataDir: scratchDir });
   await db.close();
   if (!existsSync(path.join(scratchDir, 'PG_VERSION'))) throw new Error(`initdb left no cluster in ${scratchDir}`);
@@ -38,6 +40,16 @@ export async function packPristineCluster(file: string, scratchDir: string): Pro
 }
 
 export type ClusterOrigin = 'existing' | 'seeded' | 'initdb';
+const ORIGINS: readonly string[] = ['existing', 'seeded', 'initdb'] satisfies ClusterOrigin[];
+
+/** seedCluster in a child process (seed-cluster-process.ts), so that its buffers never reach this one. */
+export async function seedClusterInChild(dir: string, archive = pristineArchivePath()): Promise<ClusterOrigin> {
+  if (existsSync(path.join(dir, 'PG_VERSION'))) return 'existing'; // a restart: nothing to spawn
+  const script = fileURLToPath(new URL('./seed-cluster-process.js', import.meta.url));
+  const { stdout } = await promisify(execFile)(process.execPath, [script, dir, archive], { encoding: 'utf8' });
+  if (!ORIGINS.includes(stdout)) throw new Error(`unpacking the pristine cluster answered ${JSON.stringify(stdout.slice(0, 100))}`);
+  return stdout as ClusterOrigin;
+}
 
 /**
  * Run time, before PGlite opens `dir`: a missing or empty `dir` gets the packed cluster. Returns
@@ -53,7 +65,8 @@ export async function seedCluster(dir: string, archive = pristineArchivePath()):
   const staging = `${dir}.seeding`;
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true, mode: 0o700 });
-  await tar.x({ file: archive, cwd: staging, strict: true, preserveOwner: false });
+  // Synchronous and in small reads: the least memory (the default reads up to 16 MiB at once).
+  tar.x({ file: archive, cwd: staging, strict: true, preserveOwner: false, sync: true, maxReadSize: 65_536 });
   // Postgres fsyncs only what it writes; the unpacked files must be on the disk before the first commit
   // is acknowledged (as initdb's own final sync would have made them).
   await fsyncTree(staging);
