@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as tar from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pgliteVersion, pristineArchivePath, seedCluster } from '../../src/adapters/postgres/embedded/pristine-cluster.js';
+import { pgliteVersion, pristineArchivePath, seedCluster, seedClusterInChild } from '../../src/adapters/postgres/embedded/pristine-cluster.js';
 
 let root: string;
 let archive: string;
@@ -59,6 +59,13 @@ describe('seedCluster', () => {
     const dir = path.join(root, 'no-archive', 'pglite');
     expect(await seedCluster(dir, path.join(root, 'absent.tar.gz'))).toBe('initdb');
     expect(existsSync(dir)).toBe(false);
+  });
+
+  it('spawns no unpacking process for a restart or without an archive', async () => {
+    // From the TypeScript sources there is no compiled child script: a spawn here would fail.
+    const existing = path.join(root, 'missing', 'pglite');
+    expect(await seedClusterInChild(existing, archive)).toBe('existing');
+    expect(await seedClusterInChild(path.join(root, 'none', 'pglite'), path.join(root, 'absent.tar.gz'))).toBe('initdb');
   });
 
   it('names the archive by the installed PGlite version', () => {

@@ -44,7 +44,8 @@ const ORIGINS: readonly string[] = ['existing', 'seeded', 'initdb'] satisfies Cl
 
 /** seedCluster in a child process (seed-cluster-process.ts), so that its buffers never reach this one. */
 export async function seedClusterInChild(dir: string, archive = pristineArchivePath()): Promise<ClusterOrigin> {
-  if (existsSync(path.join(dir, 'PG_VERSION'))) return 'existing'; // a restart: nothing to spawn
+  const plan = seedPlan(dir, archive);
+  if (plan !== 'unpack') return plan; // a restart, or nothing to unpack: no process to spawn
   const script = fileURLToPath(new URL('./seed-cluster-process.js', import.meta.url));
   const { stdout } = await promisify(execFile)(process.execPath, [script, dir, archive], { encoding: 'utf8' });
   if (!ORIGINS.includes(stdout)) throw new Error(`unpacking the pristine cluster answered ${JSON.stringify(stdout.slice(0, 100))}`);
@@ -58,9 +59,8 @@ export async function seedClusterInChild(dir: string, archive = pristineArchiveP
  * are not ours to replace).
  */
 export async function seedCluster(dir: string, archive = pristineArchivePath()): Promise<ClusterOrigin> {
-  if (existsSync(path.join(dir, 'PG_VERSION'))) return 'existing';
-  if (existsSync(dir) && readdirSync(dir).length > 0) return 'initdb';
-  if (!existsSync(archive)) return 'initdb';
+  const plan = seedPlan(dir, archive);
+  if (plan !== 'unpack') return plan;
   // Unpacked beside the target and renamed into place: an interrupted first start leaves no half cluster.
   const staging = `${dir}.seeding`;
   rmSync(staging, { recursive: true, force: true });
@@ -74,6 +74,12 @@ export async function seedCluster(dir: string, archive = pristineArchivePath()):
   renameSync(staging, dir);
   await fsyncPath(path.dirname(dir));
   return 'seeded';
+}
+
+function seedPlan(dir: string, archive: string): Exclude<ClusterOrigin, 'seeded'> | 'unpack' {
+  if (existsSync(path.join(dir, 'PG_VERSION'))) return 'existing';
+  if (existsSync(dir) && readdirSync(dir).length > 0) return 'initdb';
+  return existsSync(archive) ? 'unpack' : 'initdb';
 }
 
 async function fsyncPath(file: string): Promise<void> {
