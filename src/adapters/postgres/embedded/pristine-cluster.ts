@@ -3,8 +3,8 @@
 // second WASM Postgres for initdb, copies that instance's whole 128 MiB heap before every backend run
 // (and so touches all of it), and brings the result over through an in-memory tarball. Instead, the build
 // (scripts/pristine-cluster.mjs) runs initdb once with the same PGlite, shuts it down cleanly and packs
-// the data directory; a first start unpacks it into DATA_DIR (streamed to the disk, fsynced, renamed into
-// place), and PGlite opens it like any existing cluster.
+// the data directory; a first start unpacks it into DATA_DIR (in a short-lived child process, fsynced,
+// renamed into place), and PGlite opens it like any existing cluster.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
