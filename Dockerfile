@@ -43,7 +43,9 @@ COPY packages/client/package.json packages/client/
 RUN npm ci --ignore-scripts --no-audit --no-fund
 # .dockerignore lets in only what the compiler needs (tsconfigs, src, workers, scripts, packages).
 # `npm run build` compiles src/ and workers/ only (tsconfig.json); bench, kit and test helpers have their
-# own tsconfigs and are never built here.
+# own tsconfigs and are never built here. Its last step runs PGlite's initdb once (~12 s, ~700 MiB) and
+# packs the embedded default's pristine cluster into dist, so that no first start runs initdb
+# (docs/storage.md#memory-of-the-embedded-default).
 COPY . .
 RUN npm run build \
  && find dist packages/*/dist -type f \( -name '*.d.ts' -o -name '*.d.ts.map' \) -delete

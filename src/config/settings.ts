@@ -96,7 +96,13 @@ export const SETTINGS: readonly Setting[] = [
     env: 'UV_THREADPOOL_SIZE', key: 'uvThreadpoolSize', type: 'int', min: 1, max: 1024, default: ({ cores }) => defaultUvThreadpoolSize(cores),
     defaultText: 'cores (at least 2)', meaning: "libuv's pool, where jose's WebCrypto runs the RSA signatures (read by Node itself; pin it to the CPU limit in containers)",
   },
-  { env: 'ARGON2_THREADS', key: 'argon2Threads', type: 'int', default: ({ cores }) => cores, min: 1, max: 256, defaultText: 'cores', meaning: 'argon2 verification threads' },
+  {
+    // Each thread is a V8 isolate (~13 MiB idle, measured) plus argon2's 19 MiB while it hashes: the embedded
+    // default, meant for a laptop or a small pod, keeps two (docs/storage.md#memory-of-the-embedded-default).
+    env: 'ARGON2_THREADS', key: 'argon2Threads', type: 'int', min: 1, max: 256,
+    default: ({ values, cores }) => (values.databaseUrl ? cores : Math.min(cores, 2)),
+    defaultText: 'cores (at most 2 on the embedded default)', meaning: 'argon2 verification threads',
+  },
   { env: 'ARGON2_MAX_QUEUE', key: 'argon2MaxQueue', type: 'int', default: 64, min: 0, max: 100_000, defaultText: '`64`', meaning: 'argon2 waiting line; a full queue answers 503 at once' },
   {
     // A small share of the queue by default, so one address can never fill it alone.
