@@ -14,7 +14,7 @@ import type { BenchContext, ScenarioReport } from '../lib/context.js';
 import { startBenchService, PG_ADMIN_URL, REDIS_URL, type BenchService, type StartOptions } from '../lib/service.js';
 import { BulkAgents } from '../lib/bulk.js';
 import { Workload, ColdPool, BULK_SECRET, post, TOKEN_PATH } from '../lib/workload.js';
-import { interleave, loadArm, summaryRows, SUMMARY_HEADER, type Arm } from '../lib/rounds.js';
+import { interleave, loadArm, spreadShift, summaryRows, SUMMARY_HEADER, type Arm } from '../lib/rounds.js';
 import { argon2Counter, coldArm, coldPoolSize } from '../lib/cold.js';
 import { check, checkRows, CHECK_HEADER, type Check } from '../lib/checks.js';
 import { formatSpread, pairedRatios, spread } from '../lib/stats.js';
@@ -22,14 +22,14 @@ import { table, type Measurement } from '../lib/report.js';
 import { argon2VerifyRate } from '../limits/argon2-rate.js';
 import { loadArgon2Options } from '../limits/argon2-options.js';
 import {
-  startPgBouncer, startPostgres, startRedisCluster, startRedisSentinelGroup, startStandby, stopAll,
-  type PgBouncerNode, type PostgresNode, type RedisCluster, type RedisSentinelGroup,
+  startPgBouncer, startPostgres, startRedis, startRedisCluster, startRedisSentinelGroup, startStandby, stopAll,
+  type PgBouncerNode, type PostgresNode, type RedisCluster, type RedisSentinelGroup, type RedisServer,
 } from '../../kit/topology/index.js';
 
 export const topologies: Scenario = {
   name: 'topologies',
   title: 'warm and cold tokens/s on each production data topology (PgBouncer, Postgres primary + standby, Redis Sentinel, Redis Cluster) against the single node',
-  // ~6 minutes with the default rounds and durations (12 measurements a round): not part of the default run.
+  // ~7 minutes with the default rounds and durations (14 measurements a round): not part of the default run.
   byDefault: false,
   run: (ctx) => ctx.scoped((defer) => runTopologies(ctx, defer)),
 };
@@ -47,6 +47,7 @@ interface Started {
   standby: PostgresNode;
   sentinel: RedisSentinelGroup;
   cluster: RedisCluster;
+  redis: RedisServer;
 }
 
 interface Topology {
@@ -55,12 +56,16 @@ interface Topology {
   /** What it is, in the settings the service gets (no secrets: the kit runs with trust auth). */
   describe: string;
   options: Partial<StartOptions>;
+  /** The control row that differs from this one by the topology alone (the same kind of private server). */
+  control?: string;
 }
 
 export const BASELINE = 'single node';
+export const PG_CONTROL = 'kit Postgres, direct (control)';
+export const REDIS_CONTROL = 'kit Redis, direct (control)';
 
 /** The arms, baseline first. Exported for the unit test of the URLs and settings each topology names. */
-export function topologyList(s: Pick<Started, 'bouncerPg' | 'bouncer' | 'primary' | 'standby' | 'sentinel' | 'cluster'>): Topology[] {
+export function topologyList(s: Started): Topology[] {
   const sentinels = s.sentinel.sentinelAddresses().map((a) => `${a.host}:${a.port}`).join(',');
   const clusterNodes = s.cluster.startupNodes().map((n) => `${n.host}:${n.port}`).join(',');
   const hosts = `${s.primary.host}:${s.primary.port},${s.standby.host}:${s.standby.port}`;
@@ -70,26 +75,35 @@ export function topologyList(s: Pick<Started, 'bouncerPg' | 'bouncer' | 'primary
       key: 'PgBouncer (transaction)',
       describe: `DATABASE_URL through PgBouncer :${s.bouncer.port} (pool_mode transaction, its defaults) to a kit Postgres :${s.bouncerPg.port}`,
       options: { pgAdminUrl: s.bouncerPg.url(), serviceDatabaseUrl: (db) => s.bouncer.url(db.name) },
+      control: PG_CONTROL,
     },
     {
-      key: 'its Postgres, direct',
-      describe: `control: DATABASE_URL straight to the PgBouncer row's Postgres :${s.bouncerPg.port} (what the pooler adds = the row above over this one)`,
+      key: PG_CONTROL,
+      describe: `DATABASE_URL straight to the PgBouncer row's Postgres :${s.bouncerPg.port}: a private server with the baseline's settings, without the topology`,
       options: { pgAdminUrl: s.bouncerPg.url() },
     },
     {
       key: 'primary + standby',
       describe: `DATABASE_URL postgres://postgres@${hosts}/<db>?target_session_attrs=read-write (streaming replication, asynchronous)`,
       options: { pgAdminUrl: s.primary.url(), serviceDatabaseUrl: (db) => `postgres://postgres@${hosts}/${db.name}?target_session_attrs=read-write` },
+      control: PG_CONTROL,
     },
     {
       key: 'Redis Sentinel',
       describe: `REDIS_SENTINELS ${sentinels}, REDIS_SENTINEL_MASTER ${s.sentinel.masterName} (primary + replica + 3 sentinels); Postgres :5432`,
       options: { redisEnv: { REDIS_SENTINELS: sentinels, REDIS_SENTINEL_MASTER: s.sentinel.masterName } },
+      control: REDIS_CONTROL,
     },
     {
       key: 'Redis Cluster',
       describe: `REDIS_CLUSTER_NODES ${clusterNodes} (3 masters + 3 replicas); Postgres :5432`,
       options: { redisEnv: { REDIS_CLUSTER_NODES: clusterNodes } },
+      control: REDIS_CONTROL,
+    },
+    {
+      key: REDIS_CONTROL,
+      describe: `REDIS_URL ${s.redis.url()}: one private Redis server (no replica), without the topology; Postgres :5432`,
+      options: { redisEnv: { REDIS_URL: s.redis.url() } },
     },
   ];
 }
@@ -128,9 +142,10 @@ async function startTopologies(ctx: BenchContext, settings: Record<string, strin
     startRedisSentinelGroup({ timeoutMs }),
     startRedisCluster({ timeoutMs }),
   ]);
+  const redis = await startRedis({ timeoutMs });
   ctx.log(`  kit: PgBouncer :${bouncer.port} → Postgres :${bouncerPg.port}; primary :${primary.port} + standby :${standby.port}; ` +
-    `sentinels ${sentinel.sentinels.map((n) => n.port).join(',')} (master :${sentinel.primary.port}); cluster ${cluster.nodes.map((n) => n.port).join(',')}`);
-  return { bouncerPg, bouncer, primary, standby, sentinel, cluster };
+    `sentinels ${sentinel.sentinels.map((n) => n.port).join(',')} (master :${sentinel.primary.port}); cluster ${cluster.nodes.map((n) => n.port).join(',')}; redis :${redis.port}`);
+  return { bouncerPg, bouncer, primary, standby, sentinel, cluster, redis };
 }
 
 interface Arming {
@@ -171,13 +186,18 @@ async function runTopologies(ctx: BenchContext, defer: (fn: () => Promise<void> 
     defer(() => service.dispose());
     const work = new Workload(ctx, service);
     await work.seed(opts.warmAgents);
+    // Cold agents as bulk rows, written straight to the server (not through the pooler), as in compare.
     const bulk = new BulkAgents(service.databaseUrl!, secretHash);
-    defer(() => bulk.end());
-    await bulk.add(perRound * opts.rounds, 'cold');
-    const ids = await bulk.apiKeyIds('cold');
+    let ids: string[];
+    try {
+      await bulk.add(perRound * opts.rounds, 'cold');
+      ids = await bulk.apiKeyIds('cold');
+      await bulk.settle();
+    } finally {
+      await bulk.end();
+    }
     const coldPools = Array.from({ length: opts.rounds }, (_, r) =>
       new ColdPool(ids.slice(r * perRound, (r + 1) * perRound).map((id) => JSON.stringify({ api_key_id: id, secret: BULK_SECRET, platform_id: work.platformId }))));
-    await bulk.settle();
     await work.prewarm(service.httpProcesses);
     ctx.log(`  up: ${service.httpProcesses} HTTP process(es); ${opts.warmAgents} warm agents, ${ids.length} cold agents as bulk rows`);
     armings.push({ topology, service, warmBodies: work.tokenBodies(), coldPools, failures: [] });
@@ -200,11 +220,12 @@ async function runTopologies(ctx: BenchContext, defer: (fn: () => Promise<void> 
     ];
   });
   ctx.log(`${opts.rounds} interleaved round(s) of ${arms.length} measurements, ${opts.duration}s each after ${opts.warmup}s warm-up ...`);
-  const results = await interleave(ctx, opts.rounds, arms);
+  // Each topology's warm and cold arms stay adjacent; the rounds start at evenly spread topologies.
+  const results = await interleave(ctx, opts.rounds, arms, spreadShift(list.length, 2, opts.rounds));
 
   const rps = (name: string) => (results[name] ?? []).map((m) => (m && !m.invalid ? m.rps : undefined));
   const figure = (name: string) => formatSpread(spread(rps(name).filter((v): v is number => v !== undefined)));
-  const ratio = (key: string, kind: 'warm' | 'cold') => pairedRatios(rps(`${key}: ${kind}`), rps(`${BASELINE}: ${kind}`));
+  const ratio = (key: string, kind: 'warm' | 'cold', over = BASELINE) => pairedRatios(rps(`${key}: ${kind}`), rps(`${over}: ${kind}`));
   const rows = list.map((t) => [
     t.key,
     figure(`${t.key}: warm`),
@@ -216,6 +237,11 @@ async function runTopologies(ctx: BenchContext, defer: (fn: () => Promise<void> 
     ...list.filter((t) => t.key !== BASELINE).flatMap((t) => [
       check(`${t.key}: warm / single node`, ratio(t.key, 'warm'), null),
       check(`${t.key}: cold / single node`, ratio(t.key, 'cold'), null),
+    ]),
+    // The topology alone: each row over the control that has the same kind of private server without it.
+    ...list.filter((t) => t.control).flatMap((t) => [
+      check(`${t.key}: warm / ${t.control}`, ratio(t.key, 'warm', t.control), null),
+      check(`${t.key}: cold / ${t.control}`, ratio(t.key, 'cold', t.control), null),
     ]),
     ...armings.map((a) => check(`${a.topology.key}: non-2xx + errors`, a.failures, { op: '=', value: 0 })),
   ];

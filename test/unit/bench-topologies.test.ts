@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.js';
 import { redisTopology } from '../../src/app/stores.js';
 import { parsePostgresUrl } from '../../src/support/postgres-url.js';
-import { BASELINE, topologies, topologyList } from '../../bench/scenarios/topologies.js';
+import { BASELINE, PG_CONTROL, REDIS_CONTROL, topologies, topologyList } from '../../bench/scenarios/topologies.js';
+import { spreadShift } from '../../bench/lib/rounds.js';
 import { SCENARIOS } from '../../bench/scenarios/index.js';
 import { coldPoolSize } from '../../bench/lib/cold.js';
 
@@ -17,6 +18,7 @@ const fake = {
   standby: pg(21004),
   sentinel: { masterName: 'acemaster', sentinelAddresses: () => [21010, 21011, 21012].map((port) => ({ host: '127.0.0.1', port })) },
   cluster: { startupNodes: () => [21020, 21021, 21022, 21023, 21024, 21025].map((port) => ({ host: '127.0.0.1', port })) },
+  redis: { url: () => 'redis://127.0.0.1:21030' },
 } as unknown as Parameters<typeof topologyList>[0];
 
 const db = (server: string) => ({ name: 'ace_bench_x', url: `${server.replace(/\/[^/]*$/, '')}/ace_bench_x`, drop: async () => {} });
@@ -48,8 +50,9 @@ describe('bench topologies scenario', () => {
     expect(bouncer.createdOn).toBe(fake.bouncerPg.url());
     expect(bouncer.DATABASE_URL).toBe('postgres://postgres@127.0.0.1:21002/ace_bench_x');
     expect(parsePostgresUrl(bouncer.DATABASE_URL).url).toMatchObject({ prepare: false, hosts: [{ port: 21002 }] });
-    const direct = serviceEnv(byKey['its Postgres, direct']);
+    const direct = serviceEnv(byKey[PG_CONTROL]);
     expect(direct.DATABASE_URL).toBe('postgres://postgres@127.0.0.1:21001/ace_bench_x');
+    expect(byKey['PgBouncer (transaction)'].control).toBe(PG_CONTROL);
   });
 
   it('names primary and standby in one libpq multi-host URL asking for read-write', () => {
@@ -68,7 +71,9 @@ describe('bench topologies scenario', () => {
       sentinels: [{ host: '127.0.0.1', port: 21010 }, { host: '127.0.0.1', port: 21011 }, { host: '127.0.0.1', port: 21012 }],
     });
     expect(redisTopology(loadConfig(serviceEnv(byKey['Redis Cluster']).redis))).toMatchObject({ kind: 'cluster', nodes: expect.arrayContaining([{ host: '127.0.0.1', port: 21020 }]) });
-    expect(redisTopology(loadConfig(serviceEnv(byKey[BASELINE]).redis))).toMatchObject({ kind: 'standalone' });
+    expect(redisTopology(loadConfig(serviceEnv(byKey[BASELINE]).redis))).toMatchObject({ kind: 'standalone', url: 'redis://127.0.0.1:6379' });
+    expect(redisTopology(loadConfig(serviceEnv(byKey[REDIS_CONTROL]).redis))).toMatchObject({ kind: 'standalone', url: 'redis://127.0.0.1:21030' });
+    expect([byKey['Redis Sentinel'].control, byKey['Redis Cluster'].control]).toEqual([REDIS_CONTROL, REDIS_CONTROL]);
   });
 
   it('changes one store per row: Postgres rows keep the baseline Redis, Redis rows the baseline Postgres', () => {
@@ -77,6 +82,13 @@ describe('bench topologies scenario', () => {
       const changesRedis = t.options.redisEnv !== undefined;
       expect([t.key, changesPostgres !== changesRedis]).toEqual([t.key, true]);
     }
+  });
+
+  it('spreads the rounds\' starting points over the topologies, keeping warm and cold together', () => {
+    const shift = spreadShift(7, 2, 3);
+    expect([0, 1, 2].map(shift)).toEqual([0, 4, 10]);
+    expect([0, 1, 2].map(spreadShift(6, 2, 3))).toEqual([0, 4, 8]);
+    expect(spreadShift(6, 2, 1)(0)).toBe(0);
   });
 
   it('sizes each round of cold agents for twice the raw argon2 rate (at least 50/s) plus two connections each', () => {
