@@ -63,8 +63,8 @@ export function coldArm(
 
 /**
  * Never-used agents per round of a cold arm: enough for the warm-up and the measurement at twice the
- * machine's raw argon2 rate (never below 50/s), plus two connections' worth.
+ * machine's raw argon2 rate (never below `floor`/s, default 50), plus two connections' worth.
  */
-export function coldPoolSize(argon2PerSecond: number, opts: { duration: number; warmup: number; connections: number }): number {
-  return Math.ceil(Math.max(argon2PerSecond, 50) * (opts.duration + opts.warmup) * 2) + 2 * opts.connections;
+export function coldPoolSize(argon2PerSecond: number, opts: { duration: number; warmup: number; connections: number }, floor = 50): number {
+  return Math.ceil(Math.max(argon2PerSecond, floor) * (opts.duration + opts.warmup) * 2) + 2 * opts.connections;
 }

@@ -171,7 +171,9 @@ async function runTopologies(ctx: BenchContext, defer: (fn: () => Promise<void> 
   const { options: argon2Options } = await loadArgon2Options();
   const secretHash = hashSync(BULK_SECRET, argon2Options);
   const sizing = await argon2VerifyRate(opts.cores, 1);
-  const perRound = coldPoolSize(sizing.verifyPerSecond, opts);
+  // Sized for at least 150 verifications a second: the rate measured at the start of a long run on a busy
+  // machine understated a quieter minute later, and a pool ran dry (rows are cheap, argon2 time is not).
+  const perRound = coldPoolSize(sizing.verifyPerSecond, opts, 150);
 
   // One service per topology, all up for the whole run (an idle service costs nothing measurable).
   const armings: Arming[] = [];

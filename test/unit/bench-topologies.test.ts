@@ -91,8 +91,9 @@ describe('bench topologies scenario', () => {
     expect(spreadShift(6, 2, 1)(0)).toBe(0);
   });
 
-  it('sizes each round of cold agents for twice the raw argon2 rate (at least 50/s) plus two connections each', () => {
+  it('sizes each round of cold agents for twice the raw argon2 rate (at least the floor: 50/s unless told) plus two connections each', () => {
     expect(coldPoolSize(100, { duration: 5, warmup: 2, connections: 64 })).toBe(100 * 7 * 2 + 128);
     expect(coldPoolSize(10, { duration: 2, warmup: 1, connections: 64 })).toBe(50 * 3 * 2 + 128);
+    expect(coldPoolSize(40, { duration: 5, warmup: 2, connections: 64 }, 150)).toBe(150 * 7 * 2 + 128);
   });
 });
