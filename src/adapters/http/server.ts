@@ -193,6 +193,15 @@ export class HttpServer {
     this.untrusted = { count: 0, warnedAt: now };
   }
 
+  /**
+   * The client address of a request this server does not route itself (the revocation WebSocket's
+   * upgrade), by the same rules (TRUST_PROXY_*). Call it in the synchronous part of the handler.
+   */
+  clientAddressOf(res: uWS.HttpResponse, req: uWS.HttpRequest): string {
+    const forwardedFor = this.options.proxy.hops > 0 || this.options.proxy.proxies ? req.getHeader('x-forwarded-for') : '';
+    return clientAddress(forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy);
+  }
+
   /** Reads only the headers this route can use: each read crosses into C++. */
   private readHeaders(req: uWS.HttpRequest, route: Route): RequestHeaders {
     const body = route.body !== undefined;

@@ -9,6 +9,7 @@ const FAILURE_MESSAGES = {
   revocation_push: 'revocation feed push failed',
   revocation_purge: 'revocation purge failed',
   admin_after_commit: 'an invalidation after a committed admin change failed (caches expire by TTL)',
+  feed_credentials_reload: 'reloading the revocation feed credentials failed (tried again by the next check)',
 } as const;
 
 export class CoreTelemetry implements Telemetry {

@@ -275,7 +275,7 @@ export class Metrics {
     this.credentialChecks.inc();
   }
 
-  backgroundFailure(task: 'key_refresh' | 'key_rotation' | 'revocation_push' | 'revocation_purge' | 'admin_after_commit'): void {
+  backgroundFailure(task: 'key_refresh' | 'key_rotation' | 'revocation_push' | 'revocation_purge' | 'admin_after_commit' | 'feed_credentials_reload'): void {
     this.backgroundFailures.inc({ task });
   }
 

@@ -10,7 +10,7 @@ export type TelemetryEvent =
   | { type: 'credential_checked' }
   | { type: 'rate_limited'; limiter: LimiterName }
   /** Background work failed and will be tried again (key refresh, revocation push); `what` is a fixed name. */
-  | { type: 'background_failure'; what: 'key_refresh' | 'key_rotation' | 'revocation_push' | 'revocation_purge' | 'admin_after_commit'; error: unknown };
+  | { type: 'background_failure'; what: 'key_refresh' | 'key_rotation' | 'revocation_push' | 'revocation_purge' | 'admin_after_commit' | 'feed_credentials_reload'; error: unknown };
 
 export interface Telemetry {
   record(event: TelemetryEvent): void;
