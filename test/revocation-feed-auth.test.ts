@@ -184,7 +184,7 @@ describe('the poll and the WebSocket require a feed token of the platform', () =
   });
 
   it('the SSF configuration advertises the bearer authorization scheme', async () => {
-    const config = await (await fetch(`${a.publicUrl}/.well-known/ssf-configuration`)).json();
+    const config = (await (await fetch(`${a.publicUrl}/.well-known/ssf-configuration`)).json()) as Record<string, unknown>;
     expect(config.authorization_schemes).toEqual([{ spec_urn: 'urn:ietf:rfc:6750' }]);
   });
 });
