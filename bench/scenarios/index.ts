@@ -6,6 +6,7 @@ import { fleet } from './fleet.js';
 import { fanout } from './fanout.js';
 import { audit } from './audit.js';
 import { deployed } from './deployed.js';
+import { feedflood } from './feedflood.js';
 
 export const SCENARIOS: Scenario[] = [
   compare,
@@ -14,4 +15,5 @@ export const SCENARIOS: Scenario[] = [
   fanout,
   audit,
   deployed,
+  feedflood,
 ];
