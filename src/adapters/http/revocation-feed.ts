@@ -274,6 +274,22 @@ export class RevocationFeed {
    * sequence (SETs are delivered in sequence order); without an ack the answer starts at the oldest live
    * SET. The current head SET is always included (receivers that do not know its event type ignore it).
    */
+  /**
+   * The poll answer when it can be given from memory at once (the stream fresh, the head SET current and
+   * this answer serialised already): the common poll of an up-to-date receiver, or a flood of one request,
+   * without a promise round. Undefined: call poll().
+   */
+  pollNow(platformId: string, request: PollRequest): string | undefined {
+    const stream = this.streams.get(platformId);
+    const now = Date.now();
+    if (!stream || now - stream.checkedAt >= this.options.documentReuseMs) return undefined;
+    const head = stream.headSet;
+    if (!head || head.seq !== stream.head || now - head.signedAt >= this.options.heartbeatMs / 2 || head.kid !== this.keys.activeKey().kid) return undefined;
+    let from = 0;
+    for (const jti of request.ack ?? []) from = Math.max(from, seqOfJti(jti, platformId) ?? 0);
+    return this.answers.get(`${platformId}:${stream.version}:${from}:${request.maxEvents ?? DEFAULT_MAX_EVENTS}`);
+  }
+
   async poll(platformId: string, request: PollRequest): Promise<string | undefined> {
     const stream = await this.stream(platformId);
     if (!stream) return undefined;

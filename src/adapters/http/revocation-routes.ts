@@ -9,6 +9,7 @@ import type { FeedCredentialService } from '../../core/feed/feed-credential-serv
 import { PlatformId, UUID_PATTERN } from './schemas/public.js';
 import { fixedHeader, refusals } from './responses.js';
 import { MAX_MAX_EVENTS, type RevocationFeed, type FeedTransport } from './revocation-feed.js';
+import type { PollRequest } from '@agent-credential-exchange/middleware/feed-document';
 import type { RevocationMetrics } from '../telemetry/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { parseJsonBody } from './json-body.js';
@@ -95,6 +96,7 @@ export const revocationRouteTable = {
     body: { schema: PollRequestSchema, contentType: 'application/json', required: true },
     auth: 'none',
     handlerAuth: FEED_AUTH,
+    fromMemory: true,
     audit: { kind: 'none' },
     responses: {
       200: { description: 'The SETs above the acknowledged ones, and whether more are available.', headers: { 'Cache-Control': fixedHeader('no-store') }, content: { 'application/json': PollResponseSchema } },
@@ -204,23 +206,43 @@ export function offeredProtocols(header: string): { token: string; feed: boolean
 
 export interface RevocationRouteDeps {
   feed: RevocationFeed;
-  feedCredentials: Pick<FeedCredentialService, 'verify'>;
+  feedCredentials: Pick<FeedCredentialService, 'verify' | 'verifyNow'>;
   metrics: Pick<RevocationMetrics, 'refused'>;
 }
 
+const POLL_HEADERS = { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' };
+/** The 401 of the poll, built once (a flood of wrong tokens costs no allocation of an error). */
+const UNAUTHORIZED_REPLY: HttpReply = (() => {
+  const error = feedUnauthorized();
+  return { status: error.status, headers: { ...POLL_HEADERS, ...error.headers }, body: error.body() };
+})();
+
 export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
   const { feed, feedCredentials, metrics } = deps;
-  const poll = async (request: HttpRequest): Promise<HttpReply> => {
+  // The hot path answers synchronously (no promise round, like the JWKS): a current token index and a
+  // serialised answer in memory. Otherwise the same checks, awaited.
+  const poll = (request: HttpRequest): HttpReply | Promise<HttpReply> => {
     const platformId = platformParam(request.params.platform_id);
+    const token = bearerToken(request.headers.authorization);
     // Checked from memory (FeedCredentialService): a flood of wrong tokens or unknown platforms costs no query.
-    if ((await feedCredentials.verify(platformId, bearerToken(request.headers.authorization))) === undefined) {
+    const known = feedCredentials.verifyNow(platformId, token);
+    if (known === null) {
       metrics.refused('poll', 'unauthorized');
-      throw feedUnauthorized();
+      return UNAUTHORIZED_REPLY;
     }
     const body = validatePoll(parseJsonBody(request));
+    const cached = known === undefined ? undefined : feed.pollNow(platformId, body);
+    if (cached !== undefined) return { status: 200, headers: POLL_HEADERS, body: cached };
+    return slowPoll(platformId, token, body, known !== undefined);
+  };
+  const slowPoll = async (platformId: string, token: string, body: PollRequest, verified: boolean): Promise<HttpReply> => {
+    if (!verified && (await feedCredentials.verify(platformId, token)) === undefined) {
+      metrics.refused('poll', 'unauthorized');
+      return UNAUTHORIZED_REPLY;
+    }
     const answer = await feed.poll(platformId, body);
-    if (answer === undefined) throw feedUnauthorized();
-    return { status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' }, body: answer };
+    if (answer === undefined) return UNAUTHORIZED_REPLY;
+    return { status: 200, headers: POLL_HEADERS, body: answer };
   };
   const configuration = Buffer.from(JSON.stringify(ssfConfiguration(ssf.issuer, ssf.publicBaseUrl)));
   return bindRoutes(revocationRouteTable, {

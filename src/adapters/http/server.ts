@@ -226,10 +226,10 @@ export class HttpServer {
     // The client address only matters where credentials arrive: routes with a body, and routes with an
     // auth check (the admin token limit; failed admin token checks are audited).
     const address =
-      route.body || needsAuth(route) ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy) : '';
+      (route.body && !route.fromMemory) || needsAuth(route) ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
     // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
-    const controller = route.body ? new AbortController() : undefined;
+    const controller = route.body && !route.fromMemory ? new AbortController() : undefined;
     const state = this.inFlight.begin();
     res.onAborted(() => {
       state.aborted = true;

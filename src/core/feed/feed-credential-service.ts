@@ -119,6 +119,20 @@ export class FeedCredentialService {
     if (!this.index || Date.now() - this.loadedAt > REFRESH_MS) await this.reloadAll();
     const pending = this.partial.get(platformId);
     if (pending) await pending;
+    return this.match(platformId, token);
+  }
+
+  /**
+   * The same check without a promise round when the index is current (the poll's hot path): the
+   * credential id, null for a refusal, or undefined when a reload is due or running (then call verify).
+   */
+  verifyNow(platformId: string, token: string): string | null | undefined {
+    if (!TOKEN_FORM.test(token)) return null;
+    if (!this.index || Date.now() - this.loadedAt > REFRESH_MS || this.partial.has(platformId)) return undefined;
+    return this.match(platformId, token) ?? null;
+  }
+
+  private match(platformId: string, token: string): string | undefined {
     const candidates = this.index?.get(platformId);
     if (!candidates) return undefined;
     const hash = hashFeedToken(token);
