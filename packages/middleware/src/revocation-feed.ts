@@ -52,7 +52,7 @@ export interface RevocationFeedOptions {
    * subprotocol `ace-feed-token.<token>`. Required while the feed is on (also accepted as the verifier's
    * top-level `feedToken`).
    */
-  feedToken?: string;
+  feedToken?: string | undefined;
   /**
    * When no signed stream head proves the copy current for longer than `staleAfterSeconds`:
    * - "open" (default): keep accepting tokens, warn loudly (once a minute) and count them in stats(), but

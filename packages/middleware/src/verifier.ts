@@ -54,7 +54,7 @@ export interface VerifierBaseOptions {
    * The platform's revocation feed token (`acef_...`): required while the feed is on. Same as
    * `revocationFeed.feedToken` (either may be given).
    */
-  feedToken?: string;
+  feedToken?: string | undefined;
 }
 
 /** The runtime-neutral verifier's options: the scope file as text or parsed document. */

@@ -10,7 +10,7 @@
 // a random token is refused from memory: a flood of them costs no query. A deleted credential is refused
 // as soon as the bus notice arrives (the reload is awaited by every check that follows it), and the
 // listeners (the WebSocket side) close the sockets that used it.
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, hash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { ServiceError } from '../errors.js';
 import { auditEvents, type ChangeBy } from '../audit/events.js';
 import type { FeedCredential, FeedCredentialRecord, FeedCredentialStore } from '../ports/feed-credentials.js';
@@ -45,7 +45,9 @@ interface Indexed {
   hash: Buffer;
 }
 
-export const hashFeedToken = (token: string): Buffer => createHash('sha256').update(token).digest();
+/** SHA-256 of a feed token: the one-shot crypto.hash (no Hash object per request) where Node has it (20.12+). */
+export const hashFeedToken: (token: string) => Buffer =
+  typeof hash === 'function' ? (token) => hash('sha256', token, 'buffer') : (token) => createHash('sha256').update(token).digest();
 
 export class FeedCredentialService {
   private readonly store: FeedCredentialStore;
@@ -135,10 +137,10 @@ export class FeedCredentialService {
   private match(platformId: string, token: string): string | undefined {
     const candidates = this.index?.get(platformId);
     if (!candidates) return undefined;
-    const hash = hashFeedToken(token);
+    const presented = hashFeedToken(token);
     let found: string | undefined;
     // Every candidate compared in constant time (no early exit on a match either).
-    for (const candidate of candidates) if (timingSafeEqual(candidate.hash, hash)) found = candidate.id;
+    for (const candidate of candidates) if (timingSafeEqual(candidate.hash, presented)) found = candidate.id;
     return found;
   }
 
