@@ -60,6 +60,12 @@ export class FeedCredentialService {
   private full: Promise<void> | undefined;
   /** Platforms whose credentials are being re-read (checks for them wait). */
   private readonly partial = new Map<string, Promise<void>>();
+  /**
+   * Platforms whose reload after a notice failed (Postgres down), and whether a full reload failed: their
+   * credentials are not trusted from memory until a reload succeeds (a check then answers 503).
+   */
+  private readonly failed = new Set<string>();
+  private fullFailed = false;
   private readonly listeners: ((platformId: string | undefined) => void)[] = [];
 
   constructor(ports: FeedCredentialServicePorts) {
@@ -118,9 +124,10 @@ export class FeedCredentialService {
    */
   async verify(platformId: string, token: string): Promise<string | undefined> {
     if (!TOKEN_FORM.test(token)) return undefined;
-    if (!this.index || Date.now() - this.loadedAt > REFRESH_MS) await this.reloadAll();
+    if (!this.index || this.fullFailed || Date.now() - this.loadedAt > REFRESH_MS) await this.reloadAll();
     const pending = this.partial.get(platformId);
     if (pending) await pending;
+    else if (this.failed.has(platformId)) await this.reloadPlatform(platformId);
     return this.match(platformId, token);
   }
 
@@ -130,7 +137,7 @@ export class FeedCredentialService {
    */
   verifyNow(platformId: string, token: string): string | null | undefined {
     if (!TOKEN_FORM.test(token)) return null;
-    if (!this.index || Date.now() - this.loadedAt > REFRESH_MS || this.partial.has(platformId)) return undefined;
+    if (!this.index || this.fullFailed || Date.now() - this.loadedAt > REFRESH_MS || this.partial.has(platformId) || this.failed.has(platformId)) return undefined;
     return this.match(platformId, token) ?? null;
   }
 
@@ -156,7 +163,15 @@ export class FeedCredentialService {
 
   private reloadAll(): Promise<void> {
     this.full ??= (async () => {
-      const rows = await this.store.allFeedCredentials();
+      let rows: FeedCredentialRecord[];
+      try {
+        rows = await this.store.allFeedCredentials();
+      } catch (error) {
+        this.fullFailed = true;
+        throw error;
+      }
+      this.fullFailed = false;
+      this.failed.clear();
       const next = new Map<string, Indexed[]>();
       for (const row of rows) next.set(row.platformId, [...(next.get(row.platformId) ?? []), { id: row.id, hash: Buffer.from(row.tokenHash, 'hex') }]);
       this.index = next;
@@ -173,7 +188,14 @@ export class FeedCredentialService {
     const next: Promise<void> = previous
       .catch(() => {})
       .then(async () => {
-        const rows = await this.store.feedCredentialsOf(platformId);
+        let rows: FeedCredentialRecord[];
+        try {
+          rows = await this.store.feedCredentialsOf(platformId);
+        } catch (error) {
+          this.failed.add(platformId);
+          throw error;
+        }
+        this.failed.delete(platformId);
         this.setPlatform(platformId, rows);
       })
       .finally(() => {
