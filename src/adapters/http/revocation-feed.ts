@@ -288,7 +288,8 @@ export class RevocationFeed {
     if (!head || head.seq !== stream.head || now - head.signedAt >= this.options.heartbeatMs / 2 || head.kid !== this.keys.activeKey().kid) return undefined;
     let from = 0;
     for (const jti of request.ack ?? []) from = Math.max(from, seqOfJti(jti, platformId) ?? 0);
-    return this.answers.get(`${platformId}:${stream.version}:${from}:${request.maxEvents ?? DEFAULT_MAX_EVENTS}`);
+    // peek: no recency bookkeeping on the hot path (the key changes with the stream's version anyway).
+    return this.answers.peek(`${platformId}:${stream.version}:${from}:${request.maxEvents ?? DEFAULT_MAX_EVENTS}`);
   }
 
   async poll(platformId: string, request: PollRequest): Promise<Buffer | undefined> {

@@ -219,6 +219,20 @@ const UNAUTHORIZED_REPLY: HttpReply = (() => {
 
 export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
   const { feed, feedCredentials, metrics } = deps;
+  // Poll bodies already parsed and validated (a receiver sends the same body until a new SET arrives, and a
+  // flood repeats one): keyed by the bytes, bounded, emptied when full.
+  const parsed = new Map<string, PollRequest>();
+  const pollRequest = (request: HttpRequest): PollRequest => {
+    // The media type is part of the key: a body sent with another type still gets its 415.
+    const key = `${request.headers.contentType}\n${request.body ? request.body.toString('latin1') : ''}`;
+    let body = parsed.get(key);
+    if (!body) {
+      body = validatePoll(parseJsonBody(request)) as PollRequest;
+      if (parsed.size >= 256) parsed.clear();
+      parsed.set(key, body);
+    }
+    return body;
+  };
   // The hot path answers synchronously (no promise round, like the JWKS): a current token index and a
   // serialised answer in memory. Otherwise the same checks, awaited.
   const poll = (request: HttpRequest): HttpReply | Promise<HttpReply> => {
@@ -230,7 +244,7 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
       metrics.refused('poll', 'unauthorized');
       return UNAUTHORIZED_REPLY;
     }
-    const body = validatePoll(parseJsonBody(request));
+    const body = pollRequest(request);
     const cached = known === undefined ? undefined : feed.pollNow(platformId, body);
     if (cached !== undefined) return { status: 200, headers: POLL_HEADERS, body: cached };
     return slowPoll(platformId, token, body, known !== undefined);

@@ -25,6 +25,8 @@ const TOKEN_FORM = /^acef_[A-Za-z0-9_-]{43}$/;
 export const MAX_PER_PLATFORM = 10;
 /** Full reload of the index, in case a bus message was lost (Redis restarted). */
 const REFRESH_MS = 60_000;
+/** Valid tokens remembered (keyed by the token) until the index changes, so a poll flood hashes each once. */
+const VERIFIED_MAX = 1024;
 
 export interface FeedCredentialServicePorts {
   store: FeedCredentialStore;
@@ -66,6 +68,11 @@ export class FeedCredentialService {
    */
   private readonly failed = new Set<string>();
   private fullFailed = false;
+  /**
+   * Tokens that matched, with their credential: emptied whenever the index changes. Only tokens that
+   * matched enter (a flood of random tokens cannot fill it); a miss is hashed and compared in constant time.
+   */
+  private readonly verified = new Map<string, { platformId: string; id: string }>();
   private readonly listeners: ((platformId: string | undefined) => void)[] = [];
 
   constructor(ports: FeedCredentialServicePorts) {
@@ -142,12 +149,18 @@ export class FeedCredentialService {
   }
 
   private match(platformId: string, token: string): string | undefined {
+    const known = this.verified.get(token);
+    if (known) return known.platformId === platformId ? known.id : undefined;
     const candidates = this.index?.get(platformId);
     if (!candidates) return undefined;
     const presented = hashFeedToken(token);
     let found: string | undefined;
     // Every candidate compared in constant time (no early exit on a match either).
     for (const candidate of candidates) if (timingSafeEqual(candidate.hash, presented)) found = candidate.id;
+    if (found !== undefined) {
+      if (this.verified.size >= VERIFIED_MAX) this.verified.clear();
+      this.verified.set(token, { platformId, id: found });
+    }
     return found;
   }
 
@@ -175,6 +188,7 @@ export class FeedCredentialService {
       const next = new Map<string, Indexed[]>();
       for (const row of rows) next.set(row.platformId, [...(next.get(row.platformId) ?? []), { id: row.id, hash: Buffer.from(row.tokenHash, 'hex') }]);
       this.index = next;
+      this.verified.clear();
       this.loadedAt = Date.now();
       this.emit(undefined);
     })().finally(() => (this.full = undefined));
@@ -207,6 +221,7 @@ export class FeedCredentialService {
 
   private setPlatform(platformId: string, rows: FeedCredentialRecord[]): void {
     if (!this.index) return;
+    this.verified.clear();
     if (rows.length === 0) this.index.delete(platformId);
     else this.index.set(platformId, rows.map((row) => ({ id: row.id, hash: Buffer.from(row.tokenHash, 'hex') })));
     this.emit(platformId);
