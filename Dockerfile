@@ -19,6 +19,9 @@ COPY packages/client/package.json packages/client/
 # --ignore-scripts: no dependency declares an install script (native code ships prebuilt); this keeps
 # a future one from running unreviewed.
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+# The one install step that does run: the postgres driver's switchover crash fix (the script's header).
+COPY scripts/patch-postgres-driver.mjs scripts/
+RUN node scripts/patch-postgres-driver.mjs
 # uWebSockets.js (the uws-pack repack) ships 24 binaries (linux x64/arm64/arm, darwin x64/arm64, win32
 # x64, each for four Node ABIs), ~133 MB. Keep the one this image's Node loads (computed, so arm64
 # builds work too), fail the build when it is missing or does not load on this glibc, and drop type
@@ -40,7 +43,9 @@ COPY packages/client/package.json packages/client/
 RUN npm ci --ignore-scripts --no-audit --no-fund
 # .dockerignore lets in only what the compiler needs (tsconfigs, src, workers, scripts, packages).
 # `npm run build` compiles src/ and workers/ only (tsconfig.json); bench, kit and test helpers have their
-# own tsconfigs and are never built here.
+# own tsconfigs and are never built here. Its last step runs PGlite's initdb once (~12 s, ~700 MiB) and
+# packs the embedded default's pristine cluster into dist, so that no first start runs initdb
+# (docs/storage.md#memory-of-the-embedded-default).
 COPY . .
 RUN npm run build \
  && find dist packages/*/dist -type f \( -name '*.d.ts' -o -name '*.d.ts.map' \) -delete

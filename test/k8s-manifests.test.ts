@@ -294,8 +294,8 @@ describe.each(VARIANTS)('k8s %s', (variant) => {
       expect(quantity(requests.memory)).toBe(256 * 2 ** 20);
       expect(quantity(limits.memory)).toBe(384 * 2 ** 20);
     } else {
-      // Embedded PGlite measured 800-880 MB RSS under load.
-      expect(quantity(limits.memory)).toBeGreaterThanOrEqual(1024 * 2 ** 20);
+      // The embedded default peaks ~250 MiB and stays under 300 MiB under load (test/embedded-memory.test.ts).
+      expect(quantity(limits.memory)).toBeGreaterThanOrEqual(512 * 2 ** 20);
     }
     expect(quantity(requests.memory)).toBeLessThanOrEqual(quantity(limits.memory));
     expect(quantity(requests.cpu)).toBeGreaterThan(0);

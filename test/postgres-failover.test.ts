@@ -5,7 +5,7 @@
 // primary exists (never 500, never hung) and succeed again within seconds of the promotion; nothing
 // acknowledged is missing afterwards, and a deactivation at one instance is refused at the other at once.
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import { startPostgres, startStandby, stopAll, pollFor, waitForReplay, type PostgresNode } from './support/topology/index.js';
@@ -17,6 +17,8 @@ interface Outcome {
   retryAfter: string | null;
   ms: number;
   at: number;
+  /** Why a request got no answer (status 0). */
+  error?: string;
 }
 
 const jtiOf = (accessToken: string): string => JSON.parse(Buffer.from(accessToken.split('.')[1], 'base64url').toString()).jti;
@@ -61,6 +63,14 @@ describe('Postgres switchover behind a multi-host DATABASE_URL', () => {
     await stopAll();
   });
 
+  afterEach((context) => {
+    // A failed run shows how each instance ended and what it logged last (no secret is logged).
+    if (context.task.result?.state !== 'fail') return;
+    for (const [i, s] of services.entries()) {
+      console.log(`instance ${i} (exit ${s.process.exitCode ?? s.process.signalCode ?? 'none: running'}):\n${s.output().slice(-4000)}`);
+    }
+  });
+
   const token = (service: ServiceHandle, agent: { api_key_id: string; secret: string }) =>
     postJson(`${service.publicUrl}/api/v1/auth/token`, { api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id });
 
@@ -78,9 +88,10 @@ describe('Postgres switchover behind a multi-host DATABASE_URL', () => {
       while (running) {
         const started = performance.now();
         // A reset connection counts as a failure (status 0), reported with the rest.
-        const r = await token(service, warm).catch(() => undefined);
-        if (!r) tokens.push({ status: 0, retryAfter: null, ms: performance.now() - started, at: Date.now() });
-        else tokens.push({ status: r.status, retryAfter: r.headers.get('retry-after'), ms: performance.now() - started, at: Date.now(), jti: r.status === 200 ? jtiOf(r.body.access_token) : undefined });
+        let error: string | undefined;
+        const r = await token(service, warm).catch((e: Error) => void (error = `${e.message}${e.cause ? ` (${(e.cause as Error).message})` : ''}`));
+        if (!r) tokens.push({ status: 0, retryAfter: null, ms: performance.now() - started, at: Date.now(), error });
+        else tokens.push({ status: r.status, retryAfter: r.headers.get('retry-after'), ms: performance.now() - started, at: Date.now(), jti: r.status === 200 ? jtiOf(r.body.access_token) : undefined, error: r.status === 200 ? undefined : `${r.body?.error_code}: ${r.body?.detail}` });
       }
     };
     let n = 0;
@@ -120,7 +131,7 @@ describe('Postgres switchover behind a multi-host DATABASE_URL', () => {
     const ok = tokens.filter((t) => t.status === 200);
     const others = tokens.filter((t) => t.status !== 200);
     const problems = () => services.map((s) => s.output().split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(0, 30).join('\n')).join('\n');
-    expect(ok.length / tokens.length, `tokens: ${tokens.length}, not 200: ${others.map((t) => t.status).join(',')}\n${problems()}`).toBeGreaterThanOrEqual(0.99);
+    expect(ok.length / tokens.length, `tokens: ${tokens.length}, not 200: ${others.map((t) => t.status).join(',')} ${[...new Set(others.map((t) => t.error))].join('; ')}\n${problems()}`).toBeGreaterThanOrEqual(0.99);
     for (const t of others) {
       expect(t.status).toBe(503);
       expect(t.retryAfter).toMatch(/^[1-9]\d*$/);

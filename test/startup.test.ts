@@ -9,6 +9,9 @@ import { Redis } from 'ioredis';
 import { AdminClient, postJson } from '../kit/admin.js';
 import { REDIS_URL, runToExit, startService, type ServiceHandle } from './support/service.js';
 import { freePort } from '../kit/ports.js';
+import { REPO_ROOT } from '../kit/service.js';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 
 const made: string[] = [];
 const tmp = () => {
@@ -50,6 +53,31 @@ describe('configuration', () => {
     const { code, output } = await runToExit({ PORT: port, ADMIN_PORT: port, DATA_DIR: tmp() });
     expect(code).toBe(78);
     expect(output).toMatch(/PORT and ADMIN_PORT must differ/);
+  });
+
+  // uSockets listens with SO_REUSEPORT: without an exclusive listen, a second server of the same user on the
+  // port silently shares its connections (a test once had its JWKS answered 404 by another service).
+  it('refuses a port another uWS server (SO_REUSEPORT) holds, naming the setting, in one process and in a cluster', async () => {
+    const taken = await freePort();
+    const other = spawn(process.execPath, ['--input-type=module', '-e', `
+      import * as uWS from 'uWebSockets.js';
+      uWS.App().any('/*', (res) => res.end('someone else')).listen('127.0.0.1', ${taken}, (s) => console.log(s ? 'listening' : 'failed'));
+    `], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const [line] = await once(other.stdout!, 'data');
+      expect(String(line)).toContain('listening');
+      for (const workers of ['1', '2']) {
+        const { code, output } = await runToExit({ HOST: '127.0.0.1', PORT: String(taken), ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(await freePort()), DATA_DIR: tmp(), WORKERS: workers, ADMIN_TOKEN: 'x'.repeat(32),
+          // A cluster needs an external database; this one does not exist (the port check comes first).
+          DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/ace_never_created', REDIS_URL: 'redis://127.0.0.1:6379' });
+        expect(code, output).toBe(1);
+        expect(output).toContain(`HOST/PORT 127.0.0.1:${taken}: in use by another process`);
+      }
+      // The other server kept its port to itself: every connection still reaches it.
+      for (let i = 0; i < 5; i++) expect(await (await fetch(`http://127.0.0.1:${taken}/.well-known/jwks.json`)).text()).toBe('someone else');
+    } finally {
+      other.kill('SIGKILL');
+    }
   });
 });
 

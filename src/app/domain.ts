@@ -60,6 +60,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
       tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
       authFailPoints: config.rateLimitAuthFailPoints,
       authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
+      onStoreFailure: (operation) => metrics.redisFailed(operation),
     },
     (limiter) => metrics.rateLimited(limiter),
   );
@@ -150,7 +151,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     bus,
     onError: (error) => telemetry.record({ type: 'background_failure', what: 'feed_credentials_reload', error }),
   });
-  const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs });
+  const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs, telemetry });
   const agents = new AgentService({ store, uow, hasher: pools, revocations, apiKeyPrefix: config.apiKeyPrefix });
   return {
     pools,

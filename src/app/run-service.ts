@@ -9,6 +9,7 @@ import { assertNativeUws } from '../adapters/http/server.js';
 import { startApp } from './index.js';
 import { READY_MESSAGE } from './cluster/messages.js';
 import { runPrimary } from './cluster/primary.js';
+import { assertPortsFree } from './port-check.js';
 import { clusterMetricsText } from './cluster/worker.js';
 
 function readConfig(): Config {
@@ -26,7 +27,7 @@ function readConfig(): Config {
 async function runServer(config: Config, logger: Logger): Promise<void> {
   tolerateDroppedSocketErrors(logger);
   const inCluster = cluster.isWorker;
-  const app = await startApp({ config, logger, metricsText: inCluster ? (m) => clusterMetricsText(m.registry) : undefined });
+  const app = await startApp({ config, logger, sharedPorts: inCluster, metricsText: inCluster ? (m) => clusterMetricsText(m.registry) : undefined });
   // The URL the service says it is (PUBLIC_BASE_URL) and the tokens' iss: a client configured from this
   // log accepts the tokens (it printed http://127.0.0.1:PORT while tokens said http://localhost:PORT, #26).
   logger.info(
@@ -75,6 +76,13 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel);
   try {
     assertNativeUws();
+    // A cluster's processes share the ports the primary found free; a process of its own checks them itself.
+    if (cluster.isPrimary) {
+      await assertPortsFree([
+        { settings: 'HOST/PORT', host: config.host, port: config.port },
+        { settings: 'ADMIN_HOST/ADMIN_PORT', host: config.adminHost, port: config.adminPort },
+      ]);
+    }
     if (config.workers > 1 && cluster.isPrimary) return runPrimary(config, logger);
     await runServer(config, logger);
   } catch (error) {

@@ -80,7 +80,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   });
 
   const authLimiter = new AdminAuthLimiter(
-    { redis: stores.redis, keyPrefix: config.redisKeyPrefix, points: config.adminAuthFailPoints, windowSeconds: config.adminAuthFailWindowSeconds },
+    { redis: stores.redis, keyPrefix: config.redisKeyPrefix, points: config.adminAuthFailPoints, windowSeconds: config.adminAuthFailWindowSeconds, onStoreFailure: (operation) => metrics.redisFailed(operation) },
     () => metrics.rateLimited('admin_auth_fail_per_address'),
   );
   const onAuthFailure = (address: string) => {

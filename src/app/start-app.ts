@@ -22,9 +22,11 @@ export interface AppOptions {
   logger: Logger;
   /** Cluster workers pass a collector that answers /metrics with the sum over every process. */
   metricsText?: (local: Metrics) => () => Promise<{ contentType: string; body: string }>;
+  /** A cluster's processes share their ports (SO_REUSEPORT); a single process holds them exclusively. */
+  sharedPorts?: boolean;
 }
 
-export async function startApp({ config, logger, metricsText }: AppOptions): Promise<RunningApp> {
+export async function startApp({ config, logger, metricsText, sharedPorts = false }: AppOptions): Promise<RunningApp> {
   const metrics = new Metrics();
   const cleanups = new Cleanups();
   let shuttingDown = false;
@@ -42,8 +44,8 @@ export async function startApp({ config, logger, metricsText }: AppOptions): Pro
       },
       cleanups,
     );
-    const publicPort = await servers.public.listen(config.host, config.port);
-    const adminPort = await servers.admin.listen(config.adminHost, config.adminPort);
+    const publicPort = await servers.public.listen(config.host, config.port, sharedPorts);
+    const adminPort = await servers.admin.listen(config.adminHost, config.adminPort, sharedPorts);
     metrics.setReady(true);
     const started = servers;
     return {

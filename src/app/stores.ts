@@ -56,6 +56,9 @@ export async function startDatabase(config: Config): Promise<{ url: string; embe
 export async function startStores(config: Config, logger: Logger, metrics: Metrics, cleanups: Cleanups): Promise<Stores> {
   const database = await startDatabase(config);
   if (database.embedded) cleanups.add(() => database.embedded!.stop());
+  if (database.embedded?.cluster === 'seeded') logger.info({ dataDir: config.dataDir }, 'embedded database created from the pristine cluster');
+  // The build packs a pristine cluster (scripts/pristine-cluster.mjs); without it PGlite's initdb ran here.
+  if (database.embedded?.cluster === 'initdb') logger.warn({ dataDir: config.dataDir }, "embedded database created by PGlite's initdb (no pristine cluster for this PGlite version in dist: run npm run build; or DATA_DIR/pglite held other files); this first start peaks ~800 MiB");
   const embedded = !config.databaseUrl;
   const sql = connectPostgres({ url: database.url, poolSize: embedded ? 1 : config.databasePoolSize, timeoutMs: config.storeTimeoutMs, embedded });
   const postgres = new PostgresStore(sql, { timeoutMs: config.storeTimeoutMs, onHealth: (up) => metrics.setStoreUp('postgres', up) });

@@ -96,7 +96,13 @@ export const SETTINGS: readonly Setting[] = [
     env: 'UV_THREADPOOL_SIZE', key: 'uvThreadpoolSize', type: 'int', min: 1, max: 1024, default: ({ cores }) => defaultUvThreadpoolSize(cores),
     defaultText: 'cores (at least 2)', meaning: "libuv's pool, where jose's WebCrypto runs the RSA signatures (read by Node itself; pin it to the CPU limit in containers)",
   },
-  { env: 'ARGON2_THREADS', key: 'argon2Threads', type: 'int', default: ({ cores }) => cores, min: 1, max: 256, defaultText: 'cores', meaning: 'argon2 verification threads' },
+  {
+    // Each thread is a V8 isolate (~13 MiB idle, measured) plus argon2's 19 MiB while it hashes: the embedded
+    // default, meant for a laptop or a small pod, keeps two (docs/storage.md#memory-of-the-embedded-default).
+    env: 'ARGON2_THREADS', key: 'argon2Threads', type: 'int', min: 1, max: 256,
+    default: ({ values, cores }) => (values.databaseUrl ? cores : Math.min(cores, 2)),
+    defaultText: 'cores (at most 2 on the embedded default)', meaning: 'argon2 verification threads',
+  },
   { env: 'ARGON2_MAX_QUEUE', key: 'argon2MaxQueue', type: 'int', default: 64, min: 0, max: 100_000, defaultText: '`64`', meaning: 'argon2 waiting line; a full queue answers 503 at once' },
   {
     // A small share of the queue by default, so one address can never fill it alone.
@@ -138,11 +144,11 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'STORE_TIMEOUT_MS', key: 'storeTimeoutMs', type: 'int', default: 2000, min: 50, max: 60_000, defaultText: '`2000`', meaning: 'bound on every Postgres call; past it: 503 with `Retry-After`' },
   { env: 'ENRICHMENT_TIMEOUT_MS', key: 'enrichmentTimeoutMs', type: 'int', default: 100, min: 1, max: 10_000, defaultText: '`100`', meaning: 'budget for name/hostname in the platform listing' },
   { env: 'SHUTDOWN_TIMEOUT_MS', key: 'shutdownTimeoutMs', type: 'int', default: 10_000, min: 100, max: 300_000, defaultText: '`10000`', meaning: 'graceful drain bound' },
-  { env: 'REVOCATION_ISSUED_SLACK_SECONDS', key: 'revocationIssuedSlackSeconds', type: 'int', default: 2, min: 0, max: 60, defaultText: '`2`', meaning: 'a revocation also voids tokens issued up to this long after the change (an instance whose cache had not yet heard of it)' },
-  { env: 'REVOCATION_POLL_MS', key: 'revocationPollMs', type: 'int', default: 1000, min: 100, max: 60_000, defaultText: '`1000`', meaning: 'how often each process compares its subscribed revocation feeds with Postgres (a lost pub/sub message, Redis down)' },
-  { env: 'REVOCATION_HEARTBEAT_SECONDS', key: 'revocationHeartbeatSeconds', type: 'int', default: 5, min: 1, max: 300, defaultText: '`5`', meaning: 'how often the signed stream head (SSF SET) is re-signed and pushed to every revocation WebSocket: receivers prove their copy current with it (the middleware option staleAfterSeconds, default 15, must exceed 1.5 × this)' },
-  { env: 'REVOCATION_WS_MAX_PER_ADDRESS', key: 'revocationWsMaxPerAddress', type: 'int', default: 16, min: 1, max: 100_000, defaultText: '`16`', meaning: 'revocation WebSockets per client address and process (over it: 429)' },
-  { env: 'REVOCATION_WS_MAX', key: 'revocationWsMax', type: 'int', default: 2048, min: 1, max: 1_000_000, defaultText: '`2048`', meaning: 'revocation WebSockets per process (over it: 503)' },
+  { env: 'REVOCATION_ISSUED_SLACK_SECONDS', key: 'revocationIssuedSlackSeconds', type: 'int', default: 2, min: 0, max: 60, defaultText: '`2`', meaning: 'a revocation also voids tokens issued up to this long after it (instances not yet told)' },
+  { env: 'REVOCATION_POLL_MS', key: 'revocationPollMs', type: 'int', default: 1000, min: 100, max: 60_000, defaultText: '`1000`', meaning: 'how often each process checks its subscribed feeds\' heads in Postgres (lost pub/sub messages)' },
+  { env: 'REVOCATION_HEARTBEAT_SECONDS', key: 'revocationHeartbeatSeconds', type: 'int', default: 5, min: 1, max: 300, defaultText: '`5`', meaning: 'how often the signed stream head is re-signed and pushed (the middleware\'s staleAfterSeconds, default 15, must exceed 1.5 × this)' },
+  { env: 'REVOCATION_WS_MAX_PER_ADDRESS', key: 'revocationWsMaxPerAddress', type: 'int', default: 16, min: 1, max: 100_000, defaultText: '`16`', meaning: 'revocation sockets per client address and process (then 429)' },
+  { env: 'REVOCATION_WS_MAX', key: 'revocationWsMax', type: 'int', default: 2048, min: 1, max: 1_000_000, defaultText: '`2048`', meaning: 'revocation sockets per process (then 503)' },
   { env: 'AUDIT', key: 'audit.enabled', type: 'bool', default: true, defaultText: '`true`', meaning: '`false` records no audit event (for comparison benchmarks only)' },
   { env: 'AUDIT_RETENTION_DAYS', key: 'audit.retentionDays', type: 'int', default: 90, min: 1, max: 36_500, defaultText: '`90`', meaning: 'days of audit events kept; older daily partitions are dropped (one replica at a time)' },
   { env: 'AUDIT_FLUSH_MS', key: 'audit.flushMs', type: 'int', default: 2, min: 0, max: 1000, defaultText: '`2`', meaning: 'group commit: delay before a batch leaves (0: the next event-loop turn)' },

@@ -1,18 +1,26 @@
-// The failover scenario of issue #25 (Redis item), run against a real Sentinel group or Cluster from the
-// topology kit: two service instances share one database and one Redis; a warm agent's tokens are asked
-// for through both while a Redis master is killed and a replica promoted. Used by
-// test/redis-sentinel.test.ts and test/redis-cluster.test.ts.
+// The failover harness of issue #25 (Redis item), shared by test/redis-sentinel.test.ts and
+// test/redis-cluster.test.ts against a real Sentinel group or Cluster from the topology kit: the suite's
+// life cycle (failoverSuite: the topology, two service instances on one database and one Redis key
+// prefix), the checks before a failover (topology reported, limits shared), the scenario (a warm agent's
+// tokens asked for through both instances while a Redis master is killed and a replica promoted, an agent
+// deactivated through one instance meanwhile) and the checks after it. Each suite only names its topology,
+// how to kill a master and how to see the promotion.
 import { randomBytes } from 'node:crypto';
-import { expect } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { AdminClient, postJson, type AgentCredentials } from '../../kit/admin.js';
-import { createDatabase, startService, type ServiceHandle, type TestDatabase } from './service.js';
+import { createDatabase, runToExit, startService, type ServiceHandle, type TestDatabase } from './service.js';
+import { stopAll } from './topology/index.js';
 import { metricSum } from '../../kit/metrics.js';
 import { waitFor } from '../../kit/wait.js';
 
 /** Token budget per api_key_id and minute: the shared-limit checks spend it exactly. */
 export const TOKEN_POINTS = 300;
-/** The warm agent's load stops here, well inside its budget (no 429 may blur the count). */
+/** The warm agent's load: always this many requests, well inside its budget (no 429 may blur the count). */
 const LOAD_MAX = 240;
+/** Of LOAD_MAX, kept for after the promotion (the new master under load, however long the failover). */
+const LOAD_AFTER_PROMOTION = 40;
+/** At least this many in all (the 99 % bound leaves room for one 503 only from 100 on). */
+const LOAD_MIN = 100;
 
 export interface Pair {
   a: ServiceHandle;
@@ -85,7 +93,10 @@ export async function sharedBudget(pair: Pair, agent: AgentCredentials, platform
 
 export interface Outcome {
   load: { status: number; retryAfter: string | null }[];
-  /** ms from the promotion being seen to the last 200 the other instance gave the deactivated agent. */
+  /**
+   * ms from the promotion being seen to the sending of the last request the other instance answered 200
+   * for the deactivated agent (negative: none sent after the promotion was served).
+   */
   lastVictimTokenAfterPromotionMs: number;
   acknowledged: AgentCredentials[];
 }
@@ -93,6 +104,13 @@ export interface Outcome {
 /**
  * The scenario: warm agents, load, `kill()` (the master dies), a deactivation and agent creations through
  * instance A while Redis is failing over, `promoted()` (resolves once the replica serves), more load.
+ *
+ * What it measures does not depend on how loaded the machine is: the warm agent's load is at least
+ * LOAD_MIN requests (a slow machine sends fewer in the same time, and 1 % of too few leaves no room for
+ * one 503), LOAD_AFTER_PROMOTION of them kept for after the promotion; a victim's request counts from when
+ * it was sent (a 200 that was slow to arrive under load was served before the deactivation reached B, not
+ * after), and the victim is asked slowly until the promotion (a long failover must not spend its token
+ * budget: a 429 would hide both a stale 200 and the 403).
  */
 export async function runFailover(
   pair: Pair,
@@ -116,23 +134,32 @@ export async function runFailover(
   }
 
   const load: Outcome['load'] = [];
-  const victimAtB: { at: number; status: number }[] = [];
+  const victimAtB: { sentAt: number; status: number }[] = [];
   let running = true;
   let sent = 0;
+  let promotedAt: number | undefined;
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const loadClient = async () => {
     while (running && sent < LOAD_MAX) {
+      // Until the promotion is seen, LOAD_AFTER_PROMOTION requests stay unspent: load on the new master.
+      if (promotedAt === undefined && sent >= LOAD_MAX - LOAD_AFTER_PROMOTION) {
+        await pause(20);
+        continue;
+      }
       const service = sent++ % 2 === 0 ? pair.a : pair.b;
       const response = await tokenAt(service, warm, platformId);
       load.push({ status: response.status, retryAfter: response.headers.get('retry-after') });
       // Paced so the load spans the failover without spending the agent's budget.
-      await new Promise((r) => setTimeout(r, 40));
+      await pause(40);
     }
   };
   const victimWatch = async () => {
     while (running) {
+      const sentAt = Date.now();
       const response = await tokenAt(pair.b, victim, platformId);
-      victimAtB.push({ at: Date.now(), status: response.status });
-      await new Promise((r) => setTimeout(r, 20));
+      victimAtB.push({ sentAt, status: response.status });
+      // Fine-grained from the promotion on: that is when the 1 s bound is measured.
+      await pause(promotedAt === undefined ? 250 : 20);
     }
   };
   // A request that fails at the socket (a service that died) ends its loop; the checks see the gap.
@@ -145,29 +172,42 @@ export async function runFailover(
   }
 
   async function scenario() {
-  await waitFor('some load before the kill', () => load.length >= 20, 20_000, 20);
+    await waitFor('some load before the kill', () => load.length >= 20, 20_000, 20);
 
-  const killedAt = Date.now();
-  await kill();
-  // While Redis has no master: the deactivation (Postgres commits it; the cache delete and the publish
-  // fail) and new agents, each acknowledged.
-  await admin.patchAgent(victim.agent_id, { status: 'inactive' });
-  const acknowledged: AgentCredentials[] = [];
-  for (let i = 0; i < 3; i++) acknowledged.push(await agent(`during-failover-${i}`));
-  await promoted();
-  const promotedAt = Date.now();
-  // B must stop serving the victim soon after; then a little more load on the new master.
-  await waitFor('B to refuse the deactivated agent', () => victimAtB.some((v) => v.at > promotedAt && v.status === 403), 10_000, 20).catch((error) => {
-    const timeline = victimAtB.filter((v) => v.at >= killedAt - 200).map((v) => `${v.at - promotedAt}:${v.status}`);
-    throw new Error(`${(error as Error).message}; victim at B (ms from promotion:status): ${timeline.slice(0, 40).join(' ')} ... ${timeline.slice(-10).join(' ')}`);
-  });
-  const loadAfter = load.length;
-  await waitFor('load after the promotion', () => load.length >= loadAfter + 30 || sent >= LOAD_MAX, 20_000, 20);
-  running = false;
-  await Promise.all(clients);
+    const killedAt = Date.now();
+    await kill();
+    // While Redis has no master: the deactivation (Postgres commits it; the cache delete and the publish
+    // fail) and new agents, each acknowledged.
+    await admin.patchAgent(victim.agent_id, { status: 'inactive' });
+    const acknowledged: AgentCredentials[] = [];
+    for (let i = 0; i < 3; i++) acknowledged.push(await agent(`during-failover-${i}`));
+    await promoted();
+    const seenAt = Date.now();
+    promotedAt = seenAt;
+    const loadAtPromotion = load.length;
+    const timeline = () => victimAtB.filter((v) => v.sentAt >= seenAt - 3000).map((v) => `${v.sentAt - seenAt}:${v.status}`);
+    // B must stop serving the victim soon after; then the rest of the load, on the new master.
+    await waitFor('B to refuse the deactivated agent', () => victimAtB.some((v) => v.sentAt > seenAt && v.status === 403), 10_000, 20).catch((error) => {
+      const t = timeline();
+      throw new Error(`${(error as Error).message}; victim at B (ms from promotion:status): ${t.slice(0, 40).join(' ')} ... ${t.slice(-10).join(' ')}`);
+    });
+    await waitFor(
+      'load on the new master',
+      () => sent >= LOAD_MAX || (load.length - loadAtPromotion >= LOAD_AFTER_PROMOTION && load.length >= LOAD_MIN),
+      60_000,
+      20,
+    );
+    running = false;
+    await Promise.all(clients);
 
-  const lastOk = Math.max(...victimAtB.filter((v) => v.status === 200).map((v) => v.at));
-  return { load, lastVictimTokenAfterPromotionMs: lastOk - promotedAt, acknowledged, platformId, admin };
+    const lastOk = Math.max(...victimAtB.filter((v) => v.status === 200).map((v) => v.sentAt));
+    const failed = load.filter((l) => l.status !== 200);
+    console.info(
+      `failover: ${load.length} tokens (${failed.length} not 200${failed.length ? `: ${failed.map((l) => l.status).join(',')}` : ''}), ` +
+        `no master seen for ${seenAt - killedAt} ms, last 200 for the victim at B sent ${lastOk - seenAt} ms after the promotion; ` +
+        `victim at B (ms from promotion:status): ${timeline().slice(0, 30).join(' ')}`,
+    );
+    return { load, lastVictimTokenAfterPromotionMs: lastOk - seenAt, acknowledged, platformId, admin };
   }
 }
 
@@ -211,4 +251,72 @@ export async function expectFailoverOutcome(pair: Pair, outcome: Awaited<ReturnT
   const listed = (await admin.request('GET', '/admin/v1/agents')).body;
   const list = (Array.isArray(listed) ? listed : Object.values(listed).find(Array.isArray)) as { name: string; status: string }[];
   expect(list.find((a) => a.name === 'victim')?.status).toBe('inactive');
+
+  // Limits are shared on the new master(s) too.
+  const fresh = await admin.createAgent('after-failover');
+  await admin.grant(fresh.agent_id, platformId, ['orders:read']);
+  expect(await sharedBudget(pair, fresh, platformId)).toEqual({ ok: TOKEN_POINTS, limited: 10, other: [] });
+}
+
+/**
+ * Before any failover: Redis ready at A with `topology` (its masters `primaries`, the cache in use), B's
+ * topology metric as `metric` says, and one agent's token budget shared by both instances.
+ */
+export async function expectTopologyAndSharedLimits(
+  pair: Pair,
+  topology: { topology: string; primaries: string[] },
+  metric: { labels: Record<string, string>; value: number },
+): Promise<void> {
+  const ready = await readyz(pair.a);
+  expect(ready.checks.redis).toBe(true);
+  expect(ready.checks.redis_topology).toMatchObject({ ...topology, cache: 'in use' });
+  expect(metricSum(await metricsOf(pair.b), 'ace_redis_topology_info', metric.labels)).toBe(metric.value);
+
+  const admin = new AdminClient(pair.a);
+  const { platform, agent } = await admin.seed(['orders:read']);
+  expect(await sharedBudget(pair, agent, platform.platform_id)).toEqual({ ok: TOKEN_POINTS, limited: 10, other: [] });
+}
+
+/** A start-up the topology's settings in `env` cannot work with: the process exits non-zero, naming each of `names`. */
+export async function expectStartRefused(pair: Pair, env: Record<string, string>, names: string[]): Promise<void> {
+  const run = await runToExit({ ...pair.a.env, ...env, PORT: '0', ADMIN_PORT: '0' });
+  expect(run.code).not.toBe(0);
+  for (const name of names) expect(run.output).toContain(name);
+}
+
+/**
+ * The suite's life cycle, registered on the enclosing describe: `start` brings up the topology and returns
+ * the settings that point the service at it; two instances are started on them; both and the topology are
+ * stopped after the suite; a failed test prints what the instances logged (no secret is logged; see
+ * docs/operations.md).
+ */
+export function failoverSuite<T>(start: () => Promise<{ topology: T; env: Record<string, string> }>): { readonly topology: T; readonly pair: Pair; readonly env: Record<string, string> } {
+  let started: { topology: T; env: Record<string, string> } | undefined;
+  let pair: Pair | undefined;
+  beforeAll(async () => {
+    started = await start();
+    pair = await startPair(started.env);
+  }, 90_000);
+  afterAll(async () => {
+    await pair?.dispose();
+    await stopAll();
+  });
+  afterEach((context) => {
+    if (context.task.result?.state === 'fail' && pair) console.log(`A:\n${pair.a.output().slice(-3000)}\nB:\n${pair.b.output().slice(-3000)}`);
+  });
+  const ready = <V>(value: V | undefined): V => {
+    if (value === undefined) throw new Error('failoverSuite: the suite has not started (beforeAll failed?)');
+    return value;
+  };
+  return {
+    get topology() {
+      return ready(started).topology;
+    },
+    get env() {
+      return ready(started).env;
+    },
+    get pair() {
+      return ready(pair);
+    },
+  };
 }

@@ -58,7 +58,21 @@ export interface ServiceHandle {
   dispose(): Promise<void>;
 }
 
+/**
+ * Starts the service; when it refuses its ports because another process took one between our probe and
+ * its listen (test files run in parallel), it is started again on other ports.
+ */
 export async function startService(options: StartOptions): Promise<ServiceHandle> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(options);
+    } catch (error) {
+      if (attempt >= 3 || !/in use by another process/.test((error as Error).message) || options.env?.PORT || options.env?.ADMIN_PORT) throw error;
+    }
+  }
+}
+
+async function startOnce(options: StartOptions): Promise<ServiceHandle> {
   // The production build (npm run build) no longer compiles test helpers: say which command does.
   if (options.faultWorker && !existsSync(FAULT_HOOKS)) throw new Error(`${FAULT_HOOKS} is missing: run \`npm run build:test\` (npm test does)`);
   const addresses = await serviceAddresses();

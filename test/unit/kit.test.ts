@@ -53,6 +53,23 @@ describe('freePort', () => {
     expect((server.address() as net.AddressInfo).port).toBe(port);
     server.close();
   });
+
+  it('stays below the ephemeral range, never hands out a port twice, and skips one that is held', async () => {
+    const held = net.createServer();
+    const ports: number[] = [];
+    for (let i = 0; i < 20; i++) ports.push(await freePort());
+    expect(new Set(ports).size).toBe(ports.length);
+    for (const port of ports) expect(port).toBeGreaterThanOrEqual(10_000), expect(port).toBeLessThan(32_768);
+    // Hold the port just after the last one: the walk must step over it.
+    const blocked = ports.at(-1)! + 1;
+    held.listen(blocked, '127.0.0.1');
+    await once(held, 'listening');
+    try {
+      expect(await freePort()).not.toBe(blocked);
+    } finally {
+      held.close();
+    }
+  });
 });
 
 describe('process helpers', () => {

@@ -71,7 +71,10 @@ export class TokenStore {
     entry.token = undefined;
     const pending = this.renew(platformId, entry);
     // The rejection is the caller's (returned just below); only a success is recorded here.
-    void pending.then((token) => (entry.replacement = { token, at: Date.now() })).catch(() => {});
+    pending.then(
+      (token) => (entry.replacement = { token, at: Date.now() }),
+      () => undefined,
+    );
     return pending;
   }
 
@@ -112,11 +115,10 @@ export class TokenStore {
     })();
     entry.pending = pending;
     // Clears the slot either way; the rejection itself reaches whoever holds `pending`.
-    void pending
-      .finally(() => {
-        if (entry.pending === pending) entry.pending = undefined;
-      })
-      .catch(() => {});
+    const clearSlot = () => {
+      if (entry.pending === pending) entry.pending = undefined;
+    };
+    pending.then(clearSlot, clearSlot);
     return pending;
   }
 }

@@ -126,6 +126,8 @@ export interface FeedDependencies {
   clockToleranceSeconds: number;
   /** The feed token (RevocationFeedOptions.feedToken or the verifier's top-level one). */
   feedToken: string;
+  /** The clock of the entries' lifetimes and of freshness (ms since the epoch). Default Date.now. */
+  now?: () => number;
   /** Where the runtime has no global WebSocket: another implementation, or undefined (then poll). */
   fallbackWebSocket?: () => Promise<FeedSocketConstructor | undefined>;
 }
@@ -155,7 +157,8 @@ export class RevocationFeed {
   private readonly failMode: 'open' | 'closed';
   private readonly staleAfterMs: number;
   private readonly openForMs: number;
-  private readonly createdAt = Date.now();
+  private readonly createdAt: number;
+  private readonly now: () => number;
   private readonly pollMs: number;
   private readonly feedUrl: string;
   private readonly warn: (message: string, detail?: Record<string, unknown>) => void;
@@ -164,6 +167,8 @@ export class RevocationFeed {
     private readonly deps: FeedDependencies,
     private readonly options: RevocationFeedOptions = {},
   ) {
+    this.now = deps.now ?? Date.now;
+    this.createdAt = this.now();
     this.failMode = options.failMode ?? 'open';
     this.staleAfterMs = (options.staleAfterSeconds ?? 15) * 1000;
     this.openForMs = (options.openForAtMostSeconds ?? 300) * 1000;
@@ -211,7 +216,7 @@ export class RevocationFeed {
     if (typeof kid !== 'string') return false;
     const expiresAt = this.kids.get(kid);
     if (expiresAt === undefined) return false;
-    if (expiresAt * 1000 + this.deps.clockToleranceSeconds * 1000 < Date.now()) {
+    if (expiresAt * 1000 + this.deps.clockToleranceSeconds * 1000 < this.now()) {
       this.kids.delete(kid);
       return false;
     }
@@ -221,7 +226,7 @@ export class RevocationFeed {
   /** The verdict for a verified token's payload. */
   check(payload: JWTPayload): FeedVerdict {
     const iat = typeof payload.iat === 'number' ? payload.iat : 0;
-    const now = Date.now();
+    const now = this.now();
     if (this.platform && iat <= this.platform.iatMax && !this.expired(this.platform, now)) return this.refuse();
     const agent = typeof payload.sub === 'string' ? this.agents.get(payload.sub) : undefined;
     if (agent) {
@@ -248,7 +253,7 @@ export class RevocationFeed {
       connected: this.connected,
       seq: this.seq,
       lastContactAt: this.lastContact,
-      stale: this.isStale(Date.now()),
+      stale: this.isStale(this.now()),
       ...this.counters,
       liveEntries: this.agents.size + this.kids.size + (this.platform ? 1 : 0),
     };
@@ -266,7 +271,7 @@ export class RevocationFeed {
       ({ payload } = (await jwtVerify(jws, (header: JWSHeaderParameters) => {
         if (this.keyIsVoid(header.kid)) throw new Error('signed with a void key');
         return this.deps.jwks.keyForFeed(header);
-      }, { algorithms: ['RS256'], issuer: this.deps.issuer, audience: this.deps.platformId, typ: SET_TYP })) as unknown as { payload: SetPayload });
+      }, { algorithms: ['RS256'], issuer: this.deps.issuer, audience: this.deps.platformId, typ: SET_TYP, currentDate: new Date(this.now()) })) as unknown as { payload: SetPayload });
     } catch (error) {
       return this.reject(`signature or header: ${(error as Error).message}`);
     }
@@ -279,8 +284,9 @@ export class RevocationFeed {
     }
     const seq = seqOfJti(payload.jti, this.deps.platformId);
     if (seq === undefined) return this.reject('jti is not one of this stream');
-    const known = this.applyEvents(payload);
-    if (!known) return; // an event type we do not know: ignored, as SSF asks (still acknowledged by sequence)
+    // An event type we do not know is ignored, as SSF asks, but its SET still counts in the sequence (it is
+    // acknowledged like the others: otherwise it would stay a gap until the next complete poll answer).
+    this.applyEvents(payload);
     if (seq === this.seq + 1) {
       this.seq = seq;
       while (this.ahead.delete(this.seq + 1)) this.seq++;
@@ -309,7 +315,7 @@ export class RevocationFeed {
       return;
     }
     // In sync as of the head's signing time (never later than now: a service clock ahead proves nothing more).
-    this.lastContact = Math.max(this.lastContact, Math.min(Date.now(), (iat + 1) * 1000));
+    this.lastContact = Math.max(this.lastContact, Math.min(this.now(), (iat + 1) * 1000));
   }
 
   /** The feed token was refused (a 401, or a socket closed because its credential was deleted): warned once a minute. */

@@ -46,6 +46,12 @@ export interface VerifierBaseOptions {
   /** fetch implementation for the JWKS and the revocation feed (defaults to the global fetch). */
   fetch?: typeof fetch;
   /**
+   * The clock the token and revocation checks read (exp, nbf, iat, the revocation entries' lifetimes and the
+   * feed's freshness), in milliseconds since the epoch. Default `Date.now`. For tests with a fixed time
+   * (the conformance vectors in `conformance/`); timers and the JWKS cache's lifetime keep the real clock.
+   */
+  now?: () => number;
+  /**
    * The service's revocation feed for this platform (tokens taken back before they expire). On by
    * default; `false` turns it off (tokens then stay valid until they expire, whatever the operator does).
    */
@@ -167,6 +173,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
   const realm = options.realm ?? platformId;
   const unmatched = options.unmatchedRoutes ?? 'deny';
   const clockTolerance = options.clockToleranceSeconds ?? 5;
+  const now = options.now ?? Date.now;
   const cooldownMs = (options.jwksCooldownSeconds ?? 5) * 1000;
   const routes = new RouteTable(scopeFile.routes);
   const jwks = new JwksCache({
@@ -197,6 +204,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
             jwks,
             fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init),
             clockToleranceSeconds: clockTolerance,
+            now,
             ...(hooks.fallbackWebSocket ? { fallbackWebSocket: hooks.fallbackWebSocket } : {}),
           },
           options.revocationFeed,
@@ -269,6 +277,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
         issuer,
         audience: platformId,
         clockTolerance,
+        currentDate: new Date(now()),
         requiredClaims: ['exp', 'sub', 'iat'],
         // With a maximum age, jose also refuses an `iat` later than now + clockTolerance.
         maxTokenAge: MAX_TOKEN_AGE_SECONDS,
@@ -278,6 +287,8 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
       if (error instanceof JwksUnavailableError) return unavailable(cooldownMs / 1000);
       return invalidToken(realm, describeTokenError(error));
     }
+    // jose checks sub's presence, not its type: the agent id is a string.
+    if (typeof payload.sub !== 'string' || payload.sub === '') return invalidToken(realm, 'The access token has an invalid sub claim.');
     const profile = payload.svc_token_profile;
     const expectedTyp = typeof profile === 'string' && Object.hasOwn(PROFILE_TYP, profile) ? PROFILE_TYP[profile] : undefined;
     if (expectedTyp === undefined) return invalidToken(realm, 'The access token has an unknown profile.');
@@ -346,6 +357,7 @@ function describeTokenError(error: unknown): string {
   if (error instanceof UnknownKeyError) return 'The access token is signed with an unknown key.';
   if (error instanceof joseErrors.JWTExpired) return 'The access token expired.';
   if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    if (error.reason === 'missing') return `The access token lacks the ${error.claim} claim.`;
     switch (error.claim) {
       case 'aud':
         return 'The access token is meant for another platform.';
@@ -361,5 +373,7 @@ function describeTokenError(error: unknown): string {
   }
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'The access token signature is invalid.';
   if (error instanceof joseErrors.JOSEAlgNotAllowed) return 'The access token uses an algorithm that is not accepted.';
+  // An extension named in the `crit` header that this verifier does not implement (RFC 7515 section 4.1.11).
+  if (error instanceof joseErrors.JOSENotSupported) return 'The access token names a critical header parameter (crit) that is not supported.';
   return 'The access token is malformed.';
 }

@@ -48,7 +48,11 @@ export class Spool {
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     const next = this.chain.then(fn, fn);
-    this.chain = next.catch(() => {});
+    // The caller gets the failure through `next`; the chain only keeps the order.
+    this.chain = next.then(
+      () => undefined,
+      () => undefined,
+    );
     return next;
   }
 
@@ -147,7 +151,12 @@ export class Spool {
     } catch {
       // already gone
     }
-    await unlink(segment.path).catch(() => {});
+    try {
+      await unlink(segment.path);
+    } catch (error) {
+      // Gone already is the goal; anything else stays (its events are committed: a re-drain is idempotent).
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
     this.bytesOnDisk = Math.max(0, this.bytesOnDisk - size);
     this.depth = Math.max(0, this.depth - events);
   }

@@ -81,8 +81,11 @@ export class AuditTrail implements AuditSink {
     });
   }
 
+  /** Fire and forget: nobody waits, so a batch that fails is reported by the observer (write) alone. */
   emit(event: AuditEvent): void {
-    this.record(event).catch(() => {}); // counted and logged by the observer
+    if (this.closed) return this.observer.failed(1, new Error('audit trail closed'));
+    this.queue.push({ event, resolve: () => undefined, reject: () => undefined });
+    this.schedule();
   }
 
   private schedule(): void {
@@ -160,8 +163,13 @@ export class AuditTrail implements AuditSink {
     // Also seals a segment that a batch begun before the switch appended to afterwards.
     await this.spool.seal();
     for (const segment of this.spool.claimDrainable()) {
-      const events = await this.spool.read(segment).catch(() => undefined);
-      if (!events) continue; // unreadable now: the segment stays and is tried next round
+      let events: AuditEvent[];
+      try {
+        events = await this.spool.read(segment);
+      } catch (error) {
+        this.observer.failed(0, error); // unreadable now (a disk error): the segment stays and is tried next round
+        continue;
+      }
       if (segment.claimed) this.spool.counted(events.length);
       try {
         await this.drainSegment(events);

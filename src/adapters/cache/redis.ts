@@ -102,7 +102,8 @@ export function connectRedis(target: RedisTopology | string, commandTimeoutMs: n
     onHealth?.(false);
     // Observed in the Sentinel failover test: a client can give up for good ('end', every command then
     // fails "Connection is closed") although retryStrategy never stops. Unless we closed it, start over.
-    if (!closing.has(client)) setTimeout(() => void client.connect().catch(() => undefined), 500).unref();
+    // A restart that fails ends the client again ('end'), which schedules the next one; reported as down meanwhile.
+    if (!closing.has(client)) setTimeout(() => void client.connect().catch(() => onHealth?.(false)), 500).unref();
   });
   // Errors surface through failed commands and the reset watch below; an 'error' listener keeps ioredis
   // from logging or throwing. A Cluster reports its nodes' errors as 'node error'.

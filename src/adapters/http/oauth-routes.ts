@@ -1,12 +1,14 @@
 // The OAuth 2.0 front door: the client-credentials grant (RFC 6749 §4.4) and the authorization server
 // metadata (RFC 8414). A second door to the same exchange as the contract's endpoint: the form becomes
 // the core's TokenRequest (profile oauth-at-jwt), TokenService.exchange decides (secret check, limits,
-// audit, metrics are the same), and its refusal codes become OAuth error codes (RFC 6749 §5.2, RFC 8707).
-import { ServiceError, StoreUnavailableError, toServiceError, type ErrorCode } from '../../core/errors.js';
-import { OAUTH_PROFILE, type ExchangeOutcome, type TokenService } from '../../core/tokens/token-service.js';
+// audit), the outcome is counted and recorded by the same TokenDoor as the contract's (token-door.ts), and
+// its refusal codes become OAuth error codes (RFC 6749 §5.2, RFC 8707). This file only reads the form and
+// renders answers.
+import type { ErrorCode, ServiceError } from '../../core/errors.js';
+import { OAUTH_PROFILE, type TokenService } from '../../core/tokens/token-service.js';
 import type { PlatformService } from '../../core/platforms/platform-service.js';
 import type { Metrics } from '../telemetry/index.js';
-import type { TokenRefusals } from './public-routes.js';
+import { TokenDoor, type TokenRefusals } from './token-door.js';
 import { FormError, formDecode, parseFormBody } from './form-body.js';
 import { UUID_PATTERN } from './schemas/public.js';
 import { bindRoutes, json, MAX_BODY_BYTES, type HttpReply, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
@@ -162,56 +164,30 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
   const domains = new DomainIndex(deps.platforms);
   const metadataBody = JSON.stringify(authorizationServerMetadata(deps));
 
-  const token = async (request: HttpRequest): Promise<HttpReply> => {
-    let client: ClientCredentials | undefined;
-    let platformId: string | undefined;
-    let outcome: ExchangeOutcome;
-    try {
-      const params = readForm(request);
-      client = clientCredentials(request.headers.authorization, params, apiKeyId);
-      const grantType = params.get('grant_type');
-      if (grantType === undefined) throw invalidRequest('grant_type is missing.');
-      if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, 'Only grant_type=client_credentials is supported.');
-      const scopes = requestedScopes(params.get('scope'));
-      platformId = await target(params, domains);
-      outcome = await deps.tokens.exchange(
-        { apiKeyId: client.apiKeyId, secret: client.secret, platformId, scopes, profile: OAUTH_PROFILE },
-        request.address,
-        request.signal,
-      );
-    } catch (error) {
-      if (error instanceof OAuthError) {
-        // Refused before the exchange (the form, the client's credentials' format, the target): counted
-        // and recorded as the contract's door records a body that fails validation.
-        deps.metrics.tokenOutcome('validation_error');
-        if (!request.signal.aborted) {
-          deps.refusals.refused({ errorCode: 'validation_error', apiKeyId: client?.apiKeyId, platformId, clientAddress: request.address, checked: false });
-        }
-        return error.reply();
-      }
-      // The domain index could not be read (a store outage): answered like any outage, 503.
-      if (!(error instanceof ServiceError || error instanceof StoreUnavailableError)) throw error;
-      outcome = { refused: error, agentId: undefined };
-    }
-    if ('issued' in outcome) {
-      deps.metrics.tokenOutcome('issued');
-      const { accessToken, expiresIn, scope } = outcome.issued;
-      return json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }, NO_STORE);
-    }
-    const refusal = toServiceError(outcome.refused);
-    deps.metrics.tokenOutcome(outcome.refused instanceof ServiceError ? refusal.code : 'unavailable');
-    // As at the contract's door: recorded without holding the answer.
-    if (!request.signal.aborted) {
-      deps.refusals.refused({
-        errorCode: refusal.code,
-        agentId: outcome.agentId,
-        apiKeyId: client?.apiKeyId,
-        platformId,
-        clientAddress: request.address,
-        checked: outcome.agentId !== undefined || refusal.code === 'invalid_credentials',
-      });
-    }
-    return oauthRefusal(refusal, client?.basic ?? false).reply();
+  const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, refusals: deps.refusals });
+  const token = (request: HttpRequest): Promise<HttpReply> => {
+    let basic = false;
+    return door.answer(request, {
+      read: async (seen) => {
+        const params = readForm(request);
+        const client = clientCredentials(request.headers.authorization, params, apiKeyId);
+        basic = client.basic;
+        seen.apiKeyId = client.apiKeyId;
+        const grantType = params.get('grant_type');
+        if (grantType === undefined) throw invalidRequest('grant_type is missing.');
+        if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, 'Only grant_type=client_credentials is supported.');
+        const scopes = requestedScopes(params.get('scope'));
+        // A store outage while reading the domain index is answered like any outage: 503.
+        const platformId = await target(params, domains);
+        seen.platformId = platformId;
+        return { apiKeyId: client.apiKeyId, secret: client.secret, platformId, scopes, profile: OAUTH_PROFILE };
+      },
+      // Refused before the exchange (the form, the client's credentials' format, the target): counted and
+      // recorded as the contract's door records a body that fails validation.
+      formRefusal: (error) => (error instanceof OAuthError ? error.reply() : undefined),
+      issued: ({ accessToken, expiresIn, scope }) => json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }, NO_STORE),
+      refused: (refusal) => oauthRefusal(refusal, basic).reply(),
+    });
   };
 
   const metadata = (): HttpReply => ({

@@ -1,8 +1,9 @@
 // The four endpoints of the public contract (and the OpenAPI document). The table declares each route as
 // data (schemas, answers, auth, audit: the OpenAPI document is generated from it); the handlers are thin:
-// parse, validate, call the domain, shape the reply.
+// parse, validate, call the domain, shape the reply. The token exchange's outcome (metric, audit record)
+// is handled by TokenDoor (token-door.ts), shared with the OAuth door (oauth-routes.ts).
 import { Type } from '@sinclair/typebox';
-import { ServiceError, toServiceError } from '../../core/errors.js';
+import { ServiceError } from '../../core/errors.js';
 import type { Metrics } from '../telemetry/index.js';
 import {
   credentialsRequestSchema,
@@ -12,7 +13,6 @@ import {
   tokenRequestSchema,
   TokenResponse,
   UUID_PATTERN,
-  type TokenRequest as TokenRequestBody,
 } from './schemas/public.js';
 import { SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
 import { compileValidator } from './schemas/validate.js';
@@ -20,7 +20,8 @@ import type { Authenticator } from '../../core/credentials/authenticator.js';
 import type { KeyManager } from '../../core/keys/key-manager.js';
 import type { ListedPlatform, PlatformService } from '../../core/platforms/platform-service.js';
 import type { ScopeFiles } from './scope-file.js';
-import type { ExchangeOutcome, TokenService } from '../../core/tokens/token-service.js';
+import type { TokenService } from '../../core/tokens/token-service.js';
+import { TokenDoor, type TokenRefusals } from './token-door.js';
 import { parseJsonBody } from './json-body.js';
 import { auditEvents, type AuditSink } from '../../core/audit/events.js';
 import { ETAG_HEADER, fixedHeader, JSON_BODY_REFUSALS, NOT_MODIFIED, refusals } from './responses.js';
@@ -38,11 +39,6 @@ export interface PublicDeps {
   audit: AuditSink;
   /** Token refusals: recorded (bounded per address and agent) or counted (audit-trail/refusals.ts). */
   refusals: TokenRefusals;
-}
-
-/** What the token route reports of a refusal (implemented by the audit trail's RefusalRecorder). */
-export interface TokenRefusals {
-  refused(refusal: { errorCode: string; agentId?: string; apiKeyId?: string; platformId?: string; clientAddress: string; checked: boolean }): void;
 }
 
 // Token responses must never be stored by intermediaries (RFC 6749 §5.1).
@@ -135,42 +131,21 @@ export function publicRoutes(deps: PublicDeps): Route[] {
   const validateToken = compileValidator(table.token.body.schema);
   const validateCredentials = compileValidator(table.listing.body.schema);
 
-  const token = async (request: HttpRequest): Promise<HttpReply> => {
-    let body: TokenRequestBody | undefined;
-    let outcome: ExchangeOutcome;
-    try {
-      body = validateToken(parseJsonBody(request));
-      outcome = await deps.tokens.exchange(
-        { apiKeyId: body.api_key_id, secret: body.secret, platformId: body.platform_id, scopes: body.scopes, profile: body.profile },
-        request.address,
-        request.signal,
-      );
-    } catch (error) {
-      if (!(error instanceof ServiceError)) throw error;
-      outcome = { refused: error, agentId: undefined };
-    }
-    if ('issued' in outcome) {
-      deps.metrics.tokenOutcome('issued');
-      const { accessToken, expiresIn } = outcome.issued;
-      return json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn }, NO_STORE);
-    }
-    const error = toServiceError(outcome.refused);
-    deps.metrics.tokenOutcome(outcome.refused instanceof ServiceError ? error.code : 'unavailable');
-    // Recorded in the next batch without holding the answer: a refusal costs the same with or without
-    // an agent behind the key id (no timing signal), and an audit outage never turns 401 into 503.
-    // Only refusals of a credential check are recorded (bounded); earlier ones are counted (refusals.ts).
-    if (!request.signal.aborted) {
-      deps.refusals.refused({
-        errorCode: error.code,
-        agentId: outcome.agentId,
-        apiKeyId: body?.api_key_id,
-        platformId: body?.platform_id.toLowerCase(),
-        clientAddress: request.address,
-        checked: outcome.agentId !== undefined || error.code === 'invalid_credentials',
-      });
-    }
-    throw error;
-  };
+  const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, refusals: deps.refusals });
+  const token = (request: HttpRequest): Promise<HttpReply> =>
+    door.answer(request, {
+      read: (seen) => {
+        const body = validateToken(parseJsonBody(request));
+        seen.apiKeyId = body.api_key_id;
+        seen.platformId = body.platform_id.toLowerCase();
+        return { apiKeyId: body.api_key_id, secret: body.secret, platformId: body.platform_id, scopes: body.scopes, profile: body.profile };
+      },
+      issued: ({ accessToken, expiresIn }) => json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn }, NO_STORE),
+      // The server renders it in the contract's Error shape (with its Retry-After).
+      refused: (refusal) => {
+        throw refusal;
+      },
+    });
 
   const listing = async (request: HttpRequest): Promise<HttpReply> => {
     const body = validateCredentials(parseJsonBody(request));

@@ -112,7 +112,19 @@ export class RevocationFeed {
     });
   }
 
+  /**
+   * Late binding on purpose (reviewed for issue #25): the transport cannot be a constructor port without
+   * restructuring three pieces for one setter. The feed must exist before the public uWS app does (the app
+   * is made by HttpServer from a route list that holds this feed's poll route), while the transport is
+   * that app's topics plus the subscriber table its socket handlers keep (attachRevocationSockets in
+   * revocation-routes.ts, which registers those handlers and attaches in the same call). Injecting it at
+   * construction would mean the composition root making the uWS app before the domain, HttpServer taking
+   * an app it did not make, and the subscriber bookkeeping moving out of the socket handlers. Until
+   * attached, pushes are skipped (no socket can have subscribed: the handlers do not exist yet) and
+   * `start()` is called only after attaching (src/app/servers.ts), so the window has no effect.
+   */
   attach(transport: FeedTransport): void {
+    if (this.transport) throw new Error('RevocationFeed: a transport is attached already');
     this.transport = transport;
   }
 

@@ -143,13 +143,24 @@ export class HttpServer {
     return true;
   }
 
-  listen(host: string, port: number): Promise<number> {
+  /**
+   * uSockets listens with SO_REUSEPORT unless told otherwise, and the kernel then spreads connections over
+   * every socket of the same user on that port: a second service started on a taken port would silently
+   * take part of its traffic (seen: a test's JWKS request answered 404 by another service's internal
+   * listener). Only the processes of one cluster share (`shared`); otherwise the port is exclusive and a
+   * taken port fails here.
+   */
+  listen(host: string, port: number, shared = false): Promise<number> {
     return new Promise((resolve, reject) => {
-      this.app.listen(host, port, (socket) => {
-        if (!socket) return reject(new Error(`${this.options.name}: cannot listen on ${host}:${port}`));
+      const onListen = (socket: uWS.us_listen_socket | false) => {
+        if (!socket) return reject(new PortInUseError(this.options.name, host, port));
         this.listenSocket = socket;
         resolve(uWS.us_socket_local_port(socket));
-      });
+      };
+      // (host, port, options, callback): the native binding takes it, the typings list only (port, options, callback).
+      const listen = this.app.listen as unknown as (host: string, port: number, options: number, cb: typeof onListen) => void;
+      if (shared) this.app.listen(host, port, onListen);
+      else listen.call(this.app, host, port, LIBUS_LISTEN_EXCLUSIVE_PORT, onListen);
     });
   }
 
@@ -359,3 +370,15 @@ function decodeURIComponentSafe(value: string): string {
   }
 }
 
+
+/** uSockets' listen option for a port of its own (exported by the binary, missing from the repack's typings). */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT?: number }).LIBUS_LISTEN_EXCLUSIVE_PORT ?? 1;
+
+/** A listener could not bind its port: another process holds it (or the address is not this host's). */
+export class PortInUseError extends Error {
+  readonly code = 'ERR_ACE_PORT_IN_USE';
+  constructor(listener: string, host: string, port: number) {
+    super(`${listener}: cannot listen on ${host}:${port}: the port is in use by another process (or ${host} is not an address of this host)`);
+    this.name = 'PortInUseError';
+  }
+}

@@ -11,18 +11,25 @@ export interface AdminAuthLimiterOptions {
   keyPrefix: string;
   points: number;
   windowSeconds: number;
+  /** The budget could not be read (Redis failing and no insurance answer): counted; the token check still runs. */
+  onStoreFailure?: (operation: 'admin_limit_read') => void;
 }
 
 export class AdminAuthLimiter {
   private readonly failures: RateLimiterAbstract;
+  private readonly onStoreFailure: (operation: 'admin_limit_read') => void;
 
   constructor(options: AdminAuthLimiterOptions, private readonly onRefusal: () => void) {
+    this.onStoreFailure = options.onStoreFailure ?? (() => undefined);
     this.failures = makeLimiter(options.redis, `${options.keyPrefix}rl:adminfail`, options.points, options.windowSeconds);
   }
 
   /** Throws 429 while the address has no failures left in the window (checked before the token). */
   async assertAllowed(address: string): Promise<void> {
-    const res = await this.failures.get(address).catch(() => null);
+    const res = await this.failures.get(address).catch(() => {
+      this.onStoreFailure('admin_limit_read');
+      return null;
+    });
     if (res && res.remainingPoints <= 0 && res.msBeforeNext > 0) {
       this.onRefusal();
       throw rateLimitedError(res);

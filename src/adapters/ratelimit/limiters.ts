@@ -12,6 +12,8 @@ export interface LimiterOptions {
   tokenWindowSeconds: number;
   authFailPoints: number;
   authFailWindowSeconds: number;
+  /** A Redis command whose failure refuses nothing (a refund that did not reach the store): counted, not thrown. */
+  onStoreFailure?: (operation: 'rate_limit_refund') => void;
 }
 
 export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address';
@@ -62,7 +64,10 @@ export class Limiters {
    */
   private readonly lockedOut = new Map<string, number>();
 
+  private readonly onStoreFailure: (operation: 'rate_limit_refund') => void;
+
   constructor(options: LimiterOptions, private readonly onRefusal: (limiter: LimiterName) => void) {
+    this.onStoreFailure = options.onStoreFailure ?? (() => undefined);
     this.token = makeLimiter(options.redis, `${options.keyPrefix}rl:token`, options.tokenPoints, options.tokenWindowSeconds);
     this.authFail = makeLimiter(options.redis, `${options.keyPrefix}rl:authfail`, options.authFailPoints, options.authFailWindowSeconds);
   }
@@ -95,7 +100,8 @@ export class Limiters {
     if (reserved.remainingPoints <= 0) this.lockOut(address, reserved.msBeforeNext);
     return () => {
       this.lockedOut.delete(address);
-      void this.authFail.reward(address, 1).catch(() => {}); // a lost refund only shrinks the budget: nothing to do
+      // A lost refund only shrinks the address's budget (it errs towards refusing): counted, nothing to undo.
+      void this.authFail.reward(address, 1).catch(() => this.onStoreFailure('rate_limit_refund'));
     };
   }
 

@@ -2,10 +2,14 @@
 // names): never an id, a key or a secret.
 import client from 'prom-client';
 import { ERRORS } from '../../core/errors.js';
+import type { BackgroundTask } from '../../core/ports/telemetry.js';
 
 // Label values of ace_http_*{method}: what server.ts passes (knownMethod), nothing else.
 const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'other']);
 
+
+/** What a failed Redis command was doing (ace_redis_failures_total's `operation`). */
+export type RedisOperation = 'cache_get' | 'cache_set' | 'cache_delete' | 'cache_sweep' | 'publish' | 'rate_limit_refund' | 'admin_limit_read' | 'reconnect';
 export type CacheName = 'local' | 'redis' | 'verified';
 export type StoreName = 'postgres' | 'redis';
 
@@ -115,7 +119,7 @@ export class Metrics {
     });
     this.backgroundFailures = new client.Counter({
       name: 'ace_background_failures_total',
-      help: 'Background work that failed and is retried on its next turn (signing-key refresh and rotation, revocation push and purge), by task.',
+      help: 'Work that failed without failing a request and is retried on its next turn (signing-key refresh and rotation, revocation push and purge, invalidation after a commit, listing enrichment), by task.',
       labelNames: ['task'],
       registers,
     });
@@ -151,7 +155,7 @@ export class Metrics {
     });
     this.redisFailures = new client.Counter({
       name: 'ace_redis_failures_total',
-      help: 'Redis commands that failed, by operation (cache_get, cache_set, cache_delete, cache_sweep, publish); none is ignored.',
+      help: 'Redis commands that failed, by operation (cache_get, cache_set, cache_delete, cache_sweep, publish, rate_limit_refund, admin_limit_read, reconnect); none is ignored.',
       labelNames: ['operation'],
       registers,
     });
@@ -275,7 +279,7 @@ export class Metrics {
     this.credentialChecks.inc();
   }
 
-  backgroundFailure(task: 'key_refresh' | 'key_rotation' | 'revocation_push' | 'revocation_purge' | 'admin_after_commit' | 'feed_credentials_reload'): void {
+  backgroundFailure(task: BackgroundTask): void {
     this.backgroundFailures.inc({ task });
   }
 
@@ -293,7 +297,7 @@ export class Metrics {
     this.redisCacheTrusted.set(trusted ? 1 : 0);
   }
 
-  redisFailed(operation: 'cache_get' | 'cache_set' | 'cache_delete' | 'cache_sweep' | 'publish'): void {
+  redisFailed(operation: RedisOperation): void {
     this.redisFailures.inc({ operation });
   }
 

@@ -7,6 +7,7 @@ import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-servi
 import type { AgentView, PlatformInput, PlatformRecord, PlatformStatus, RouteRule, ScopeDefinition, VerificationStatus } from '../model.js';
 import type { Store } from '../ports/store.js';
 import type { UnitOfWork } from '../ports/unit-of-work.js';
+import { NO_TELEMETRY, type Telemetry } from '../ports/telemetry.js';
 import { auditEvents, type ChangeBy } from '../audit/events.js';
 
 /** The HTTP methods a route rule may name (the scope file's set: SvcScopesYaml). */
@@ -44,6 +45,8 @@ export interface PlatformServicePorts {
   revocations?: Revocations;
   /** How long the listing waits for platform metadata before answering without it. */
   enrichmentTimeoutMs: number;
+  /** Reports a metadata read that failed (the listing answers without it). */
+  telemetry?: Telemetry;
 }
 
 export class PlatformService {
@@ -51,9 +54,11 @@ export class PlatformService {
   private readonly uow: UnitOfWork;
   private readonly revocations: Revocations;
   private readonly enrichmentTimeoutMs: number;
+  private readonly telemetry: Telemetry;
 
   constructor(ports: PlatformServicePorts) {
     ({ store: this.store, uow: this.uow, enrichmentTimeoutMs: this.enrichmentTimeoutMs } = ports);
+    this.telemetry = ports.telemetry ?? NO_TELEMETRY;
     this.revocations = ports.revocations ?? NO_REVOCATIONS;
   }
 
@@ -137,7 +142,11 @@ export class PlatformService {
     // One shared budget: each platform whose metadata arrives in time is enriched, the others are not.
     let timer: NodeJS.Timeout | undefined;
     const budget = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), this.enrichmentTimeoutMs)));
-    const metadata = await Promise.all(ids.map((id) => Promise.race([this.store.getPlatform(id).catch(() => undefined), budget])));
+    const unenriched = (error: unknown) => {
+      this.telemetry.record({ type: 'background_failure', what: 'listing_enrichment', error });
+      return undefined;
+    };
+    const metadata = await Promise.all(ids.map((id) => Promise.race([this.store.getPlatform(id).catch(unenriched), budget])));
     clearTimeout(timer);
     entries.forEach((entry, i) => {
       const platform = metadata[i];

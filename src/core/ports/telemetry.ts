@@ -10,7 +10,21 @@ export type TelemetryEvent =
   | { type: 'credential_checked' }
   | { type: 'rate_limited'; limiter: LimiterName }
   /** Background work failed and will be tried again (key refresh, revocation push); `what` is a fixed name. */
-  | { type: 'background_failure'; what: 'key_refresh' | 'key_rotation' | 'revocation_push' | 'revocation_purge' | 'admin_after_commit' | 'feed_credentials_reload'; error: unknown };
+  | { type: 'background_failure'; what: BackgroundTask; error: unknown };
+
+/**
+ * Work that may fail without failing the request it serves, tried again next time: `listing_enrichment` is
+ * the platform metadata a listing answers without when its read fails; `feed_credentials_reload` the
+ * revocation feed credentials re-read after a change (checks answer 503 until it succeeds).
+ */
+export type BackgroundTask =
+  | 'key_refresh'
+  | 'key_rotation'
+  | 'revocation_push'
+  | 'revocation_purge'
+  | 'admin_after_commit'
+  | 'listing_enrichment'
+  | 'feed_credentials_reload';
 
 export interface Telemetry {
   record(event: TelemetryEvent): void;
