@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { startPostgres, startStandby, stopAll, pollFor, waitForReplay, type PostgresNode } from './support/topology/index.js';
+import { startPostgres, startStandby, stopAll, pollFor, waitForReplay, type PostgresNode } from '../kit/topology/index.js';
 
 const STORE_TIMEOUT_MS = 1000;
 

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
-import { startPgBouncer, startPostgres, stopAll, type PgBouncerNode, type PostgresNode } from './support/topology/index.js';
+import { startPgBouncer, startPostgres, stopAll, type PgBouncerNode, type PostgresNode } from '../kit/topology/index.js';
 
 describe('through PgBouncer (transaction mode, default settings)', () => {
   let pg: PostgresNode;

@@ -1,10 +1,10 @@
-// Redis Cluster (REDIS_CLUSTER_NODES) on a real six-node cluster (test/support/topology): every slot is
+// Redis Cluster (REDIS_CLUSTER_NODES) on a real six-node cluster (kit/topology): every slot is
 // used (cache, limits, pub/sub), a master killed and its replica promoted keeps two instances answering,
 // a deactivation during the failover is refused at the other instance within 1 s of it, limits stay
 // shared; a cluster node given as REDIS_URL refuses start-up, naming the setting.
 // The harness (life cycle, scenario, shared checks) is test/support/redis-failover.ts.
 import { describe, expect, it } from 'vitest';
-import { startRedisCluster } from './support/topology/index.js';
+import { startRedisCluster } from '../kit/topology/index.js';
 import { expectFailoverOutcome, expectStartRefused, expectTopologyAndSharedLimits, readyz, runFailover, failoverSuite } from './support/redis-failover.js';
 
 describe('Redis Cluster', () => {

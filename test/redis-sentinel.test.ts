@@ -1,10 +1,10 @@
 // Redis through Sentinel (REDIS_SENTINELS + REDIS_SENTINEL_MASTER) on a real primary + replica + three
-// sentinels (test/support/topology): two instances keep answering while the primary is killed and the
+// sentinels (kit/topology): two instances keep answering while the primary is killed and the
 // replica promoted, a deactivation during the failover is refused at the other instance within 1 s of it,
 // rate limits stay shared before and after, and start-up refuses a master name the sentinels do not know.
 // The harness (life cycle, scenario, shared checks) is test/support/redis-failover.ts.
 import { describe, expect, it } from 'vitest';
-import { startRedisSentinelGroup } from './support/topology/index.js';
+import { startRedisSentinelGroup } from '../kit/topology/index.js';
 import { expectFailoverOutcome, expectStartRefused, expectTopologyAndSharedLimits, readyz, runFailover, failoverSuite } from './support/redis-failover.js';
 
 describe('Redis Sentinel', () => {

@@ -1,4 +1,4 @@
-// Smoke test of the topology kit (test/support/topology): each production data topology starts on its
+// Smoke test of the topology kit (kit/topology): each production data topology starts on its
 // own loopback ports, carries data as it should, survives its failover, and is torn down without
 // leftovers. Later suites run the service itself on these.
 import { existsSync, readFileSync } from 'node:fs';
@@ -8,7 +8,7 @@ import { childrenOf } from '../kit/proc.js';
 import {
   leftovers, promote, startPgBouncer, startPostgres, startRedisCluster, startRedisSentinelGroup, startStandby, stopAll,
   pollFor, waitForReplay,
-} from './support/topology/index.js';
+} from '../kit/topology/index.js';
 
 afterAll(async () => {
   await stopAll();

@@ -41,7 +41,7 @@ export interface BenchOptions {
 }
 
 const HELP = `usage: npm run bench -- [flags]
-  --only <list>         scenarios to run, comma-separated: compare, scale, fleet, fanout, audit (the default set), deployed (with --target)
+  --only <list>         scenarios to run, comma-separated: compare, scale, fleet, fanout, audit (the default set), topologies (~7 min, only when named), deployed (with --target)
   --rounds <n>          interleaved rounds per comparison; figures are medians (default 3; --quick: 1)
   --duration <s>        seconds per measurement (default 5; --quick: 2)
   --warmup <s>          warm-up seconds before each measurement (default 2; --quick: 1)

@@ -12,16 +12,29 @@ export interface Arm<T> {
   run: (round: number) => Promise<T>;
 }
 
-/** Runs `rounds` rounds of every arm; result[name][round]. */
-export async function interleave<T>(ctx: BenchContext, rounds: number, arms: Arm<T>[]): Promise<Record<string, T[]>> {
+/**
+ * Runs `rounds` rounds of every arm; result[name][round]. Round r starts at arm `shift(r)` (default r: the
+ * order moves one place a round) and wraps around.
+ */
+export async function interleave<T>(ctx: BenchContext, rounds: number, arms: Arm<T>[], shift: (round: number) => number = (r) => r): Promise<Record<string, T[]>> {
   const results: Record<string, T[]> = Object.fromEntries(arms.map((a) => [a.name, []]));
   for (let round = 0; round < rounds; round++) {
-    const order = arms.map((_, i) => arms[(i + round) % arms.length]);
+    const start = shift(round);
+    const order = arms.map((_, i) => arms[(((i + start) % arms.length) + arms.length) % arms.length]);
     for (const arm of order) {
       results[arm.name][round] = await arm.run(round);
     }
   }
   return results;
+}
+
+/**
+ * A shift for interleave() that spreads the rounds' starting points evenly over `groups` groups of
+ * `size` adjacent arms (kept together, e.g. a topology's warm and cold arms): with many arms and few
+ * rounds, moving one place a round would leave every arm in about the same spot of every round.
+ */
+export function spreadShift(groups: number, size: number, rounds: number): (round: number) => number {
+  return (round) => size * Math.round((round * groups) / Math.max(1, rounds));
 }
 
 /** A load arm: warm-up then measurement against `url` with the scenario's connections and durations. */

@@ -43,6 +43,19 @@ export interface StartOptions {
   redisUrl?: string;
   /** Extra node flags for the service process (e.g. --cpu-prof for profiling). */
   nodeArgs?: string[];
+  /** Server on which the fresh database is created (a URL of any database there); default PG_ADMIN_URL. */
+  pgAdminUrl?: string;
+  /**
+   * The DATABASE_URL the service gets, from the fresh database (e.g. the same database through a pooler,
+   * or a multi-host URL); default its direct URL. `databaseUrl` of the handle stays the direct URL.
+   */
+  serviceDatabaseUrl?: (database: ScratchDatabase) => string;
+  /**
+   * The Redis topology's settings instead of REDIS_URL (e.g. REDIS_SENTINELS + REDIS_SENTINEL_MASTER, or
+   * REDIS_CLUSTER_NODES); the key prefix is still set. Its keys are not swept at dispose: such a Redis is
+   * the bench's own and thrown away with its topology.
+   */
+  redisEnv?: Record<string, string>;
 }
 
 export async function startBenchService(options: StartOptions): Promise<BenchService> {
@@ -50,8 +63,9 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
   const redisUrl = options.redisUrl ?? REDIS_URL;
   const addresses = await serviceAddresses();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ace-bench-'));
-  const database: ScratchDatabase | undefined = options.embedded ? undefined : await createDatabase(PG_ADMIN_URL, 'ace_bench');
+  const database: ScratchDatabase | undefined = options.embedded ? undefined : await createDatabase(options.pgAdminUrl ?? PG_ADMIN_URL, 'ace_bench');
   const redisKeyPrefix = useRedis ? freshKeyPrefix('ace-bench') : undefined;
+  const redisEnv = options.redisEnv ?? { REDIS_URL: redisUrl };
 
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
@@ -72,8 +86,8 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
     // connections finish on their threads (and hold the address's share) while the next run opens its own.
     ARGON2_MAX_QUEUE: '128',
     ARGON2_MAX_PER_ADDRESS: '128',
-    ...(database ? { DATABASE_URL: database.url } : {}),
-    ...(useRedis ? { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: redisKeyPrefix! } : {}),
+    ...(database ? { DATABASE_URL: options.serviceDatabaseUrl?.(database) ?? database.url } : {}),
+    ...(useRedis ? { ...redisEnv, REDIS_KEY_PREFIX: redisKeyPrefix! } : {}),
     // WORKERS, ARGON2_THREADS and SIGN_THREADS stay at the service's defaults; the bench reads how many
     // HTTP processes really started from the start-up log.
     // For profiling any scenario's service (e.g. BENCH_SERVICE_NODE_OPTIONS=--perf-basic-prof, then perf).
@@ -100,7 +114,7 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
       await stopProcess(child, { signal: 'SIGTERM', killAfterMs: 15_000 });
       // Best effort, and said so: a leftover scratch database or key prefix must not fail the run.
       await database?.drop().catch((error) => process.stderr.write(`bench: could not drop ${database.name}: ${error}\n`));
-      if (redisKeyPrefix) {
+      if (redisKeyPrefix && !options.redisEnv) {
         await deleteRedisKeys(redisUrl, redisKeyPrefix).catch((error) => process.stderr.write(`bench: could not delete ${redisKeyPrefix}*: ${error}\n`));
       }
       rmSync(dataDir, { recursive: true, force: true });

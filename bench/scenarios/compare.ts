@@ -9,7 +9,7 @@ import type { BenchContext, ScenarioReport } from '../lib/context.js';
 import { startBenchService } from '../lib/service.js';
 import { RssSampler } from '../lib/rss.js';
 import { BulkAgents } from '../lib/bulk.js';
-import { argon2Tasks } from '../lib/metrics.js';
+import { argon2Counter, coldArm, coldPoolSize } from '../lib/cold.js';
 import { Workload, ColdPool, BULK_SECRET, post, TOKEN_PATH, LISTING_PATH, JWKS_PATH } from '../lib/workload.js';
 import { startBareJwks, startBareSigner, startPeer, type SideServer } from '../lib/sides.js';
 import { interleave, loadArm, summaryRows, SUMMARY_HEADER, type Arm } from '../lib/rounds.js';
@@ -46,7 +46,7 @@ async function runCompare(ctx: BenchContext, defer: (fn: () => Promise<void> | v
 
   // Cold pools, one per round, sized from a short raw argon2 measurement (never below 50/s).
   const sizing = await argon2VerifyRate(opts.cores, 1);
-  const perRound = Math.ceil(Math.max(sizing.verifyPerSecond, 50) * (opts.duration + opts.warmup) * 2) + 2 * opts.connections;
+  const perRound = coldPoolSize(sizing.verifyPerSecond, opts);
   const coldBodies: string[][] = [];
   if (service.databaseUrl) {
     const { options } = await loadArgon2Options();
@@ -98,15 +98,7 @@ async function runCompare(ctx: BenchContext, defer: (fn: () => Promise<void> | v
   });
 
   // argon2 tasks during the measured part (from /metrics): ~0 for warm, ~1 per request for cold.
-  let argonBefore: number | null = null;
-  const countArgon2 = {
-    beforeMeasure: async () => void (argonBefore = await argon2Tasks(service.adminUrl)),
-    after: async (m: Measurement) => {
-      const after = await argon2Tasks(service.adminUrl);
-      if (argonBefore !== null && after !== null) m.argon2Verifications = after - argonBefore;
-      m.note = [m.note, `argon2 tasks ${m.argon2Verifications ?? '?'}`].filter(Boolean).join('; ');
-    },
-  };
+  const countArgon2 = argon2Counter(service.adminUrl);
 
   const svc = () => service.publicUrl;
   const warmTokens = post(TOKEN_PATH, work.tokenBodies());
@@ -118,7 +110,7 @@ async function runCompare(ctx: BenchContext, defer: (fn: () => Promise<void> | v
     ...(sides.peer ? [loadArm(ctx, 'peer: oidc-provider token', () => sides.peer.url, () => sides.peer.requests, { note: sides.peer.note })] : []),
     loadArm(ctx, 'JWKS', svc, () => [{ method: 'GET', path: JWKS_PATH }], serviceHooks()),
     loadArm(ctx, 'bare uWS JWKS', () => sides['bare JWKS'].url, () => sides['bare JWKS'].requests, { note: sides['bare JWKS'].note }),
-    coldArm(ctx, svc, cold, serviceHooks, countArgon2),
+    coldArm(ctx, 'token (cold)', svc, cold, serviceHooks, countArgon2),
     argon2Arm(ctx),
     loadArm(ctx, 'platform listing', svc, () => post(LISTING_PATH, work.listingBodies()), serviceHooks()),
     loadArm(ctx, 'scope file', svc, () => [{ method: 'GET', path: work.scopesPath }], serviceHooks()),
@@ -157,37 +149,6 @@ async function runCompare(ctx: BenchContext, defer: (fn: () => Promise<void> | v
 function ceilingP99(results: Record<string, Measurement[]>): string {
   const p99s = (results['bare signer (same processes)'] ?? []).filter((m) => m && !m.invalid).map((m) => m.p99).sort((a, b) => a - b);
   return p99s.length ? `bare signer p99 ${fmt(p99s[Math.floor(p99s.length / 2)], 0)} ms (median)` : '';
-}
-
-/** Token requests from agents never seen before; a round whose pool ran dry is marked invalid. */
-function coldArm(
-  ctx: BenchContext,
-  url: () => string,
-  pools: ColdPool[],
-  serviceHooks: (extra?: Parameters<typeof loadArm>[4]) => Parameters<typeof loadArm>[4],
-  countArgon2: { beforeMeasure: () => Promise<void>; after: (m: Measurement) => Promise<void> },
-): Arm<Measurement> {
-  let current: ColdPool = pools[0];
-  return {
-    name: 'token (cold)',
-    run: (round) => {
-      current = pools[round];
-      return loadArm(ctx, 'token (cold)', url, () => current.requests(), serviceHooks({
-        onStart: current.onStart,
-        beforeMeasure: () => countArgon2.beforeMeasure(),
-        after: async (m) => {
-          await countArgon2.after(m);
-          // Tokens answered, not bodies handed out: checks still waiting when the load stops are dropped
-          // unrun (their clients left), so counting bodies overstated the agents by about a connection each.
-          m.note = `${m.ok2xx} tokens to fresh agents; ${m.note}`;
-          if (current.exhausted) {
-            m.invalid = true;
-            m.note += '; POOL RAN OUT: round not counted';
-          }
-        },
-      })).run(round);
-    },
-  };
 }
 
 /** Raw argon2id verifications per second on every core with the pool's parameters, as a round's arm. */

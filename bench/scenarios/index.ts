@@ -6,6 +6,7 @@ import { fleet } from './fleet.js';
 import { fanout } from './fanout.js';
 import { audit } from './audit.js';
 import { deployed } from './deployed.js';
+import { topologies } from './topologies.js';
 import { feedflood } from './feedflood.js';
 
 export const SCENARIOS: Scenario[] = [
@@ -14,6 +15,7 @@ export const SCENARIOS: Scenario[] = [
   fleet,
   fanout,
   audit,
+  topologies,
   deployed,
   feedflood,
 ];

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { AdminClient, postJson, type AgentCredentials } from '../../kit/admin.js';
 import { createDatabase, runToExit, startService, type ServiceHandle, type TestDatabase } from './service.js';
-import { stopAll } from './topology/index.js';
+import { stopAll } from '../../kit/topology/index.js';
 import { metricSum } from '../../kit/metrics.js';
 import { waitFor } from '../../kit/wait.js';
 

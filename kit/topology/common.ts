@@ -7,7 +7,7 @@ import { chownSync, closeSync, existsSync, mkdtempSync, openSync, readFileSync, 
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { childrenOf } from '../../../kit/proc.js';
+import { childrenOf } from '../proc.js';
 
 export const PG_BIN = process.env.TOPOLOGY_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 export const HOST = '127.0.0.1';

@@ -2,7 +2,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { HOST, Proc, pollFor } from './common.js';
+import { HOST, Proc, makeTempDir, pollFor, registerHandle, removeDir, unregisterHandle, withPort } from './common.js';
 
 export const REDIS_SERVER_BIN = process.env.TOPOLOGY_REDIS_SERVER_BIN ?? 'redis-server';
 export const REDIS_CLI_BIN = process.env.TOPOLOGY_REDIS_CLI_BIN ?? 'redis-cli';
@@ -125,4 +125,37 @@ export async function startRedisProcess(
     throw err;
   }
   return node;
+}
+
+/** One standalone Redis server of the kit (no persistence), as a handle that stopAll() tears down. */
+export class RedisServer extends RedisNode {
+  private destroyed = false;
+
+  /** redis://127.0.0.1:<port> */
+  url(): string {
+    return `redis://${HOST}:${this.port}`;
+  }
+
+  /** Stop (SIGTERM, SIGKILL if it overruns) and remove its folder. Idempotent; what stopAll() calls. */
+  async destroy(): Promise<void> {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    unregisterHandle(this);
+    await this.stop();
+    removeDir(this.dir);
+  }
+}
+
+/** A standalone Redis server on loopback (a free port below 32768 unless `port`), answering PING. */
+export async function startRedis(opts: { port?: number; timeoutMs?: number } = {}): Promise<RedisServer> {
+  const dir = makeTempDir('redis');
+  try {
+    const node = await withPort(opts.port, (port) => startRedisProcess('redis', port, dir, [], { timeoutMs: opts.timeoutMs }));
+    const server = new RedisServer(node.port, node.proc, node.dir);
+    registerHandle(server);
+    return server;
+  } catch (err) {
+    removeDir(dir);
+    throw err;
+  }
 }
