@@ -13,7 +13,7 @@ import { Admin } from './lib/seed.js';
 import { table, fmt } from './lib/report.js';
 
 // `ws` (a dependency of the project) as the subscribers' client; typed loosely, it ships no types.
-const WebSocket = createRequire(import.meta.url)('ws') as new (url: string) => {
+const WebSocket = createRequire(import.meta.url)('ws') as new (url: string, options?: { headers?: Record<string, string> }) => {
   on(event: 'open' | 'close' | 'error', listener: (...args: unknown[]) => void): void;
   on(event: 'message', listener: (data: Buffer) => void): void;
   terminate(): void;
@@ -56,11 +56,13 @@ export async function revocationFanout(options: { embedded: boolean; sizes: numb
       continue;
     }
     // A fresh single-process service per size, so the memory baseline is not left over from the last size.
-    const service = await startBenchService({ embedded: options.embedded, uvThreads: options.uvThreads, env: { WORKERS: '1', REVOCATION_HEARTBEAT_SECONDS: '300' } });
+    const service = await startBenchService({ embedded: options.embedded, uvThreads: options.uvThreads, env: { WORKERS: '1', REVOCATION_HEARTBEAT_SECONDS: '300', REVOCATION_WS_MAX_PER_ADDRESS: String(n + 16), REVOCATION_WS_MAX: String(n + 16) } });
     try {
       const admin = new Admin(service);
       const { platform_id } = await admin.createPlatform();
       const feed = `${service.publicUrl.replace(/^http/, 'ws')}/api/v1/platforms/${platform_id}/revocations/ws`;
+      // Every subscriber reads the feed with the platform's feed token (all from this one address: the caps are raised above).
+      const { feed_token } = (await admin.call('POST', `/admin/v1/platforms/${platform_id}/feed-credentials`)) as { feed_token: string };
       // One subscriber first: code paths warm, so the baseline holds what any running service holds.
       await admin.call('PATCH', `/admin/v1/platforms/${platform_id}`, { status: 'suspended' });
       await sleep(1500);
@@ -73,7 +75,7 @@ export async function revocationFanout(options: { embedded: boolean; sizes: numb
       let next = 0;
       const connectOne = (i: number) =>
         new Promise<void>((resolve, reject) => {
-          const socket = new WebSocket(feed);
+          const socket = new WebSocket(feed, { headers: { authorization: `Bearer ${feed_token}` } });
           sockets[i] = socket;
           socket.on('message', (data: Buffer) => {
             if (data[0] === 0x7b) return; // heartbeat

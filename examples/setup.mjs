@@ -59,8 +59,12 @@ await admin('PUT', `/admin/v1/agents/${agent.agent_id}/grants/${platform.platfor
 const scopeFile = await fetch(`${serviceUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`);
 if (!scopeFile.ok) throw new Error(`scope file: HTTP ${scopeFile.status}`);
 
+// ...and a feed credential: the platform's middleware reads the revocation feed with its token (shown once).
+const feed = await admin('POST', `/admin/v1/platforms/${platform.platform_id}/feed-credentials`);
+
 mkdirSync(exampleDir, { recursive: true });
 writeFileSync(path.join(exampleDir, 'scopes.yaml'), await scopeFile.text());
+writeFileSync(path.join(exampleDir, 'feed-token'), feed.feed_token, { mode: 0o600 });
 // The secret is shown once by the service; keep it in a file only its owner can read.
 writeFileSync(
   path.join(exampleDir, 'agent.json'),

@@ -103,6 +103,24 @@ export class AdminClient {
     return this.call('POST', `/admin/v1/keys/${kid}/retire`, undefined, 200);
   }
 
+  /** A new credential of the platform's revocation feed: its id and its token (shown only in this answer). */
+  createFeedCredential(platformId: string): Promise<{ feed_credential_id: string; feed_token: string; platform_id: string; created_at: string }> {
+    return this.call('POST', `/admin/v1/platforms/${platformId}/feed-credentials`, undefined, 201);
+  }
+
+  /** A feed token of the platform (a new credential each call): what the middleware's `feedToken` wants. */
+  async feedToken(platformId: string): Promise<string> {
+    return (await this.createFeedCredential(platformId)).feed_token;
+  }
+
+  listFeedCredentials(platformId: string): Promise<{ feed_credentials: { feed_credential_id: string; created_at: string }[] }> {
+    return this.call('GET', `/admin/v1/platforms/${platformId}/feed-credentials`, undefined, 200);
+  }
+
+  deleteFeedCredential(platformId: string, credentialId: string): Promise<unknown> {
+    return this.call('DELETE', `/admin/v1/platforms/${platformId}/feed-credentials/${credentialId}`, undefined, 204);
+  }
+
   /** A platform with `scopes`, and an agent granted `granted` (default: all) on it. */
   async seed(scopes = ['orders:read', 'orders:write'], granted = scopes) {
     const platform = await this.createPlatform({

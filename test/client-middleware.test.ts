@@ -49,6 +49,7 @@ let shop: PlatformRecord;
 let other: PlatformRecord;
 let agent: AgentCredentials;
 let shopYaml: string;
+let shopFeedToken: string;
 let jwksA: ReturnType<typeof recordingFetch>;
 let verifierA: Verifier;
 let shopUrl: string;
@@ -109,7 +110,8 @@ beforeAll(async () => {
   shopYaml = await scopeFile.text();
 
   jwksA = recordingFetch();
-  verifierA = createVerifier({ serviceUrl: service.publicUrl, scopesYaml: shopYaml, fetch: jwksA.fetch, clockToleranceSeconds: 0 });
+  shopFeedToken = await admin.feedToken(shop.platform_id);
+  verifierA = createVerifier({ serviceUrl: service.publicUrl, scopesYaml: shopYaml, feedToken: shopFeedToken, fetch: jwksA.fetch, clockToleranceSeconds: 0 });
   const protectedShop = protectNodeHandler(verifierA, (req, res) => {
     let body = '';
     req.on('data', (chunk) => (body += chunk));
@@ -130,7 +132,7 @@ beforeAll(async () => {
   servers.push(shopServer);
 
   const otherYaml = await (await fetch(`${service.publicUrl}/api/v1/platforms/${other.platform_id}/scopes.yaml`)).text();
-  const verifierB = createVerifier({ serviceUrl: service.publicUrl, scopesYaml: otherYaml });
+  const verifierB = createVerifier({ serviceUrl: service.publicUrl, scopesYaml: otherYaml, feedToken: await admin.feedToken(other.platform_id) });
   const otherServer = http.createServer(protectNodeHandler(verifierB, (req, res) => res.end(echo(req, ''))));
   otherUrl = await listen(otherServer);
   servers.push(otherServer);
@@ -312,7 +314,7 @@ describe('agent client with node:http platform middleware', () => {
 
   it('bounds JWKS fetches under a flood of tokens with forged kids', async () => {
     const recorder = recordingFetch();
-    const verifier = createVerifier({ serviceUrl: service.publicUrl, scopesYaml: shopYaml, fetch: recorder.fetch, jwksCooldownSeconds: 1 });
+    const verifier = createVerifier({ serviceUrl: service.publicUrl, scopesYaml: shopYaml, feedToken: shopFeedToken, fetch: recorder.fetch, jwksCooldownSeconds: 1 });
     await verifier.ready();
     expect(recorder.count(JWKS_PATH)).toBe(1);
 

@@ -145,7 +145,7 @@ function feedFor(exchanges: { answer: unknown }[] = []) {
   const warnings: string[] = [];
   const jwksCache = new JwksCache({ url: 'https://ace.example.test/.well-known/jwks.json', fetch: fetchStub, cooldownMs: 0, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 1000 });
   const feed = new RevocationFeed(
-    { serviceUrl: 'https://ace.example.test', platformId: sets.platform_id, issuer: sets.issuer, jwks: jwksCache, fetch: fetchStub, clockToleranceSeconds: sets.clock_tolerance_seconds, now: () => sets.now * 1000 },
+    { serviceUrl: 'https://ace.example.test', platformId: sets.platform_id, issuer: sets.issuer, feedToken: 'acef_conformance', jwks: jwksCache, fetch: fetchStub, clockToleranceSeconds: sets.clock_tolerance_seconds, now: () => sets.now * 1000 },
     { webSocket: false, staleAfterSeconds: 15, warn: (message) => warnings.push(message) },
   );
   return { feed, polls, warnings, close: () => (feed.close(), jwksCache.close()) };

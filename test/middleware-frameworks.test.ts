@@ -129,7 +129,7 @@ beforeAll(async () => {
       for (let app = queue.shift(); app; app = queue.shift()) dirs[app.name] = await install(app, tarball);
     }),
   );
-  const env = { SERVICE_URL: service.publicUrl, SCOPES_FILE: scopesFile };
+  const env = { SERVICE_URL: service.publicUrl, SCOPES_FILE: scopesFile, FEED_TOKEN: await admin.feedToken(shop.platform_id) };
   // Two at a time: each fetches the JWKS and the feed at start-up, within its 5 s timeout, on 2 cores.
   const starting = [...APPS];
   await Promise.all(

@@ -111,7 +111,7 @@ beforeAll(async () => {
     tokens[name] = { token: await mintToken(agent.api_key_id, agent.secret), scopes };
   }
   const scopesYaml = await (await fetch(`${service.publicUrl}/api/v1/platforms/${shop.platform_id}/scopes.yaml`)).text();
-  verifier = createVerifier({ serviceUrl: service.publicUrl, scopesYaml });
+  verifier = createVerifier({ serviceUrl: service.publicUrl, scopesYaml, feedToken: await admin.feedToken(shop.platform_id) });
   await verifier.ready();
 
   // node:http with a lenient hand-written router: decodes, folds case, drops trailing slashes and

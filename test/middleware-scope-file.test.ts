@@ -30,7 +30,7 @@ routes:
     scopes: [orders:write]
 `;
 
-const base = { serviceUrl: 'http://127.0.0.1:1' };
+const base = { serviceUrl: 'http://127.0.0.1:1', feedToken: `acef_${'x'.repeat(43)}` };
 
 describe('scope file at start-up', () => {
   it('reads the file from a path or a string, and takes the platform id from it', () => {

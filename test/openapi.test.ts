@@ -73,13 +73,16 @@ describe('OpenAPI document', () => {
     expect({ ...document, servers: file.servers }).toEqual(file);
   });
 
-  it('declares that no public operation takes HTTP authentication (security: [], as linters require), but the OAuth door (Basic or the form)', () => {
+  it('declares that no public operation takes HTTP authentication (security: [], as linters require), but the OAuth door (Basic or the form) and the revocation feed (its bearer feed token)', () => {
+    const feed = new Set(['/api/v1/platforms/{platform_id}/revocations', '/api/v1/platforms/{platform_id}/revocations/ws']);
     for (const [path, item] of Object.entries<Record<string, any>>(document.paths)) {
       for (const [method, operation] of Object.entries<any>(item)) {
-        expect(operation.security, `${method} ${path}`).toEqual(path === '/oauth2/token' ? [{ clientSecretBasic: [] }, {}] : []);
+        const expected = path === '/oauth2/token' ? [{ clientSecretBasic: [] }, {}] : feed.has(path) ? [{ feedToken: [] }] : [];
+        expect(operation.security, `${method} ${path}`).toEqual(expected);
       }
     }
     expect(document.components.securitySchemes.clientSecretBasic).toMatchObject({ type: 'http', scheme: 'basic' });
+    expect(document.components.securitySchemes.feedToken).toMatchObject({ type: 'http', scheme: 'bearer' });
     expect(document.components.requestBodies.TokenRequest.content['application/json'].schema.properties.profile.enum).toEqual(['svc-native-jwt', 'oauth-at-jwt']);
     expect(document.info.license.identifier).toBe('Apache-2.0');
   });

@@ -16,7 +16,8 @@ beforeAll(async () => {
   service = await startService({ mode: 'real', env: { WORKERS: '2', ISSUER } });
   admin = new AdminClient(service);
   shop = await admin.createPlatform({ name: 'Shop', scopes: [{ name: 'read' }] });
-  for (let i = 0; i < 6; i++) platforms.push(await startPlatform({ serviceUrl: service.publicUrl, platformId: shop.platform_id, issuer: ISSUER }));
+  const feedToken = await admin.feedToken(shop.platform_id);
+  for (let i = 0; i < 6; i++) platforms.push(await startPlatform({ serviceUrl: service.publicUrl, platformId: shop.platform_id, issuer: ISSUER, feedToken }));
 }, 90_000);
 
 afterAll(async () => {

@@ -14,6 +14,12 @@ let shop: PlatformRecord;
 let other: PlatformRecord;
 let platform: Platform;
 let issuer: string;
+/** One feed token per platform (AdminClient.feedToken makes a new credential each call). */
+const feedTokens = new Map<string, Promise<string>>();
+const feedTokenOf = (platformId: string) => {
+  if (!feedTokens.has(platformId)) feedTokens.set(platformId, admin.feedToken(platformId));
+  return feedTokens.get(platformId)!;
+};
 
 beforeAll(async () => {
   service = await startService({ mode: 'embedded' });
@@ -21,7 +27,7 @@ beforeAll(async () => {
   admin = new AdminClient(service);
   shop = await admin.createPlatform({ name: 'Shop', scopes: [{ name: 'read' }] });
   other = await admin.createPlatform({ name: 'Other', scopes: [{ name: 'read' }] });
-  platform = await startPlatform({ serviceUrl: service.publicUrl, platformId: shop.platform_id, issuer });
+  platform = await startPlatform({ serviceUrl: service.publicUrl, platformId: shop.platform_id, issuer, feedToken: await feedTokenOf(shop.platform_id) });
 }, 90_000);
 
 afterAll(async () => {
@@ -37,15 +43,15 @@ async function grantedAgent(name: string) {
 
 const feedUrl = (platformId: string) => `${service.publicUrl}/api/v1/platforms/${platformId}/revocations`;
 async function pollSets(platformId: string): Promise<Record<string, string>> {
-  const response = await fetch(feedUrl(platformId), { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  const response = await fetch(feedUrl(platformId), { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${await feedTokenOf(platformId)}` }, body: '{}' });
   return ((await response.json()) as { sets: Record<string, string> }).sets;
 }
 const payloadOf = (jws: string) => JSON.parse(Buffer.from(jws.split('.')[1], 'base64url').toString());
 
-function newFeed() {
+async function newFeed() {
   const jwks = new JwksCache({ url: `${service.publicUrl}/.well-known/jwks.json`, fetch, cooldownMs: 0, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 5000 });
   return new RevocationFeed(
-    { serviceUrl: service.publicUrl, platformId: shop.platform_id, issuer, jwks, fetch, clockToleranceSeconds: 5 },
+    { serviceUrl: service.publicUrl, platformId: shop.platform_id, issuer, feedToken: await feedTokenOf(shop.platform_id), jwks, fetch, clockToleranceSeconds: 5 },
     { webSocket: false, warn: () => {} },
   );
 }
@@ -65,7 +71,7 @@ describe('revocation on the embedded default', () => {
 
   it('dropping a scope from the platform takes back the tokens of agents that held it, and only theirs', async () => {
     const catalogue = await admin.createPlatform({ name: 'Catalogue', scopes: [{ name: 'read' }, { name: 'write' }] });
-    const site = await startPlatform({ serviceUrl: service.publicUrl, platformId: catalogue.platform_id, issuer });
+    const site = await startPlatform({ serviceUrl: service.publicUrl, platformId: catalogue.platform_id, issuer, feedToken: await feedTokenOf(catalogue.platform_id) });
     try {
       const writer = await admin.createAgent('writer');
       const reader = await admin.createAgent('reader');
@@ -94,7 +100,7 @@ describe('revocation on the embedded default', () => {
 
 describe('feed SETs the middleware must not trust', () => {
   it('rejects a forged SET, a tampered one and one for another platform; a replayed SET changes nothing', async () => {
-    const feed = newFeed();
+    const feed = await newFeed();
     try {
       await admin.patchAgent((await grantedAgent('later')).agent_id, { status: 'inactive' });
       const sets = await pollSets(shop.platform_id);
@@ -133,8 +139,8 @@ describe('feed SETs the middleware must not trust', () => {
       onclose: ((event: unknown) => void) | null = null;
       onerror: ((event: unknown) => void) | null = null;
       private readonly socket: InstanceType<typeof WebSocket>;
-      constructor(url: string) {
-        this.socket = new WebSocket(url);
+      constructor(url: string, protocols?: string | string[]) {
+        this.socket = new WebSocket(url, protocols);
         this.socket.on('open', () => this.onopen?.({}));
         this.socket.on('close', () => this.onclose?.({}));
         this.socket.on('error', () => this.onerror?.({}));
@@ -148,7 +154,7 @@ describe('feed SETs the middleware must not trust', () => {
         this.socket.close();
       }
     }
-    const site = await startPlatform({ serviceUrl: service.publicUrl, platformId: shop.platform_id, issuer, feed: { webSocket: DroppingProxy as never, pollIntervalSeconds: 60 } });
+    const site = await startPlatform({ serviceUrl: service.publicUrl, platformId: shop.platform_id, issuer, feedToken: await feedTokenOf(shop.platform_id), feed: { webSocket: DroppingProxy as never, pollIntervalSeconds: 60 } });
     try {
       for (let i = 0; i < 100 && !site.verifier.revocationStats()!.connected; i++) await new Promise((r) => setTimeout(r, 50));
       const agent = await grantedAgent('dropped');

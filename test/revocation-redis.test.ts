@@ -26,7 +26,7 @@ beforeAll(async () => {
   b = await startService({ mode: 'real', database, redisKeyPrefix, env });
   admin = new AdminClient(a);
   shop = await admin.createPlatform({ name: 'Shop', scopes: [{ name: 'read' }] });
-  platform = await startPlatform({ serviceUrl: b.publicUrl, platformId: shop.platform_id, issuer: ISSUER });
+  platform = await startPlatform({ serviceUrl: b.publicUrl, platformId: shop.platform_id, issuer: ISSUER, feedToken: await admin.feedToken(shop.platform_id) });
 }, 90_000);
 
 afterAll(async () => {

@@ -11,6 +11,7 @@ const ISSUER = 'https://ace.test';
 // Generous: CPU is shared with other suites. The measured figures are printed and reported separately.
 const BOUND_MS = 5000;
 
+let p1FeedToken: string;
 let database: TestDatabase;
 let instances: ServiceHandle[];
 let admin: AdminClient;
@@ -33,8 +34,9 @@ beforeAll(async () => {
   ];
   p1 = await admin.createPlatform({ name: 'P1', scopes });
   p2 = await admin.createPlatform({ name: 'P2', scopes });
-  platform1 = await startPlatform({ serviceUrl: instances[1].publicUrl, platformId: p1.platform_id, issuer: ISSUER });
-  platform2 = await startPlatform({ serviceUrl: instances[2].publicUrl, platformId: p2.platform_id, issuer: ISSUER });
+  p1FeedToken = await admin.feedToken(p1.platform_id);
+  platform1 = await startPlatform({ serviceUrl: instances[1].publicUrl, platformId: p1.platform_id, issuer: ISSUER, feedToken: p1FeedToken });
+  platform2 = await startPlatform({ serviceUrl: instances[2].publicUrl, platformId: p2.platform_id, issuer: ISSUER, feedToken: await admin.feedToken(p2.platform_id) });
 }, 120_000);
 
 afterAll(async () => {
@@ -166,6 +168,7 @@ describe('revocation feed and middleware', () => {
       serviceUrl: proxy.url,
       platformId: p1.platform_id,
       issuer: ISSUER,
+      feedToken: p1FeedToken,
       feed: { reconnectBaseSeconds: 0.1, reconnectMaxSeconds: 0.5, pollIntervalSeconds: 30 },
     });
     try {
@@ -190,7 +193,7 @@ describe('revocation feed and middleware', () => {
 
   it('serves the SETs by RFC 8936 poll with the SSF configuration; bad input gets the Error shape', async () => {
     const url = `${instances[2].publicUrl}/api/v1/platforms/${p1.platform_id}/revocations`;
-    const poll = (body: unknown) => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const poll = (body: unknown) => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${p1FeedToken}` }, body: JSON.stringify(body) });
     const response = await poll({ returnImmediately: true });
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('application/json');
@@ -220,20 +223,25 @@ describe('revocation feed and middleware', () => {
     const bad = await poll({ maxEvents: -1 });
     expect(bad.status).toBe(422);
     expect(await bad.json()).toMatchObject({ error_code: 'validation_error' });
-    const unknown = await fetch(`${instances[2].publicUrl}/api/v1/platforms/00000000-0000-4000-8000-000000000000/revocations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-    expect(unknown.status).toBe(404);
+    // An unknown platform answers as a wrong token does (no oracle).
+    const unknown = await fetch(`${instances[2].publicUrl}/api/v1/platforms/00000000-0000-4000-8000-000000000000/revocations`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${p1FeedToken}` },
+      body: '{}',
+    });
+    expect(unknown.status).toBe(401);
     // The WebSocket path: a plain GET is not an upgrade (404); an upgrade with bad input is refused with the Error shape.
     expect((await fetch(`${url}/ws`)).status).toBe(404);
     const WebSocket = (await import('ws')).default;
     const refusal = (target: string) =>
       new Promise<number>((resolve) => {
-        const socket = new WebSocket(target);
+        const socket = new WebSocket(target, { headers: { authorization: `Bearer ${p1FeedToken}` } });
         socket.on('unexpected-response', (_req: unknown, res: { statusCode: number }) => resolve(res.statusCode));
         socket.on('open', () => resolve(101));
         socket.on('error', () => {});
       });
     const wsBase = instances[2].publicUrl.replace('http', 'ws');
     expect(await refusal(`${wsBase}/api/v1/platforms/${p1.platform_id}/revocations/ws?since=x`)).toBe(422);
-    expect(await refusal(`${wsBase}/api/v1/platforms/00000000-0000-4000-8000-000000000000/revocations/ws`)).toBe(404);
+    expect(await refusal(`${wsBase}/api/v1/platforms/00000000-0000-4000-8000-000000000000/revocations/ws`)).toBe(401);
   });
 });

@@ -24,6 +24,8 @@ import { auditStoreConformance, type AuditStoreUnderTest } from './support/audit
 import { revocationStoreConformance, type RevocationStoreUnderTest } from './support/revocation-store-conformance.js';
 import { MAINTENANCE_LOCK, PostgresAuditStore } from '../src/adapters/postgres/audit-store.js';
 import { PostgresRevocationStore } from '../src/adapters/postgres/revocation-store.js';
+import { feedCredentialWrites, PostgresFeedCredentialStore } from '../src/adapters/postgres/feed-credential-store.js';
+import { feedCredentialStoreConformance, type FeedCredentialStoreUnderTest } from './support/feed-credential-store-conformance.js';
 
 const TIMEOUT_MS = 5000;
 
@@ -140,9 +142,15 @@ async function recordStores(url: string, poolSize: number, concurrentSessions: b
     revocations: new PostgresRevocationStore(main, TIMEOUT_MS),
     store: new PostgresStore(main, { timeoutMs: TIMEOUT_MS }),
   };
+  const feed: FeedCredentialStoreUnderTest = {
+    reads: new PostgresFeedCredentialStore(main, TIMEOUT_MS),
+    writes: feedCredentialWrites(main),
+    store: revocation.store,
+  };
   return {
     audit,
     revocation,
+    feed,
     async close() {
       await audit.store.close();
       await main.end({ timeout: 2 });
@@ -163,6 +171,7 @@ describe('Audit and revocation store conformance: Postgres', () => {
   });
   auditStoreConformance(() => stores.audit);
   revocationStoreConformance(() => stores.revocation);
+  describe('feed credentials', () => feedCredentialStoreConformance(() => stores.feed));
 });
 
 describe('Audit and revocation store conformance: PGlite (embedded default)', () => {
@@ -178,4 +187,5 @@ describe('Audit and revocation store conformance: PGlite (embedded default)', ()
   });
   auditStoreConformance(() => stores.audit);
   revocationStoreConformance(() => stores.revocation);
+  describe('feed credentials', () => feedCredentialStoreConformance(() => stores.feed));
 });

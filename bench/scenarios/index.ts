@@ -7,6 +7,7 @@ import { fanout } from './fanout.js';
 import { audit } from './audit.js';
 import { deployed } from './deployed.js';
 import { topologies } from './topologies.js';
+import { feedflood } from './feedflood.js';
 
 export const SCENARIOS: Scenario[] = [
   compare,
@@ -16,4 +17,5 @@ export const SCENARIOS: Scenario[] = [
   audit,
   topologies,
   deployed,
+  feedflood,
 ];

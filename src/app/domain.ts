@@ -12,6 +12,8 @@ import { loadOrCreateKeyEncryptionKey } from '../adapters/crypto/key-encryption.
 import { Limiters } from '../adapters/ratelimit/limiters.js';
 import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.js';
 import { PostgresUnitOfWork } from '../adapters/postgres/unit-of-work.js';
+import { PostgresFeedCredentialStore } from '../adapters/postgres/feed-credential-store.js';
+import { FeedCredentialService } from '../core/feed/feed-credential-service.js';
 import { RevocationFeed } from '../adapters/http/revocation-feed.js';
 import { ScopeFiles } from '../adapters/http/scope-file.js';
 import { Argon2Share } from '../core/credentials/argon2-share.js';
@@ -39,6 +41,7 @@ export interface Domain {
   revocations: RevocationService;
   revocationFeed: RevocationFeed;
   revocationMetrics: RevocationMetrics;
+  feedCredentials: FeedCredentialService;
   platforms: PlatformService;
   scopeFiles: ScopeFiles;
   agents: AgentService;
@@ -141,6 +144,13 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     documentReuseMs: FEED_DOCUMENT_REUSE_MS,
     heartbeatMs: config.revocationHeartbeatSeconds * 1000,
   });
+  // Who may read a platform's feed: the hashes of its feed tokens, held in memory and kept current by the bus.
+  const feedCredentials = new FeedCredentialService({
+    store: new PostgresFeedCredentialStore(stores.sql, config.storeTimeoutMs),
+    uow,
+    bus,
+    onError: (error) => telemetry.record({ type: 'background_failure', what: 'feed_credentials_reload', error }),
+  });
   const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs, telemetry });
   const agents = new AgentService({ store, uow, hasher: pools, revocations, apiKeyPrefix: config.apiKeyPrefix });
   return {
@@ -153,6 +163,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     revocations,
     revocationFeed,
     revocationMetrics,
+    feedCredentials,
     platforms,
     scopeFiles: new ScopeFiles(platforms),
     agents,

@@ -53,7 +53,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const publicRouteList: Route[] = [
     ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
     ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, platforms, metrics, refusals }),
-    ...revocationRoutes(revocationFeed, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
+    ...revocationRoutes({ feed: revocationFeed, feedCredentials: domain.feedCredentials, metrics: revocationMetrics }, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
@@ -68,6 +68,10 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   );
   const stopSockets = attachRevocationSockets(publicServer.app, revocationFeed, revocationMetrics, {
     logger,
+    feedCredentials: domain.feedCredentials,
+    addressOf: (res, req) => publicServer.clientAddressOf(res, req),
+    maxPerAddress: config.revocationWsMaxPerAddress,
+    maxTotal: config.revocationWsMax,
   });
   revocationFeed.start();
   cleanups.add(() => {
@@ -86,7 +90,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const adminServer = new HttpServer(
     [
       ...opsRoutes({ ready: selfCheckedReadiness(context, cleanups), metrics: context.metricsText }),
-      ...adminRoutes({ platforms, agents, keys, audit: audit.sink, auditStore: audit.store }),
+      ...adminRoutes({ platforms, agents, keys, feedCredentials: domain.feedCredentials, audit: audit.sink, auditStore: audit.store }),
     ],
     // The internal port has no proxy in front of it (never route ace-internal through an Ingress):
     // X-Forwarded-For there is the caller's own text, so the socket address counts.

@@ -74,6 +74,8 @@ export interface Config {
   /** How often each process compares its subscribed revocation feeds with Postgres. */
   revocationPollMs: number;
   revocationHeartbeatSeconds: number;
+  revocationWsMaxPerAddress: number;
+  revocationWsMax: number;
   audit: AuditConfig;
 }
 

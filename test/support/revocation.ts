@@ -12,13 +12,15 @@ export interface Platform {
   close(): Promise<void>;
 }
 
-export async function startPlatform(options: { serviceUrl: string; platformId: string; issuer: string; feed?: RevocationFeedOptions }): Promise<Platform> {
+/** `feedToken`: a feed credential of the platform (AdminClient.feedToken). */
+export async function startPlatform(options: { serviceUrl: string; platformId: string; issuer: string; feedToken: string; feed?: RevocationFeedOptions }): Promise<Platform> {
   const yaml = await (await fetch(`${options.serviceUrl}/api/v1/platforms/${options.platformId}/scopes.yaml`)).text();
   const verifier = createVerifier({
     serviceUrl: options.serviceUrl,
     issuer: options.issuer,
     scopesYaml: yaml,
     unmatchedRoutes: 'authenticate',
+    feedToken: options.feedToken,
     revocationFeed: { warn: () => {}, ...options.feed },
   });
   await verifier.ready();

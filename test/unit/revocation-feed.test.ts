@@ -32,7 +32,7 @@ async function setup(options: RevocationFeedOptions = {}, jwksCooldownMs = 0) {
   };
   const jwks = new JwksCache({ url: 'http://jwks', fetch: fetchStub, cooldownMs: jwksCooldownMs, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 1000 });
   const feed = new RevocationFeed(
-    { serviceUrl: 'http://service', platformId: PLATFORM, issuer: ISSUER, jwks, fetch: fetchStub, clockToleranceSeconds: 0 },
+    { serviceUrl: 'http://service', platformId: PLATFORM, issuer: ISSUER, feedToken: 'acef_test', jwks, fetch: fetchStub, clockToleranceSeconds: 0 },
     { webSocket: false, warn: () => {}, ...options },
   );
   const sign = (payload: Record<string, unknown>, header: Record<string, unknown> = {}, key = privateKey) =>

@@ -2,7 +2,9 @@
 //   ACE_PUBLIC_URL  the credential exchange service (default http://localhost:8080); also the expected issuer
 //   ACE_ISSUER      expected `iss`, when the service's ISSUER differs from ACE_PUBLIC_URL
 //   SCOPES_FILE     default $EXAMPLE_DIR/scopes.yaml (EXAMPLE_DIR default ./data/example)
+//   FEED_TOKEN      the platform's revocation feed token (default: the file $EXAMPLE_DIR/feed-token)
 //   PORT            this platform's port, default 3000
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { createVerifier, protectNodeHandler } from '@agent-credential-exchange/middleware';
 
@@ -11,10 +13,13 @@ for (const [old, now] of [['SERVICE_URL', 'ACE_PUBLIC_URL'], ['ISSUER', 'ACE_ISS
   if (process.env[old] && !process.env[now]) throw new Error(`${old} is no longer read: set ${now}`);
 }
 const serviceUrl = process.env.ACE_PUBLIC_URL || 'http://localhost:8080';
+const exampleDir = process.env.EXAMPLE_DIR ?? './data/example';
 const verifier = createVerifier({
   serviceUrl,
+  // Who may read this platform's revocation feed: a feed credential (POST /admin/v1/platforms/{id}/feed-credentials).
+  feedToken: process.env.FEED_TOKEN || readFileSync(`${exampleDir}/feed-token`, 'utf8').trim(),
   issuer: process.env.ACE_ISSUER || undefined,
-  scopesFile: process.env.SCOPES_FILE ?? `${process.env.EXAMPLE_DIR ?? './data/example'}/scopes.yaml`,
+  scopesFile: process.env.SCOPES_FILE ?? `${exampleDir}/scopes.yaml`,
 });
 // Fail at start-up rather than on the first request if the service cannot be reached; this also subscribes
 // to the platform's revocation feed, so tokens the operator takes back are refused within about a second.

@@ -14,7 +14,7 @@ export type {
 } from './verifier.js';
 export type { Refusal, RefusalCode } from './challenge.js';
 export { JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
-export { DocumentRejectedError } from './revocation-feed.js';
+export { DocumentRejectedError, FeedUnauthorizedError } from './revocation-feed.js';
 export type { FeedSocket, FeedSocketConstructor, RevocationFeedOptions, RevocationFeedStats } from './revocation-feed.js';
 export { loadScopeFile, RouteTable, ScopeFileError } from './scope-map.js';
 export type { RouteMatch, RouteResolution, ScopeTextSource, TemplateSyntax } from './scope-map.js';

@@ -27,9 +27,32 @@ export interface FeedSocket {
   onerror: ((event: unknown) => void) | null;
   close(code?: number, reason?: string): void;
 }
-export type FeedSocketConstructor = new (url: string) => FeedSocket;
+/** The WebSocket constructor: `protocols` carries the feed token (browser and undici WebSockets cannot set headers). */
+export type FeedSocketConstructor = new (url: string, protocols?: string | string[]) => FeedSocket;
+
+/** The subprotocol the service answers, and the prefix of the one that carries the feed token. */
+export const FEED_SUBPROTOCOL = 'ace-feed';
+export const FEED_TOKEN_SUBPROTOCOL_PREFIX = 'ace-feed-token.';
+/** The service closes a socket with this code when the feed credential it was opened with is deleted. */
+export const CLOSE_CREDENTIAL_REVOKED = 4401;
+
+/** The feed refused our feed token (401): missing, wrong, deleted, or another platform's. */
+export class FeedUnauthorizedError extends Error {
+  readonly code = 'ERR_ACE_FEED_UNAUTHORIZED';
+  constructor() {
+    super('revocation feed refused the feed token (HTTP 401): check the feedToken option (a live feed credential of this platform)');
+    this.name = 'FeedUnauthorizedError';
+  }
+}
 
 export interface RevocationFeedOptions {
+  /**
+   * The platform's feed token (`acef_...`, from POST /admin/v1/platforms/{id}/feed-credentials or
+   * `ace platform feed-token`): sent as Authorization: Bearer on polls and offered as the WebSocket
+   * subprotocol `ace-feed-token.<token>`. Required while the feed is on (also accepted as the verifier's
+   * top-level `feedToken`).
+   */
+  feedToken?: string | undefined;
   /**
    * When no signed stream head proves the copy current for longer than `staleAfterSeconds`:
    * - "open" (default): keep accepting tokens, warn loudly (once a minute) and count them in stats(), but
@@ -101,6 +124,8 @@ export interface FeedDependencies {
   jwks: JwksCache;
   fetch: typeof fetch;
   clockToleranceSeconds: number;
+  /** The feed token (RevocationFeedOptions.feedToken or the verifier's top-level one). */
+  feedToken: string;
   /** The clock of the entries' lifetimes and of freshness (ms since the epoch). Default Date.now. */
   now?: () => number;
   /** Where the runtime has no global WebSocket: another implementation, or undefined (then poll). */
@@ -127,6 +152,7 @@ export class RevocationFeed {
   private fetching: Promise<void> | undefined;
   private pollAgain: Promise<void> | undefined;
   private lastWarnAt = 0;
+  private lastUnauthorizedWarnAt = 0;
   private readonly counters = { acceptedWhileStale: 0, refused: 0, documentsRejected: 0 };
   private readonly failMode: 'open' | 'closed';
   private readonly staleAfterMs: number;
@@ -292,6 +318,16 @@ export class RevocationFeed {
     this.lastContact = Math.max(this.lastContact, Math.min(this.now(), (iat + 1) * 1000));
   }
 
+  /** The feed token was refused (a 401, or a socket closed because its credential was deleted): warned once a minute. */
+  private unauthorized(): void {
+    const now = Date.now();
+    if (now - this.lastUnauthorizedWarnAt < 60_000) return;
+    this.lastUnauthorizedWarnAt = now;
+    this.warn('revocation feed refused the feed token (401): the copy goes stale and failMode applies; set feedToken to a live feed credential of this platform', {
+      platform_id: this.deps.platformId,
+    });
+  }
+
   private reject(reason: string): never {
     this.counters.documentsRejected++;
     this.warn(`revocation feed SET rejected (${reason})`, { platform_id: this.deps.platformId });
@@ -354,10 +390,16 @@ export class RevocationFeed {
       for (let page = 0; page < 100; page++) {
         const response = await this.deps.fetch(this.feedUrl, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', accept: 'application/json' },
+          headers: { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${this.deps.feedToken}` },
           body: JSON.stringify({ ack: this.seq > 0 ? [revocationJti(this.deps.platformId, this.seq)] : [], maxEvents: 1000, returnImmediately: true }),
           signal: AbortSignal.timeout(this.options.timeoutMs ?? 5000),
         });
+        if (response.status === 401) {
+          await response.body?.cancel();
+          // Loud: the copy goes stale and failMode applies; never read as "no revocations".
+          this.unauthorized();
+          throw new FeedUnauthorizedError();
+        }
         if (response.status !== 200) {
           await response.body?.cancel();
           throw new Error(`revocation feed answered HTTP ${response.status}`);
@@ -396,7 +438,7 @@ export class RevocationFeed {
     const url = `${this.feedUrl.replace(/^http/, 'ws')}/ws?since=${this.seq}`;
     let socket: FeedSocket;
     try {
-      socket = new Socket(url);
+      socket = new Socket(url, [FEED_SUBPROTOCOL, `${FEED_TOKEN_SUBPROTOCOL_PREFIX}${this.deps.feedToken}`]);
     } catch {
       return this.scheduleReconnect();
     }
@@ -434,7 +476,10 @@ export class RevocationFeed {
     // Node 22's WebSocket (undici) reports a connection that fails to open with `error` and no `close`:
     // waiting for `close` alone would never reconnect.
     socket.onerror = lost;
-    socket.onclose = lost;
+    socket.onclose = (event) => {
+      if ((event as { code?: unknown } | null)?.code === CLOSE_CREDENTIAL_REVOKED) this.unauthorized();
+      lost();
+    };
   }
 
   private scheduleReconnect(): void {

@@ -56,6 +56,11 @@ export interface VerifierBaseOptions {
    * default; `false` turns it off (tokens then stay valid until they expire, whatever the operator does).
    */
   revocationFeed?: RevocationFeedOptions | false;
+  /**
+   * The platform's revocation feed token (`acef_...`): required while the feed is on. Same as
+   * `revocationFeed.feedToken` (either may be given).
+   */
+  feedToken?: string | undefined;
 }
 
 /** The runtime-neutral verifier's options: the scope file as text or parsed document. */
@@ -180,6 +185,13 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     timeoutMs: options.jwksTimeoutMs ?? 5000,
   });
 
+  const feedToken = options.revocationFeed === false ? undefined : (options.revocationFeed?.feedToken ?? options.feedToken);
+  if (options.revocationFeed !== false && !feedToken) {
+    throw new TypeError(
+      'createVerifier: the revocation feed needs a feed token: set `feedToken` (a feed credential of this platform: ' +
+        'POST /admin/v1/platforms/{platform_id}/feed-credentials, or `ace platform feed-token <platform_id>`), or turn the feed off with `revocationFeed: false`',
+    );
+  }
   const feed =
     options.revocationFeed === false
       ? undefined
@@ -188,6 +200,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
             serviceUrl,
             platformId,
             issuer,
+            feedToken: feedToken!,
             jwks,
             fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init),
             clockToleranceSeconds: clockTolerance,

@@ -11,6 +11,8 @@ import {
   AgentView,
   EventPage,
   EventQueryParams,
+  FeedCredentialCreated,
+  FeedCredentialList,
   GrantList,
   GrantPut,
   GrantView,
@@ -29,6 +31,8 @@ import type { AgentService } from '../../core/agents/agent-service.js';
 import type { KeyManager } from '../../core/keys/key-manager.js';
 import type { KeyStatus } from '../../core/keys/key-states.js';
 import type { PlatformChange, PlatformDraft, PlatformService } from '../../core/platforms/platform-service.js';
+import type { FeedCredentialService } from '../../core/feed/feed-credential-service.js';
+import type { FeedCredential } from '../../core/ports/feed-credentials.js';
 import type { AgentRecord, GrantRecord, PlatformRecord } from '../../core/model.js';
 import type { AdminAuthLimiter } from '../ratelimit/index.js';
 import { adminTokenCheck } from './admin-auth.js';
@@ -51,6 +55,7 @@ export interface AdminDeps {
   platforms: PlatformService;
   agents: AgentService;
   keys: KeyManager;
+  feedCredentials: FeedCredentialService;
   audit: AuditSink;
   auditStore: AuditStore;
 }
@@ -93,6 +98,8 @@ export const presentAgent = (a: AgentRecord) => ({
   created_at: a.createdAt,
   updated_at: a.updatedAt,
 });
+
+const presentFeedCredential = (c: FeedCredential) => ({ feed_credential_id: c.id, platform_id: c.platformId, created_at: c.createdAt.toISOString() });
 
 const presentGrant = (g: GrantRecord) => ({ agent_id: g.agentId, platform_id: g.platformId, scopes: g.scopes, updated_at: g.updatedAt });
 
@@ -151,6 +158,24 @@ export const adminRouteTable = {
     ...admin, method: 'PATCH', path: '/admin/v1/platforms/:platform_id', name: 'admin_platform', operationId: 'adminUpdatePlatform',
     summary: 'Change a platform (only the fields given)', params: PLATFORM_ID, body: jsonBody(PlatformPatch), audit: change('platform.updated'),
     responses: { 200: ok('The changed platform.', PlatformView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '', conflict: '' }) },
+  },
+  feedCredentialCreate: {
+    ...admin, method: 'POST', path: '/admin/v1/platforms/:platform_id/feed-credentials', name: 'admin_platform_feed_credentials', operationId: 'adminCreateFeedCredential',
+    summary: "Create a credential for the platform's revocation feed (its token is shown once)", params: PLATFORM_ID,
+    // The body, if any, is not read.
+    body: jsonBody(Type.Object({}), false), audit: change('feed_credential.created'),
+    responses: { 201: { ...ok('Created.', FeedCredentialCreated), headers: NO_STORE }, ...refusals({ ...GUARD_REFUSALS, not_found: '', conflict: 'the platform has 10 feed credentials already.' }) },
+  },
+  feedCredentialList: {
+    ...admin, method: 'GET', path: '/admin/v1/platforms/:platform_id/feed-credentials', name: 'admin_platform_feed_credentials', operationId: 'adminListFeedCredentials',
+    summary: "List the platform's feed credentials (ids and creation times, never a token)", params: PLATFORM_ID,
+    responses: { 200: ok('Its feed credentials, oldest first.', FeedCredentialList), ...refusals({ ...GUARD_REFUSALS, not_found: '' }) },
+  },
+  feedCredentialDelete: {
+    ...admin, method: 'DELETE', path: '/admin/v1/platforms/:platform_id/feed-credentials/:feed_credential_id', name: 'admin_platform_feed_credential', operationId: 'adminDeleteFeedCredential',
+    summary: 'Revoke a feed credential (polls with it are refused and sockets that used it are closed, on every instance)',
+    params: { ...PLATFORM_ID, feed_credential_id: Type.String({ format: 'uuid' }) }, audit: change('feed_credential.deleted'),
+    responses: { 204: { description: 'Deleted.' }, ...refusals({ ...GUARD_REFUSALS, not_found: '' }) },
   },
   agentCreate: {
     ...admin, method: 'POST', path: '/admin/v1/agents', name: 'admin_agents', operationId: 'adminCreateAgent',
@@ -249,6 +274,18 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       const body = platformPatch(parseJsonBody(r));
       const platform = await deps.platforms.update(id, toPlatformChange(body), by(r, body));
       return json(200, presentPlatform(platform));
+    },
+    feedCredentialCreate: async (r) => {
+      const { credential, token } = await deps.feedCredentials.create(uuidParam(r, 'platform_id'), by(r));
+      return json(201, { ...presentFeedCredential(credential), feed_token: token }, { 'Cache-Control': 'no-store' });
+    },
+    feedCredentialList: async (r) => {
+      const platform = await deps.platforms.get(uuidParam(r, 'platform_id'));
+      return json(200, { feed_credentials: (await deps.feedCredentials.list(platform.id)).map(presentFeedCredential) });
+    },
+    feedCredentialDelete: async (r) => {
+      await deps.feedCredentials.delete(uuidParam(r, 'platform_id'), uuidParam(r, 'feed_credential_id'), by(r));
+      return { status: 204 };
     },
     agentCreate: async (r) => {
       const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name, by(r));

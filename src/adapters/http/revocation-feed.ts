@@ -84,7 +84,8 @@ export class RevocationFeed {
   private readonly loading = new Map<string, Promise<Stream | undefined>>();
   private readonly heading = new Map<string, Promise<string>>();
   private readonly unknown = new BoundedCache<true>(10_000, UNKNOWN_PLATFORM_MS);
-  private readonly answers: BoundedCache<string>;
+  /** Serialised poll answers, as Buffers: sent as they are, with no UTF-8 encoding per request. */
+  private readonly answers: BoundedCache<Buffer>;
   private readonly signingKeys = new Map<string, Promise<KeyLike>>();
   /** Per platform: the head this process last pushed to its subscribers. */
   private readonly pushed = new Map<string, number>();
@@ -100,7 +101,7 @@ export class RevocationFeed {
 
   constructor(private readonly options: RevocationFeedPorts) {
     ({ log: this.store, keys: this.keys, metrics: this.metrics, onError: this.onError } = options);
-    this.answers = new BoundedCache<string>(10_000, options.documentReuseMs);
+    this.answers = new BoundedCache<Buffer>(10_000, options.documentReuseMs);
     options.bus.subscribe((message) => {
       if (message.kind === 'revocation') this.notify(message.platformIds, message.at);
       // After a Redis reconnect messages may be lost: compare every subscribed head with the database.
@@ -286,7 +287,24 @@ export class RevocationFeed {
    * sequence (SETs are delivered in sequence order); without an ack the answer starts at the oldest live
    * SET. The current head SET is always included (receivers that do not know its event type ignore it).
    */
-  async poll(platformId: string, request: PollRequest): Promise<string | undefined> {
+  /**
+   * The poll answer when it can be given from memory at once (the stream fresh, the head SET current and
+   * this answer serialised already): the common poll of an up-to-date receiver, or a flood of one request,
+   * without a promise round. Undefined: call poll().
+   */
+  pollNow(platformId: string, request: PollRequest): Buffer | undefined {
+    const stream = this.streams.get(platformId);
+    const now = Date.now();
+    if (!stream || now - stream.checkedAt >= this.options.documentReuseMs) return undefined;
+    const head = stream.headSet;
+    if (!head || head.seq !== stream.head || now - head.signedAt >= this.options.heartbeatMs / 2 || head.kid !== this.keys.activeKey().kid) return undefined;
+    let from = 0;
+    for (const jti of request.ack ?? []) from = Math.max(from, seqOfJti(jti, platformId) ?? 0);
+    // peek: no recency bookkeeping on the hot path (the key changes with the stream's version anyway).
+    return this.answers.peek(`${platformId}:${stream.version}:${from}:${request.maxEvents ?? DEFAULT_MAX_EVENTS}`);
+  }
+
+  async poll(platformId: string, request: PollRequest): Promise<Buffer | undefined> {
     const stream = await this.stream(platformId);
     if (!stream) return undefined;
     let from = 0;
@@ -302,7 +320,7 @@ export class RevocationFeed {
     for (const set of page) sets[set.jti] = set.jws;
     // The head only when the page reaches it: a receiver told "head N" with SETs still to fetch would poll again anyway.
     if (page.length === pending.length) sets[headJti(platformId)] = head;
-    const body = JSON.stringify({ sets, moreAvailable: page.length < pending.length });
+    const body = Buffer.from(JSON.stringify({ sets, moreAvailable: page.length < pending.length }));
     this.answers.set(key, body);
     return body;
   }

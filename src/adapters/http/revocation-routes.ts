@@ -4,10 +4,12 @@
 import { STATUS_CODES } from 'node:http';
 import * as uWS from 'uWebSockets.js';
 import { Type } from '@sinclair/typebox';
-import { ServiceError, toServiceError } from '../../core/errors.js';
+import { ServiceError, toServiceError, unavailable } from '../../core/errors.js';
+import type { FeedCredentialService } from '../../core/feed/feed-credential-service.js';
 import { PlatformId, UUID_PATTERN } from './schemas/public.js';
 import { fixedHeader, refusals } from './responses.js';
 import { MAX_MAX_EVENTS, type RevocationFeed, type FeedTransport } from './revocation-feed.js';
+import type { PollRequest } from '@agent-credential-exchange/middleware/feed-document';
 import type { RevocationMetrics } from '../telemetry/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { parseJsonBody } from './json-body.js';
@@ -28,6 +30,35 @@ export const SSF_CONFIGURATION_PATH = '/.well-known/ssf-configuration';
 const UUID = new RegExp(UUID_PATTERN);
 const SEQ = /^(0|[1-9]\d{0,15})$/;
 const topic = (platformId: string) => `rev:${platformId}`;
+/** The WebSocket subprotocol a receiver offers (with ace-feed-token.<token> beside it) and the server answers. */
+export const FEED_SUBPROTOCOL = 'ace-feed';
+export const FEED_TOKEN_SUBPROTOCOL_PREFIX = 'ace-feed-token.';
+/** Close code of a socket whose feed credential was deleted (4000-4999: for applications, RFC 6455 §7.4.2). */
+export const CLOSE_CREDENTIAL_REVOKED = 4401;
+const BEARER = /^Bearer +(\S+) *$/i;
+/** Seconds a receiver refused by a WebSocket cap waits (it polls meanwhile). */
+const PER_ADDRESS_RETRY_AFTER = 30;
+const TOTAL_RETRY_AFTER = 10;
+
+/** The one refusal of a feed request without a valid token of this platform (no oracle: unknown platforms get it too). */
+export function feedUnauthorized(): ServiceError {
+  return new ServiceError('unauthorized', 'Missing or invalid feed token for this platform.', {
+    'WWW-Authenticate': 'Bearer realm="revocations", error="invalid_token"',
+  });
+}
+
+const FEED_AUTH = {
+  schemes: {
+    feedToken: {
+      type: 'http',
+      scheme: 'bearer',
+      description:
+        'A feed token of this platform (POST /admin/v1/platforms/{platform_id}/feed-credentials). On the WebSocket it may ' +
+        'instead be offered as the subprotocol "ace-feed-token.<token>" beside "ace-feed" (browser WebSocket constructors cannot set headers).',
+    },
+  },
+  optional: false,
+};
 
 /** RFC 8936 §2.4 poll request (unknown members are ignored, as the RFC asks). */
 const PollRequestSchema = Type.Object(
@@ -64,11 +95,13 @@ export const revocationRouteTable = {
     params: FEED_PARAMS,
     body: { schema: PollRequestSchema, contentType: 'application/json', required: true },
     auth: 'none',
+    handlerAuth: FEED_AUTH,
+    fromMemory: true,
     audit: { kind: 'none' },
     responses: {
       200: { description: 'The SETs above the acknowledged ones, and whether more are available.', headers: { 'Cache-Control': fixedHeader('no-store') }, content: { 'application/json': PollResponseSchema } },
       ...refusals({
-        not_found: 'no platform with this id.',
+        unauthorized: 'no feed token, or not a live feed token of this platform (the same answer whether or not the platform exists), with WWW-Authenticate: Bearer realm="revocations", error="invalid_token".',
         validation_error: 'platform_id is not a UUID, or the poll request is malformed.',
         invalid_json: '',
         unsupported_media_type: '',
@@ -106,17 +139,19 @@ export const revocationSocketRoute = {
   params: FEED_PARAMS,
   query: FEED_QUERY,
   auth: 'none',
+  handlerAuth: FEED_AUTH,
   audit: { kind: 'none' },
   upgrade: 'websocket',
   responses: {
     101: {
-      description: 'Switching Protocols: subscribed; the SETs described above follow on the WebSocket.',
+      description: 'Switching Protocols: subscribed; the SETs described above follow on the WebSocket. Sec-WebSocket-Protocol is ace-feed when the client offered it.',
       headers: { Upgrade: fixedHeader('websocket'), Connection: fixedHeader('Upgrade'), 'Sec-WebSocket-Accept': { schema: Type.String() } },
     },
     ...refusals({
-      not_found: 'no platform with this id.',
+      unauthorized: 'no feed token, or not a live feed token of this platform (the same answer whether or not the platform exists).',
       validation_error: 'platform_id is not a UUID, or since is not a non-negative integer.',
-      service_unavailable: '',
+      rate_limited: 'this client address holds REVOCATION_WS_MAX_PER_ADDRESS sockets on this process already (Retry-After; poll meanwhile).',
+      service_unavailable: 'the process holds REVOCATION_WS_MAX sockets already, or the store is unavailable (Retry-After).',
     }),
   },
 } satisfies RouteDeclaration;
@@ -145,18 +180,83 @@ export function ssfConfiguration(issuer: string, publicBaseUrl: string): Record<
     // Streams are implicit: one per platform, the platform id as `aud`, every revocation event of that platform.
     default_subjects: 'ALL',
     events_supported: [EVENT_SESSION_REVOKED, EVENT_PLATFORM_TOKENS_REVOKED, EVENT_SIGNING_KEY_RETIRED, EVENT_STREAM_HEAD],
+    // Receivers authenticate with a bearer token (RFC 6750): a feed credential of the platform.
+    authorization_schemes: [{ spec_urn: 'urn:ietf:rfc:6750' }],
     poll_endpoint_template: `${publicBaseUrl}${FEED_PATH.replace(':platform_id', '{platform_id}')}`,
     websocket_endpoint_template: `${publicBaseUrl}${FEED_SOCKET_PATH.replace(':platform_id', '{platform_id}')}?since={seq}`,
   };
 }
 
-export function revocationRoutes(feed: RevocationFeed, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
-  const poll = async (request: HttpRequest): Promise<HttpReply> => {
+/** The bearer token of an Authorization header ('' when there is none). */
+export function bearerToken(header: string): string {
+  return BEARER.exec(header)?.[1] ?? '';
+}
+
+/** The feed token offered as a subprotocol, and whether ace-feed was offered. */
+export function offeredProtocols(header: string): { token: string; feed: boolean } {
+  let token = '';
+  let feed = false;
+  for (const raw of header.split(',')) {
+    const protocol = raw.trim();
+    if (protocol === FEED_SUBPROTOCOL) feed = true;
+    else if (protocol.startsWith(FEED_TOKEN_SUBPROTOCOL_PREFIX)) token = protocol.slice(FEED_TOKEN_SUBPROTOCOL_PREFIX.length);
+  }
+  return { token, feed };
+}
+
+export interface RevocationRouteDeps {
+  feed: RevocationFeed;
+  feedCredentials: Pick<FeedCredentialService, 'verify' | 'verifyNow'>;
+  metrics: Pick<RevocationMetrics, 'refused'>;
+}
+
+const POLL_HEADERS = { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' };
+/** The 401 of the poll, built once (a flood of wrong tokens costs no allocation of an error). */
+const UNAUTHORIZED_REPLY: HttpReply = (() => {
+  const error = feedUnauthorized();
+  return { status: error.status, headers: { ...POLL_HEADERS, ...error.headers }, body: error.body() };
+})();
+
+export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
+  const { feed, feedCredentials, metrics } = deps;
+  // Poll bodies already parsed and validated (a receiver sends the same body until a new SET arrives, and a
+  // flood repeats one): keyed by the bytes, bounded, emptied when full.
+  const parsed = new Map<string, PollRequest>();
+  const pollRequest = (request: HttpRequest): PollRequest => {
+    // The media type is part of the key: a body sent with another type still gets its 415.
+    const key = `${request.headers.contentType}\n${request.body ? request.body.toString('latin1') : ''}`;
+    let body = parsed.get(key);
+    if (!body) {
+      body = validatePoll(parseJsonBody(request)) as PollRequest;
+      if (parsed.size >= 256) parsed.clear();
+      parsed.set(key, body);
+    }
+    return body;
+  };
+  // The hot path answers synchronously (no promise round, like the JWKS): a current token index and a
+  // serialised answer in memory. Otherwise the same checks, awaited.
+  const poll = (request: HttpRequest): HttpReply | Promise<HttpReply> => {
     const platformId = platformParam(request.params.platform_id);
-    const body = validatePoll(parseJsonBody(request));
+    const token = bearerToken(request.headers.authorization);
+    // Checked from memory (FeedCredentialService): a flood of wrong tokens or unknown platforms costs no query.
+    const known = feedCredentials.verifyNow(platformId, token);
+    if (known === null) {
+      metrics.refused('poll', 'unauthorized');
+      return UNAUTHORIZED_REPLY;
+    }
+    const body = pollRequest(request);
+    const cached = known === undefined ? undefined : feed.pollNow(platformId, body);
+    if (cached !== undefined) return { status: 200, headers: POLL_HEADERS, body: cached };
+    return slowPoll(platformId, token, body, known !== undefined);
+  };
+  const slowPoll = async (platformId: string, token: string, body: PollRequest, verified: boolean): Promise<HttpReply> => {
+    if (!verified && (await feedCredentials.verify(platformId, token)) === undefined) {
+      metrics.refused('poll', 'unauthorized');
+      return UNAUTHORIZED_REPLY;
+    }
     const answer = await feed.poll(platformId, body);
-    if (answer === undefined) throw new ServiceError('not_found', 'No platform with this id.');
-    return { status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' }, body: answer };
+    if (answer === undefined) return UNAUTHORIZED_REPLY;
+    return { status: 200, headers: POLL_HEADERS, body: answer };
   };
   const configuration = Buffer.from(JSON.stringify(ssfConfiguration(ssf.issuer, ssf.publicBaseUrl)));
   return bindRoutes(revocationRouteTable, {
@@ -169,10 +269,18 @@ interface SocketData {
   platformId: string;
   since: number;
   closed: boolean;
+  credentialId: string;
+  address: string;
 }
 
 export interface SocketOptions {
   logger: Logger;
+  feedCredentials: Pick<FeedCredentialService, 'verify' | 'isLive' | 'onChange'>;
+  /** The client address of an upgrade request (HttpServer.clientAddressOf: TRUST_PROXY_* apply). */
+  addressOf: (res: uWS.HttpResponse, req: uWS.HttpRequest) => string;
+  /** REVOCATION_WS_MAX_PER_ADDRESS and REVOCATION_WS_MAX. */
+  maxPerAddress: number;
+  maxTotal: number;
 }
 
 /**
@@ -182,6 +290,31 @@ export interface SocketOptions {
  */
 export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationFeed, metrics: RevocationMetrics, options: SocketOptions): () => void {
   const perPlatform = new Map<string, number>();
+  /** Open sockets per platform, to close those whose credential was deleted. */
+  const sockets = new Map<string, Set<uWS.WebSocket<SocketData>>>();
+  /** Places taken per client address, and in total: from the cap check (before the upgrade) to the close. */
+  const perAddress = new Map<string, number>();
+  let total = 0;
+  const take = (address: string) => {
+    total++;
+    perAddress.set(address, (perAddress.get(address) ?? 0) + 1);
+  };
+  const release = (address: string) => {
+    total--;
+    const left = (perAddress.get(address) ?? 1) - 1;
+    if (left <= 0) perAddress.delete(address);
+    else perAddress.set(address, left);
+  };
+  // A deleted credential: its sockets are closed on every instance (the bus notice reloads the index here).
+  options.feedCredentials.onChange((changed) => {
+    for (const [platformId, open] of sockets) {
+      if (changed !== undefined && changed !== platformId) continue;
+      for (const ws of open) {
+        const data = ws.getUserData();
+        if (!data.closed && !options.feedCredentials.isLive(platformId, data.credentialId)) ws.end(CLOSE_CREDENTIAL_REVOKED, 'feed credential revoked');
+      }
+    }
+  });
   const transport: FeedTransport = {
     publish: (platformId, message) => void app.publish(topic(platformId), message, false),
     subscribedPlatforms: () => [...perPlatform.keys()],
@@ -201,6 +334,7 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
       const extensions = req.getHeader('sec-websocket-extensions');
       let aborted = false;
       res.onAborted(() => (aborted = true));
+      const authorization = req.getHeader('authorization');
       let platformId: string;
       let since: number;
       try {
@@ -209,18 +343,45 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
       } catch (error) {
         return refuse(res, error as ServiceError);
       }
-      feed.platformExists(platformId).then(
-        (exists) => {
-          if (aborted) return;
-          if (!exists) return refuse(res, new ServiceError('not_found', 'No platform with this id.'));
-          res.cork(() => res.upgrade<SocketData>({ platformId, since, closed: false }, key, protocol, extensions, context));
+      // The caps first (no work, no store read for a refused socket); the place is taken until the close.
+      const address = options.addressOf(res, req);
+      if (total >= options.maxTotal) {
+        metrics.refused('websocket', 'total');
+        return refuse(res, unavailable(TOTAL_RETRY_AFTER, 'This process holds as many revocation sockets as it may (REVOCATION_WS_MAX): poll the feed meanwhile.'));
+      }
+      if ((perAddress.get(address) ?? 0) >= options.maxPerAddress) {
+        metrics.refused('websocket', 'per_address');
+        return refuse(res, new ServiceError('rate_limited', 'This address holds as many revocation sockets as it may (REVOCATION_WS_MAX_PER_ADDRESS).', { 'Retry-After': String(PER_ADDRESS_RETRY_AFTER) }));
+      }
+      take(address);
+      const offered = offeredProtocols(protocol);
+      const token = bearerToken(authorization) || offered.token;
+      options.feedCredentials.verify(platformId, token).then(
+        (credentialId) => {
+          if (aborted) return release(address);
+          if (credentialId === undefined) {
+            release(address);
+            metrics.refused('websocket', 'unauthorized');
+            return refuse(res, feedUnauthorized());
+          }
+          // The token never goes back in the answer: only ace-feed, when offered.
+          const answer = offered.feed ? FEED_SUBPROTOCOL : '';
+          res.cork(() => res.upgrade<SocketData>({ platformId, since, closed: false, credentialId, address }, key, answer, extensions, context));
         },
-        (error) => !aborted && refuse(res, toServiceError(error)),
+        (error) => {
+          release(address);
+          if (!aborted) refuse(res, toServiceError(error));
+        },
       );
     },
     open: (ws) => {
       const data = ws.getUserData();
       ws.subscribe(topic(data.platformId));
+      let open = sockets.get(data.platformId);
+      if (!open) sockets.set(data.platformId, (open = new Set()));
+      open.add(ws);
+      // Deleted between the check and the open: closed now rather than at the next change.
+      if (!options.feedCredentials.isLive(data.platformId, data.credentialId)) ws.end(CLOSE_CREDENTIAL_REVOKED, 'feed credential revoked');
       perPlatform.set(data.platformId, (perPlatform.get(data.platformId) ?? 0) + 1);
       metrics.subscriberDelta(1);
       // Subscribed first, then the catch-up: an entry appended in between arrives twice, never zero times.
@@ -243,6 +404,10 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
     close: (ws) => {
       const data = ws.getUserData();
       data.closed = true;
+      release(data.address);
+      const open = sockets.get(data.platformId);
+      open?.delete(ws);
+      if (open?.size === 0) sockets.delete(data.platformId);
       const left = (perPlatform.get(data.platformId) ?? 1) - 1;
       if (left <= 0) perPlatform.delete(data.platformId);
       else perPlatform.set(data.platformId, left);

@@ -204,6 +204,15 @@ export class HttpServer {
     this.untrusted = { count: 0, warnedAt: now };
   }
 
+  /**
+   * The client address of a request this server does not route itself (the revocation WebSocket's
+   * upgrade), by the same rules (TRUST_PROXY_*). Call it in the synchronous part of the handler.
+   */
+  clientAddressOf(res: uWS.HttpResponse, req: uWS.HttpRequest): string {
+    const forwardedFor = this.options.proxy.hops > 0 || this.options.proxy.proxies ? req.getHeader('x-forwarded-for') : '';
+    return clientAddress(forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy);
+  }
+
   /** Reads only the headers this route can use: each read crosses into C++. */
   private readHeaders(req: uWS.HttpRequest, route: Route): RequestHeaders {
     const body = route.body !== undefined;
@@ -228,10 +237,10 @@ export class HttpServer {
     // The client address only matters where credentials arrive: routes with a body, and routes with an
     // auth check (the admin token limit; failed admin token checks are audited).
     const address =
-      route.body || needsAuth(route) ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy) : '';
+      (route.body && !route.fromMemory) || needsAuth(route) ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
     // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
-    const controller = route.body ? new AbortController() : undefined;
+    const controller = route.body && !route.fromMemory ? new AbortController() : undefined;
     const state = this.inFlight.begin();
     res.onAborted(() => {
       state.aborted = true;

@@ -103,6 +103,11 @@ export interface RouteDeclaration {
   audit: RouteAudit;
   /** Status -> answer. Refusals use `refusals()` (errors.ts codes with the contract's Error shape). */
   responses: Record<number, ResponseSpec>;
+  /**
+   * The handler answers from memory (the revocation poll): the server gives it no cancellation signal and
+   * computes no client address, so a flood of it costs what a cached document costs.
+   */
+  fromMemory?: boolean;
   /** Served by the WebSocket upgrade handler, not by HttpServer (documented with its 101 answer). */
   upgrade?: 'websocket';
 }

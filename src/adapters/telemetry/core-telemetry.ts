@@ -10,6 +10,7 @@ const FAILURE_MESSAGES = {
   revocation_purge: 'revocation purge failed',
   admin_after_commit: 'an invalidation after a committed admin change failed (caches expire by TTL)',
   listing_enrichment: 'platform metadata for a listing could not be read; answered without it',
+  feed_credentials_reload: 'reloading the revocation feed credentials failed (tried again by the next check)',
 } as const;
 
 export class CoreTelemetry implements Telemetry {

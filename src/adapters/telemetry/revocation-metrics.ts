@@ -6,6 +6,7 @@ export class RevocationMetrics {
   private readonly subscribers: client.Gauge;
   private readonly entries: client.Gauge;
   private readonly latency: client.Histogram;
+  private readonly refusals: client.Counter<'transport' | 'reason'>;
 
   constructor(registry: client.Registry) {
     const registers = [registry];
@@ -27,6 +28,20 @@ export class RevocationMetrics {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     });
+    this.refusals = new client.Counter({
+      name: 'ace_revocation_feed_refused_total',
+      help: 'Revocation feed requests refused before any work: unauthorized (feed token), per_address or total (WebSocket caps).',
+      labelNames: ['transport', 'reason'],
+      registers,
+    });
+  }
+
+  /**
+   * A feed request refused before any work: `unauthorized` (no, wrong, revoked or another platform's feed
+   * token), `per_address` / `total` (the WebSocket caps, REVOCATION_WS_MAX_PER_ADDRESS / REVOCATION_WS_MAX).
+   */
+  refused(transport: 'poll' | 'websocket', reason: 'unauthorized' | 'per_address' | 'total'): void {
+    this.refusals.inc({ transport, reason });
   }
 
   subscriberDelta(delta: number): void {

@@ -1,4 +1,4 @@
-// ace platform create | update | list | show | scopes-file
+// ace platform create | update | list | show | scopes-file | feed-token | feed-credentials | feed-credential-delete
 import { writeFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { listCommand, list, seg, str, type Command, type Context, type OptionSpec, type Values } from '../command.js';
@@ -124,6 +124,47 @@ ${FILE_EXAMPLE}`,
     args: { min: 1, max: 1 },
     async run(ctx, _values, [platformId]) {
       printPlatform(ctx, await ctx.admin().json<Platform>('GET', `/admin/v1/platforms/${seg(platformId)}`));
+    },
+  },
+  {
+    path: ['platform', 'feed-token'],
+    summary: "Create a credential for the platform's revocation feed and print its token (shown once)",
+    usage: 'platform feed-token <platform_id>',
+    description:
+      'The token goes to stdout (the middleware option feedToken); its id to stderr. Several may be live: to rotate, ' +
+      'create a new one, deploy it, then delete the old one (platform feed-credential-delete).',
+    args: { min: 1, max: 1 },
+    async run(ctx, _values, [platformId]) {
+      const created = await ctx
+        .admin()
+        .json<{ feed_credential_id: string; feed_token: string; created_at: string }>('POST', `/admin/v1/platforms/${seg(platformId)}/feed-credentials`);
+      if (ctx.out.json) return ctx.out.printJson(created);
+      ctx.out.note(`Feed credential ${created.feed_credential_id} of platform ${platformId}: the token is shown only this once.`);
+      ctx.out.print(created.feed_token);
+    },
+  },
+  {
+    path: ['platform', 'feed-credentials'],
+    summary: "List the platform's feed credentials (ids and creation times, never a token)",
+    usage: 'platform feed-credentials <platform_id>',
+    args: { min: 1, max: 1 },
+    async run(ctx, _values, [platformId]) {
+      const answer = await ctx
+        .admin()
+        .json<{ feed_credentials: { feed_credential_id: string; created_at: string }[] }>('GET', `/admin/v1/platforms/${seg(platformId)}/feed-credentials`);
+      if (ctx.out.json) return ctx.out.printJson(answer);
+      ctx.out.print(table(['FEED_CREDENTIAL_ID', 'CREATED_AT'], answer.feed_credentials.map((c) => [c.feed_credential_id, c.created_at])));
+    },
+  },
+  {
+    path: ['platform', 'feed-credential-delete'],
+    summary: 'Delete a feed credential (polls with it are refused and its sockets closed, on every instance)',
+    usage: 'platform feed-credential-delete <platform_id> <feed_credential_id>',
+    args: { min: 2, max: 2 },
+    async run(ctx, _values, [platformId, credentialId]) {
+      await ctx.admin().send('DELETE', `/admin/v1/platforms/${seg(platformId)}/feed-credentials/${seg(credentialId)}`);
+      if (ctx.out.json) return ctx.out.printJson({ platform_id: platformId, feed_credential_id: credentialId, deleted: true });
+      ctx.out.print(`Deleted feed credential ${credentialId} of platform ${platformId}.`);
     },
   },
   {

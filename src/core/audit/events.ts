@@ -18,6 +18,8 @@ export const EVENT_TYPES = [
   'platform.updated',
   'key.rotated',
   'key.retired',
+  'feed_credential.created',
+  'feed_credential.deleted',
   'admin.auth_failed',
 ] as const;
 
@@ -43,6 +45,8 @@ export interface EventData {
   /** token.refusals_aggregated: the window's start (RFC 3339) and length. */
   window_start?: string;
   window_seconds?: number;
+  /** feed_credential.*: the credential's id (never its token or hash). */
+  feed_credential_id?: string;
 }
 
 export interface AuditEvent {
@@ -114,10 +118,11 @@ export const auditEvents = {
   },
   /** An admin change: the ids it concerns and the names of the fields it set. */
   adminChange(
-    type: Extract<EventType, `agent.${string}` | `grant.${string}` | `platform.${string}` | `key.${string}`>,
-    i: { actor: string; clientAddress: string; agentId?: string; platformId?: string; kid?: string; fields?: string[]; scopes?: string[]; graceSeconds?: number; status?: string },
+    type: Extract<EventType, `agent.${string}` | `grant.${string}` | `platform.${string}` | `key.${string}` | `feed_credential.${string}`>,
+    i: { actor: string; clientAddress: string; agentId?: string; platformId?: string; kid?: string; fields?: string[]; scopes?: string[]; graceSeconds?: number; status?: string; feedCredentialId?: string },
   ): AuditEvent {
     const data: EventData = {};
+    if (i.feedCredentialId) data.feed_credential_id = i.feedCredentialId;
     if (i.fields) data.fields = [...i.fields].sort();
     if (i.scopes) data.scopes = i.scopes;
     if (i.graceSeconds !== undefined) data.grace_seconds = i.graceSeconds;

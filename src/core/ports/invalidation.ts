@@ -7,6 +7,8 @@ export type Invalidation =
   | { kind: 'keys' }
   /** Revocation entries were appended for these platforms (`at`: ms, for the publish-to-send metric). */
   | { kind: 'revocation'; platformIds: string[]; at: number }
+  /** A revocation-feed credential of this platform was created or deleted. */
+  | { kind: 'feed_credentials'; platformId: string }
   | { kind: 'all' };
 
 export interface InvalidationBus {

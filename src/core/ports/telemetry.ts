@@ -14,9 +14,17 @@ export type TelemetryEvent =
 
 /**
  * Work that may fail without failing the request it serves, tried again next time: `listing_enrichment` is
- * the platform metadata a listing answers without when its read fails.
+ * the platform metadata a listing answers without when its read fails; `feed_credentials_reload` the
+ * revocation feed credentials re-read after a change (checks answer 503 until it succeeds).
  */
-export type BackgroundTask = 'key_refresh' | 'key_rotation' | 'revocation_push' | 'revocation_purge' | 'admin_after_commit' | 'listing_enrichment';
+export type BackgroundTask =
+  | 'key_refresh'
+  | 'key_rotation'
+  | 'revocation_push'
+  | 'revocation_purge'
+  | 'admin_after_commit'
+  | 'listing_enrichment'
+  | 'feed_credentials_reload';
 
 export interface Telemetry {
   record(event: TelemetryEvent): void;

@@ -5,6 +5,7 @@
 import type { AuditEvent } from '../audit/events.js';
 import type { RevocationEntry, RevocationStoreQueries, RevocationTarget } from './revocation-log.js';
 import type { SigningKeyWriter, Store } from './store.js';
+import type { FeedCredentialWrites } from './feed-credentials.js';
 
 /** The admin writes of the store, and the reads a change needs to decide, inside the transaction. */
 export type AdminWrites = Pick<
@@ -35,6 +36,8 @@ export interface Transaction {
   audit: { insert(event: AuditEvent): Promise<void> };
   /** Signing-key writes; call `lock` first so that instances never race (see KeyManager). */
   keys: SigningKeyWriter;
+  /** The revocation feed's credentials (their hashes). */
+  feedCredentials: FeedCredentialWrites;
   /**
    * A cluster-wide lock held until commit or rollback (Postgres: pg_advisory_xact_lock, which works
    * through a transaction-mode pooler). Waits at most the store deadline.

@@ -17,6 +17,7 @@ import { RevocationService } from '../../../src/core/revocation/revocation-servi
 import { TokenService } from '../../../src/core/tokens/token-service.js';
 import { MemoryAuditSink, MemoryHasher, MemoryRevocationLog, MemorySigner, MemoryStore } from './memory-store.js';
 import { MemoryUnitOfWork } from './unit-of-work.js';
+import { FeedCredentialService } from '../../../src/core/feed/feed-credential-service.js';
 
 /** Key material without RSA: a random kid, a placeholder public key, the "private key" in clear. */
 export class MemoryKeyMaterial implements KeyMaterial {
@@ -100,7 +101,8 @@ export async function memoryCore(options: CoreOptions = {}) {
   const tokens = new TokenService({ authenticator, limits, keys, signer, audit, issuer: ISSUER, tokenTtlSeconds: TOKEN_TTL_SECONDS });
   const agents = new AgentService({ store, uow, hasher, revocations, apiKeyPrefix: API_KEY_PREFIX });
   const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: 200 });
-  return { memory, memoryUow, uow, store, log, bus, hasher, signer, audit, telemetry, refusals, limits, revocations, keys, authenticator, tokens, agents, platforms, stop: () => keys.stop() };
+  const feedCredentials = new FeedCredentialService({ store: memoryUow.feedCredentials, uow, bus });
+  return { feedCredentials, memory, memoryUow, uow, store, log, bus, hasher, signer, audit, telemetry, refusals, limits, revocations, keys, authenticator, tokens, agents, platforms, stop: () => keys.stop() };
 }
 
 export type MemoryCore = Awaited<ReturnType<typeof memoryCore>>;

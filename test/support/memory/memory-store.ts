@@ -9,6 +9,7 @@ import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../.
 import type { SecretHasher, TokenSigner, TokenType } from '../../../src/core/ports/crypto.js';
 import type { AuditEvent, AuditSink } from '../../../src/core/audit/events.js';
 import { StoreUnavailableError } from '../../../src/core/errors.js';
+import type { FeedCredential, FeedCredentialRecord, FeedCredentialStore, FeedCredentialWrites } from '../../../src/core/ports/feed-credentials.js';
 
 interface StoredAgent extends AgentRecord {
   secretHash: string;
@@ -335,5 +336,47 @@ export class MemoryAuditSink implements AuditSink {
 
   emit(event: AuditEvent): void {
     this.events.push(event);
+  }
+}
+
+/** The feed credentials in memory (their hashes; ids and creation times as Postgres keeps them). */
+export class MemoryFeedCredentials implements FeedCredentialStore, FeedCredentialWrites {
+  readonly rows = new Map<string, FeedCredentialRecord>();
+
+  constructor(private readonly store: MemoryStore) {}
+
+  private check(): void {
+    if (this.store.down) throw new StoreUnavailableError('memory');
+  }
+
+  async insertFeedCredential(row: FeedCredentialRecord): Promise<void> {
+    this.check();
+    if (!this.store.platforms.has(row.platformId)) throw new Error('foreign key: no such platform');
+    if ([...this.rows.values()].some((r) => r.tokenHash === row.tokenHash)) throw new Error('unique: token_hash');
+    this.rows.set(row.id, clone(row));
+  }
+
+  async deleteFeedCredential(platformId: string, id: string): Promise<boolean> {
+    this.check();
+    const row = this.rows.get(id);
+    if (!row || row.platformId !== platformId) return false;
+    return this.rows.delete(id);
+  }
+
+  async listFeedCredentials(platformId: string): Promise<FeedCredential[]> {
+    this.check();
+    return (await this.feedCredentialsOf(platformId))
+      .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.id.localeCompare(b.id))
+      .map(({ id, platformId: p, createdAt }) => ({ id, platformId: p, createdAt }));
+  }
+
+  async allFeedCredentials(): Promise<FeedCredentialRecord[]> {
+    this.check();
+    return [...this.rows.values()].map(clone);
+  }
+
+  async feedCredentialsOf(platformId: string): Promise<FeedCredentialRecord[]> {
+    this.check();
+    return [...this.rows.values()].filter((r) => r.platformId === platformId).map(clone);
   }
 }

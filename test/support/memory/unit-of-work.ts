@@ -5,7 +5,7 @@
 // the unit, as the Postgres test does with triggers.
 import { StoreUnavailableError } from '../../../src/core/errors.js';
 import { runEffects, type Transaction, type UnitOfWork } from '../../../src/core/ports/unit-of-work.js';
-import type { MemoryAuditSink, MemoryRevocationLog, MemoryStore } from './memory-store.js';
+import { MemoryFeedCredentials, type MemoryAuditSink, type MemoryRevocationLog, type MemoryStore } from './memory-store.js';
 
 export interface MemoryFaults {
   append?: boolean;
@@ -30,6 +30,7 @@ export class MemoryUnitOfWork implements UnitOfWork {
     private readonly store: MemoryStore,
     private readonly log: MemoryRevocationLog,
     private readonly audit: MemoryAuditSink,
+    readonly feedCredentials: MemoryFeedCredentials = new MemoryFeedCredentials(store),
   ) {}
 
   run<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
@@ -52,6 +53,7 @@ export class MemoryUnitOfWork implements UnitOfWork {
       seqs: clone(log.seqs),
       entries: clone(log.entries),
       events: audit.events.length,
+      feedCredentials: clone(this.feedCredentials.rows),
     };
     const effects: (() => Promise<void>)[] = [];
     const tx: Transaction = {
@@ -77,6 +79,7 @@ export class MemoryUnitOfWork implements UnitOfWork {
           if (row) store.keys.set(kid, { ...row, ...clone(changes) });
         },
       },
+      feedCredentials: this.feedCredentials,
       lock: async () => {}, // units already run one at a time
       afterCommit: (effect) => void effects.push(effect),
     };
@@ -89,6 +92,7 @@ export class MemoryUnitOfWork implements UnitOfWork {
       restoreMap(store.agents, before.agents);
       restoreMap(store.grants, before.grants);
       restoreMap(store.keys, before.keys);
+      restoreMap(this.feedCredentials.rows, before.feedCredentials);
       restoreMap(log.seqs, before.seqs);
       log.entries.splice(0, log.entries.length, ...before.entries);
       audit.events.splice(before.events);

@@ -111,6 +111,15 @@ export const KeyView = Type.Object(
   },
   { $id: 'SigningKey' },
 );
+export const FeedCredentialView = Type.Object(
+  { feed_credential_id: Uuid, platform_id: Uuid, created_at: Timestamp },
+  { $id: 'FeedCredential', description: 'A revocation feed credential, without its token (only its SHA-256 is stored).' },
+);
+export const FeedCredentialCreated = Type.Composite(
+  [FeedCredentialView, Type.Object({ feed_token: Type.String({ description: 'Shown once; never stored in clear. Send it as Authorization: Bearer on the feed (docs/revocation.md).' }) })],
+  { $id: 'FeedCredentialCreated' },
+);
+export const FeedCredentialList = Type.Object({ feed_credentials: Type.Array(FeedCredentialView) }, { $id: 'FeedCredentialList' });
 export const PlatformList = Type.Object({ platforms: Type.Array(PlatformView) }, { $id: 'PlatformList' });
 export const AgentList = Type.Object({ agents: Type.Array(AgentView) }, { $id: 'AgentList' });
 export const GrantList = Type.Object({ grants: Type.Array(GrantView) }, { $id: 'GrantList' });

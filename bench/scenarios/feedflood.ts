@@ -1,0 +1,120 @@
+// Issue #26 item 5c: what a flood of revocation-feed polls costs token issuance, beside a JWKS flood of
+// the same size. In interleaved rounds, warm token issuance is measured while 64 connections flood
+//   (a) GET /.well-known/jwks.json (a cached static document: the reference),
+//   (b) POST the RFC 8936 poll with a valid feed token, as an up-to-date receiver sends it (ack = its last SET),
+//   (c) POST the poll with wrong feed tokens, and with well-formed tokens for unknown platform ids,
+//   (d) nothing (the ceiling of this machine),
+// with ~160 live revocation entries on the platform. The figure is the ratio of token issuance under (b)
+// (and (c)) over (a), round by round: the target is >= 0.9 (within noise).
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Scenario } from './types.js';
+import type { BenchContext, ScenarioReport } from '../lib/context.js';
+import { startBenchService } from '../lib/service.js';
+import { Workload, post, TOKEN_PATH, JWKS_PATH, JSON_HEADERS } from '../lib/workload.js';
+import { interleave, type Arm } from '../lib/rounds.js';
+import { load, measure, type LoadResult, type RequestSpec } from '../lib/load.js';
+import { check, checkRows, CHECK_HEADER } from '../lib/checks.js';
+import { formatSpread, pairedRatios, spread } from '../lib/stats.js';
+import { table, fmt } from '../lib/report.js';
+
+const FLOOD_CONNECTIONS = 64;
+const LIVE_ENTRIES = 160;
+/** Connections of the measured token load (the flood is the other 64). */
+const TOKEN_CONNECTIONS = 16;
+
+export const feedflood: Scenario = {
+  name: 'feedflood',
+  title: 'token issuance while 64 connections flood the revocation poll (valid / bad tokens) vs the JWKS (ratio target >= 0.9)',
+  byDefault: false,
+  run: (ctx) => ctx.scoped((defer) => runFeedFlood(ctx, defer)),
+};
+
+interface Round {
+  token: LoadResult;
+  flood?: LoadResult;
+}
+
+async function runFeedFlood(ctx: BenchContext, defer: (fn: () => Promise<void> | void) => void): Promise<ScenarioReport> {
+  const { opts } = ctx;
+  ctx.log(`starting the service (${opts.embedded ? 'embedded PGlite' : 'Postgres + Redis'}) ...`);
+  const service = await startBenchService({ embedded: opts.embedded, uvThreads: opts.uvThreads, env: opts.workers ? { WORKERS: String(opts.workers) } : {} });
+  defer(() => service.dispose());
+  ctx.log(`  up: ${service.httpProcesses} HTTP process(es); ${service.publicUrl}`);
+  const work = new Workload(ctx, service);
+  await work.seed(opts.warmAgents);
+  const platformId = work.platformId;
+
+  // ~160 live entries: an agent of the platform deactivated and reactivated (each deactivation is one entry).
+  const churn = await work.createAgents(1, 'churn');
+  for (let i = 0; i < LIVE_ENTRIES; i++) {
+    await work.admin.call('PATCH', `/admin/v1/agents/${churn[0].agent_id}`, { status: 'inactive' });
+    await work.admin.call('PATCH', `/admin/v1/agents/${churn[0].agent_id}`, { status: 'active' });
+  }
+  const { feed_token: feedToken } = await work.admin.call<{ feed_token: string }>('POST', `/admin/v1/platforms/${platformId}/feed-credentials`);
+  const pollPath = `/api/v1/platforms/${platformId}/revocations`;
+  // The receiver's state: every SET applied, so it acknowledges the last one (what the middleware sends).
+  const first = await fetch(`${service.publicUrl}${pollPath}`, {
+    method: 'POST',
+    headers: { ...JSON_HEADERS, authorization: `Bearer ${feedToken}` },
+    body: JSON.stringify({ maxEvents: 1000, returnImmediately: true }),
+  });
+  const sets = ((await first.json()) as { sets: Record<string, string> }).sets;
+  const seqs = Object.keys(sets).map((jti) => Number(jti.split(':')[1])).filter(Number.isFinite);
+  const live = seqs.length;
+  const last = Math.max(...seqs);
+  ctx.log(`  ${live} live revocation SETs on the platform (head ${last}); feed token created`);
+  const pollBody = JSON.stringify({ ack: [`${platformId}:${last}`], maxEvents: 1000, returnImmediately: true });
+  const validPoll: RequestSpec[] = [{ method: 'POST', path: pollPath, headers: { ...JSON_HEADERS, authorization: `Bearer ${feedToken}` }, body: pollBody }];
+  // Wrong tokens for the real platform, and well-formed tokens for unknown platforms, mixed.
+  const badPolls: RequestSpec[] = Array.from({ length: 256 }, (_, i) => {
+    const target = i % 2 === 0 ? pollPath : `/api/v1/platforms/${randomUUID()}/revocations`;
+    return { method: 'POST', path: target, headers: { ...JSON_HEADERS, authorization: `Bearer acef_${randomBytes(32).toString('base64url')}` }, body: pollBody };
+  });
+  const jwks: RequestSpec[] = [{ method: 'GET', path: JWKS_PATH }];
+  await work.prewarm(service.httpProcesses);
+  const tokenRequests = post(TOKEN_PATH, work.tokenBodies());
+
+  const arm = (name: string, flood: RequestSpec[] | undefined): Arm<Round> => ({
+    name,
+    run: async (round) => {
+      const floodRun = flood
+        ? load({ url: service.publicUrl, connections: FLOOD_CONNECTIONS, duration: opts.warmup + opts.duration + 1, requests: flood })
+        : undefined;
+      const token = await measure({ url: service.publicUrl, connections: TOKEN_CONNECTIONS, duration: opts.duration, warmup: opts.warmup, requests: tokenRequests });
+      const floodResult = await floodRun;
+      ctx.log(
+        `  round ${round + 1} ${name}: token ${fmt(token.rps)}/s (non-2xx ${token.non2xx})` +
+          (floodResult ? `; flood ${fmt(floodResult.rps)} req/s, statuses ${JSON.stringify(floodResult.statusCodes)}` : ''),
+      );
+      return { token, flood: floodResult };
+    },
+  });
+  const results = await interleave(ctx, opts.rounds, [
+    arm('JWKS flood', jwks),
+    arm('feed poll flood, valid token', validPoll),
+    arm('feed poll flood, bad tokens / unknown platforms', badPolls),
+    arm('no flood', undefined),
+  ]);
+
+  const tokenRps = (name: string) => results[name].map((r) => r.token.rps);
+  const floodRps = (name: string) => results[name].map((r) => r.flood?.rps ?? NaN);
+  const validRatio = pairedRatios(tokenRps('feed poll flood, valid token'), tokenRps('JWKS flood'));
+  const badRatio = pairedRatios(tokenRps('feed poll flood, bad tokens / unknown platforms'), tokenRps('JWKS flood'));
+  const rows = Object.keys(results).map((name) => [
+    name,
+    formatSpread(spread(tokenRps(name))),
+    formatSpread(spread(floodRps(name))),
+    String(results[name].reduce((s, r) => s + r.token.non2xx, 0)),
+    name === 'feed poll flood, valid token' ? formatSpread(spread(validRatio), 2) : name.startsWith('feed poll flood, bad') ? formatSpread(spread(badRatio), 2) : '',
+  ]);
+  const checks = [
+    check('token issuance under a valid-token feed flood / under a JWKS flood', validRatio, { op: '>=', value: 0.9 }),
+    check('token issuance under a bad-token feed flood / under a JWKS flood', badRatio, { op: '>=', value: 0.9 }),
+  ];
+  const text = [
+    `Feed flood vs JWKS flood (${FLOOD_CONNECTIONS} flood connections, ${TOKEN_CONNECTIONS} token connections, ${live} live SETs, ${opts.rounds} rounds of ${opts.duration} s; medians (min–max))\n` +
+      table(rows, ['flood', 'token/s', 'flood req/s', 'token non-2xx', 'token ratio to JWKS flood']),
+    table(checkRows(checks), CHECK_HEADER),
+  ];
+  return { name: 'feedflood', text, checks, data: { live, results, validRatio, badRatio } };
+}
