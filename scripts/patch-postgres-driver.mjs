@@ -19,11 +19,17 @@
 // `node scripts/patch-postgres-driver.mjs --check` only reports whether every copy is patched.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const MARKER = '/* ace: patched by scripts/patch-postgres-driver.mjs */';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const driver = path.join(root, 'node_modules', 'postgres');
+// Where Node would find it from here: ./node_modules in this repository, the project's hoisted
+// node_modules when this package is installed from its tarball (npm runs this script there too).
+const driver =
+  (createRequire(path.join(root, 'package.json')).resolve.paths('postgres') ?? [])
+    .map((dir) => path.join(dir, 'postgres'))
+    .find((dir) => existsSync(path.join(dir, 'package.json'))) ?? path.join(root, 'node_modules', 'postgres');
 // The ESM build (what the service loads), the CommonJS and the Cloudflare builds.
 const COPIES = ['src/connection.js', 'cjs/src/connection.js', 'cf/src/connection.js'];
 
