@@ -169,4 +169,26 @@ describe('revocation feed socket', () => {
     feed.close();
     expect(attempts.length).toBeGreaterThanOrEqual(3);
   });
+
+  it('a background poll that fails is counted in stats() with its message, and cleared by the next success', async () => {
+    let failing = true;
+    const fetchStub: typeof fetch = async (input) => {
+      if (String(input).includes('jwks')) return new Response(JSON.stringify({ keys: [] }), { status: 200, headers: { 'content-type': 'application/json' } });
+      if (failing) return new Response('{}', { status: 502 });
+      return new Response(JSON.stringify({ sets: {} }), { status: 200, headers: { 'content-type': 'application/json' } });
+    };
+    const jwks = new JwksCache({ url: 'http://jwks', fetch: fetchStub, cooldownMs: 0, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 1000 });
+    const feed = new RevocationFeed(
+      { serviceUrl: 'http://service', platformId: PLATFORM, issuer: ISSUER, feedToken: 'acef_test', jwks, fetch: fetchStub, clockToleranceSeconds: 0 },
+      { webSocket: false, warn: () => {}, pollIntervalSeconds: 0.02 },
+    );
+    await expect(feed.start()).rejects.toThrow(/502/); // the first synchronisation's failure reaches its caller
+    for (let i = 0; i < 500 && feed.stats().pollFailures < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(feed.stats().pollFailures).toBeGreaterThanOrEqual(2);
+    expect(feed.stats().lastPollError).toMatch(/HTTP 502/);
+    failing = false;
+    for (let i = 0; i < 500 && feed.stats().lastPollError !== undefined; i++) await new Promise((r) => setTimeout(r, 10));
+    feed.close();
+    expect(feed.stats().lastPollError).toBeUndefined();
+  });
 });

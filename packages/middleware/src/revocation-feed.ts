@@ -98,6 +98,9 @@ export interface RevocationFeedStats {
   refused: number;
   /** SETs refused (bad signature or typ, another platform or issuer, malformed). */
   documentsRejected: number;
+  /** Polls that failed (network, HTTP status, a malformed answer); the message of the last one. */
+  pollFailures: number;
+  lastPollError?: string;
   liveEntries: number;
 }
 
@@ -153,7 +156,8 @@ export class RevocationFeed {
   private pollAgain: Promise<void> | undefined;
   private lastWarnAt = 0;
   private lastUnauthorizedWarnAt = 0;
-  private readonly counters = { acceptedWhileStale: 0, refused: 0, documentsRejected: 0 };
+  private readonly counters = { acceptedWhileStale: 0, refused: 0, documentsRejected: 0, pollFailures: 0 };
+  private lastPollError: string | undefined;
   private readonly failMode: 'open' | 'closed';
   private readonly staleAfterMs: number;
   private readonly openForMs: number;
@@ -181,13 +185,13 @@ export class RevocationFeed {
   start(): Promise<void> {
     if (!this.started) {
       this.started = this.pollNow();
-      this.started
-        .catch(() => {})
-        .finally(() => {
-          if (this.closed) return;
-          if (this.options.webSocket === false) this.startPolling();
-          else void this.connect();
-        });
+      // Whatever the first synchronisation's outcome (it reaches the caller of start()), the feed goes on.
+      const goOn = () => {
+        if (this.closed) return;
+        if (this.options.webSocket === false) this.startPolling();
+        else void this.connect();
+      };
+      this.started.then(goOn, goOn);
     }
     return this.started;
   }
@@ -255,6 +259,7 @@ export class RevocationFeed {
       lastContactAt: this.lastContact,
       stale: this.isStale(this.now()),
       ...this.counters,
+      ...(this.lastPollError === undefined ? {} : { lastPollError: this.lastPollError }),
       liveEntries: this.agents.size + this.kids.size + (this.platform ? 1 : 0),
     };
   }
@@ -311,7 +316,7 @@ export class RevocationFeed {
     }
     if (headSeq > this.seq) {
       // SETs were lost (or are still on their way): fetch them now, whatever carries the socket.
-      void this.pollNow().catch(() => {});
+      this.pollInBackground();
       return;
     }
     // In sync as of the head's signing time (never later than now: a service clock ahead proves nothing more).
@@ -326,6 +331,29 @@ export class RevocationFeed {
     this.warn('revocation feed refused the feed token (401): the copy goes stale and failMode applies; set feedToken to a live feed credential of this platform', {
       platform_id: this.deps.platformId,
     });
+  }
+
+  /** A SET from a poll answer or the socket: one that is rejected is counted and warned about (reject). */
+  private async applyCounted(jws: string, complete = false): Promise<void> {
+    try {
+      await this.applySet(jws, complete);
+    } catch (error) {
+      // A DocumentRejectedError was counted and warned about in reject(); anything else is counted the same way.
+      if (error instanceof DocumentRejectedError) return;
+      this.counters.documentsRejected++;
+      this.warn(`revocation feed SET not applied (${(error as Error)?.message})`, { platform_id: this.deps.platformId });
+    }
+  }
+
+  /** A poll nobody waits for: a failure is counted in stats(); staleness (failMode) does the rest. */
+  private pollInBackground(): void {
+    this.pollNow().then(
+      () => (this.lastPollError = undefined),
+      (error: unknown) => {
+        this.counters.pollFailures++;
+        this.lastPollError = (error as Error)?.message ?? String(error);
+      },
+    );
   }
 
   private reject(reason: string): never {
@@ -380,10 +408,11 @@ export class RevocationFeed {
    */
   private pollNow(): Promise<void> {
     if (this.fetching) {
-      this.pollAgain ??= this.fetching.catch(() => {}).then(() => {
+      const again = () => {
         this.pollAgain = undefined;
         return this.pollNow();
-      });
+      };
+      this.pollAgain ??= this.fetching.then(again, again);
       return this.pollAgain;
     }
     this.fetching = (async () => {
@@ -410,7 +439,7 @@ export class RevocationFeed {
         const entries = Object.entries(answer.sets).map(([jti, jws]) => ({ seq: seqOfJti(jti, this.deps.platformId) ?? Infinity, jws }));
         entries.sort((a, b) => a.seq - b.seq);
         // A rejected SET is counted and warned about in applySet; the rest of the answer still applies.
-        for (const { jws, seq } of entries) await this.applySet(String(jws), seq === Infinity).catch(() => {});
+        for (const { jws, seq } of entries) await this.applyCounted(String(jws), seq === Infinity);
         if (!answer.moreAvailable) return;
       }
     })().finally(() => {
@@ -461,7 +490,7 @@ export class RevocationFeed {
         if (text === undefined) return;
         // A rejected SET is counted and warned about in applySet; nothing more to do here. Only a signed
         // head proves the copy current: any other frame (a proxy's keep-alive) proves nothing.
-        this.applySet(text.trim()).catch(() => {});
+        void this.applyCounted(text.trim());
       });
     };
     const lost = () => {
@@ -494,7 +523,7 @@ export class RevocationFeed {
 
   private startPolling(): void {
     if (this.pollTimer || this.closed) return;
-    this.pollTimer = setInterval(() => void this.pollNow().catch(() => {}), this.pollMs);
+    this.pollTimer = setInterval(() => this.pollInBackground(), this.pollMs);
     this.pollTimer.unref?.();
   }
 

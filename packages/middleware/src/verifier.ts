@@ -264,7 +264,13 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     if (rest[0].length > MAX_TOKEN_LENGTH) return invalidToken(realm, TOO_LARGE);
 
     // The first request of a platform that never called ready() waits for the feed's first answer.
-    if (feed) await feed.start().catch(() => {});
+    if (feed) {
+      try {
+        await feed.start();
+      } catch {
+        // A first synchronisation that failed shows in the feed's verdict below (unavailable once stale).
+      }
+    }
     let payload: JWTPayload;
     let typ: string | undefined;
     try {

@@ -199,19 +199,20 @@ export class FeedCredentialService {
     if (!this.index) return this.reloadAll();
     // Chained after a running reload of the same platform: the last notice always gets a read after it.
     const previous = this.partial.get(platformId) ?? Promise.resolve();
+    const read = async () => {
+      let rows: FeedCredentialRecord[];
+      try {
+        rows = await this.store.feedCredentialsOf(platformId);
+      } catch (error) {
+        this.failed.add(platformId);
+        throw error;
+      }
+      this.failed.delete(platformId);
+      this.setPlatform(platformId, rows);
+    };
+    // After the previous read whatever its outcome (its failure reached its own callers).
     const next: Promise<void> = previous
-      .catch(() => {})
-      .then(async () => {
-        let rows: FeedCredentialRecord[];
-        try {
-          rows = await this.store.feedCredentialsOf(platformId);
-        } catch (error) {
-          this.failed.add(platformId);
-          throw error;
-        }
-        this.failed.delete(platformId);
-        this.setPlatform(platformId, rows);
-      })
+      .then(read, read)
       .finally(() => {
         if (this.partial.get(platformId) === next) this.partial.delete(platformId);
       });
