@@ -4,6 +4,8 @@
 // the middleware's feedToken, and the caps on WebSocket subscribers per client address and per process.
 // Two instances share Postgres and Redis; everything goes through the real HTTP interface.
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, type PlatformRecord } from '../kit/admin.js';
 import { waitFor } from '../kit/wait.js';
@@ -181,6 +183,34 @@ describe('the poll and the WebSocket require a feed token of the platform', () =
     expect((await poll(a, shop.platform_id, `Bearer ${kept.token}`)).status).toBe(200);
     expect(keptSocket.socket.readyState).toBe(1);
     keptSocket.socket.close();
+  });
+
+  // The wrong token is refused on the headers (beforeBody): the body is never read, yet uWS must still consume
+  // it, or its bytes would be parsed as the next request on the keep-alive connection.
+  it('a wrong token is refused before its body is read, and the unread body never desynchronises the connection', async () => {
+    const { token: valid } = await newToken(shop.platform_id);
+    const path = `/api/v1/platforms/${shop.platform_id}/revocations`;
+    // A body that is itself a request: served as one if the parser lost its place.
+    const smuggled = 'GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n';
+    const head = (authorization: string, length: number) =>
+      `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: ${authorization}\r\nContent-Length: ${length}\r\n\r\n`;
+    const wrong = `Bearer acef_${'x'.repeat(43)}`;
+    const good = JSON.stringify({ returnImmediately: true });
+    const socket = net.connect(Number(new URL(a.publicUrl).port), '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk));
+    await once(socket, 'connect');
+    // 1. pipelined in one write: a wrong token with a request-shaped body, then a valid poll.
+    socket.write(head(wrong, smuggled.length) + smuggled + head(`Bearer ${valid}`, good.length) + good);
+    await waitFor('two answers', () => (received.match(/HTTP\/1\.1 \d{3}/g) ?? []).length >= 2, 10_000, 20);
+    // 2. the body sent only after the 401 arrived, then a valid poll.
+    socket.write(head(wrong, smuggled.length));
+    await waitFor('the third answer', () => (received.match(/HTTP\/1\.1 \d{3}/g) ?? []).length >= 3, 10_000, 20);
+    socket.write(smuggled + head(`Bearer ${valid}`, good.length) + good);
+    await waitFor('the fourth answer', () => (received.match(/HTTP\/1\.1 \d{3}/g) ?? []).length >= 4, 10_000, 20);
+    socket.destroy();
+    expect((received.match(/HTTP\/1\.1 \d{3}/g) ?? [])).toEqual(['HTTP/1.1 401', 'HTTP/1.1 200', 'HTTP/1.1 401', 'HTTP/1.1 200']);
+    expect(received).not.toContain('"keys"'); // no JWKS: the smuggled bytes were a body, never a request
   });
 
   it('the SSF configuration advertises the bearer authorization scheme', async () => {

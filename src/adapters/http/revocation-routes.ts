@@ -259,10 +259,21 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
     return { status: 200, headers: POLL_HEADERS, body: answer };
   };
   const configuration = Buffer.from(JSON.stringify(ssfConfiguration(ssf.issuer, ssf.publicBaseUrl)));
-  return bindRoutes(revocationRouteTable, {
-    poll,
-    configuration: () => ({ status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600' }, body: configuration }),
-  });
+  // A token known to be wrong is refused on the headers: its body is never read.
+  const refuseUnknownToken = (request: HttpRequest): HttpReply | undefined => {
+    if (!UUID.test(request.params.platform_id)) return undefined; // the handler answers 422
+    if (feedCredentials.verifyNow(request.params.platform_id.toLowerCase(), bearerToken(request.headers.authorization)) !== null) return undefined;
+    metrics.refused('poll', 'unauthorized');
+    return UNAUTHORIZED_REPLY;
+  };
+  return bindRoutes(
+    revocationRouteTable,
+    {
+      poll,
+      configuration: () => ({ status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600' }, body: configuration }),
+    },
+    { poll: { beforeBody: refuseUnknownToken } },
+  );
 }
 
 interface SocketData {

@@ -250,8 +250,9 @@ export class HttpServer {
     const exchange: Exchange = { res, state, routeName: route.name, method, started, requestId };
 
     const guard = needsAuth(route) ? this.options.guards?.[route.auth as Exclude<RouteAuth, 'none'>] : undefined;
+    const requestWith = (body: Buffer | null): HttpRequest => ({ method, path, query, params, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED });
     const run = (body: Buffer | null) => {
-      const request: HttpRequest = { method, path, query, params, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
+      const request = requestWith(body);
       let result: HttpReply | Promise<HttpReply>;
       try {
         result = guard ? Promise.resolve(guard(request)).then(() => route.handler(request)) : route.handler(request);
@@ -267,6 +268,9 @@ export class HttpServer {
     };
 
     if (!route.body) return run(null);
+    // uWS still consumes the unread body of a request answered early (its parser knows the length).
+    const early = route.beforeBody?.(requestWith(null));
+    if (early) return this.send(exchange, early);
 
     // Bounded body: refuse early on a declared length, else count while reading; 413 closes the connection.
     const limit = this.options.maxBodyBytes;

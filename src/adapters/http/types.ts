@@ -112,13 +112,24 @@ export interface RouteDeclaration {
   upgrade?: 'websocket';
 }
 
+/**
+ * Runs on the headers, before a body is read (fastify's onRequest): an answer it returns is sent at once and
+ * the body is never read (the refusal of a poll with a wrong feed token costs no body handling).
+ */
+export type BeforeBody = (request: HttpRequest) => HttpReply | undefined;
+
 export interface Route extends RouteDeclaration {
   handler: Handler;
+  beforeBody?: BeforeBody;
 }
 
 /** Joins declarations to their handlers: the compiler insists on one handler per declared route. */
-export function bindRoutes<K extends string>(table: Record<K, RouteDeclaration>, handlers: Record<K, Handler>): Route[] {
-  return (Object.keys(table) as K[]).map((key) => ({ ...table[key], handler: handlers[key] }));
+export function bindRoutes<K extends string>(
+  table: Record<K, RouteDeclaration>,
+  handlers: Record<K, Handler>,
+  hooks: Partial<Record<K, { beforeBody: BeforeBody }>> = {},
+): Route[] {
+  return (Object.keys(table) as K[]).map((key) => ({ ...table[key], handler: handlers[key], ...hooks[key] }));
 }
 
 export const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
