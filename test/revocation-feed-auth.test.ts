@@ -189,6 +189,12 @@ describe('the poll and the WebSocket require a feed token of the platform', () =
   // it, or its bytes would be parsed as the next request on the keep-alive connection.
   it('a wrong token is refused before its body is read, and the unread body never desynchronises the connection', async () => {
     const { token: valid } = await newToken(shop.platform_id);
+    // Right after a change the platform's credentials may be reloading: a wrong token with a body that is no
+    // JSON is still refused as a wrong token (the token is checked before the body, on every path).
+    const during = await fetch(feedUrl(a, shop.platform_id), { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer acef_${'y'.repeat(43)}` }, body: 'not json' });
+    expect(during.status).toBe(401);
+    // The new credential is in the index (a reload in progress is decided after the body, by the handler).
+    await waitFor('the new credential to be known', async () => (await poll(a, shop.platform_id, `Bearer ${valid}`)).status === 200, 10_000, 20);
     const path = `/api/v1/platforms/${shop.platform_id}/revocations`;
     // A body that is itself a request: served as one if the parser lost its place.
     const smuggled = 'GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n';

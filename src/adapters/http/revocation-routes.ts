@@ -244,19 +244,24 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
       metrics.refused('poll', 'unauthorized');
       return UNAUTHORIZED_REPLY;
     }
+    // Not decidable from memory now (a reload in progress): the token first, the body after, as on the hot path.
+    if (known === undefined) return slowPoll(platformId, token, request);
     const body = pollRequest(request);
-    const cached = known === undefined ? undefined : feed.pollNow(platformId, body);
+    const cached = feed.pollNow(platformId, body);
     if (cached !== undefined) return { status: 200, headers: POLL_HEADERS, body: cached };
-    return slowPoll(platformId, token, body, known !== undefined);
+    return answer(platformId, body);
   };
-  const slowPoll = async (platformId: string, token: string, body: PollRequest, verified: boolean): Promise<HttpReply> => {
-    if (!verified && (await feedCredentials.verify(platformId, token)) === undefined) {
+  const slowPoll = async (platformId: string, token: string, request: HttpRequest): Promise<HttpReply> => {
+    if ((await feedCredentials.verify(platformId, token)) === undefined) {
       metrics.refused('poll', 'unauthorized');
       return UNAUTHORIZED_REPLY;
     }
-    const answer = await feed.poll(platformId, body);
-    if (answer === undefined) return UNAUTHORIZED_REPLY;
-    return { status: 200, headers: POLL_HEADERS, body: answer };
+    return answer(platformId, pollRequest(request));
+  };
+  const answer = async (platformId: string, body: PollRequest): Promise<HttpReply> => {
+    const set = await feed.poll(platformId, body);
+    if (set === undefined) return UNAUTHORIZED_REPLY;
+    return { status: 200, headers: POLL_HEADERS, body: set };
   };
   const configuration = Buffer.from(JSON.stringify(ssfConfiguration(ssf.issuer, ssf.publicBaseUrl)));
   // A token known to be wrong is refused on the headers: its body is never read.

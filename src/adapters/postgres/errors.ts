@@ -2,6 +2,7 @@
 // a bug (500). Used by every Postgres adapter (store, revocation log, audit trail) so that a failover, a
 // restart or a pooler hiccup is answered the same way everywhere.
 import { StoreUnavailableError } from '../../core/errors.js';
+import { withTimeout } from '../../core/support/deadline.js';
 
 /**
  * - `connection`: the connection broke or could not be made (the server may or may not have applied
@@ -57,4 +58,13 @@ export function isConnectionFailure(error: unknown): boolean {
 export function toStoreError(error: unknown): unknown {
   if (error instanceof StoreUnavailableError) return error;
   return isRetryable(error) ? new StoreUnavailableError('postgres', error) : error;
+}
+
+/** A store call bounded by the store's deadline, its failure mapped like every other (503 when it is worth a retry). */
+export async function boundedCall<T>(timeoutMs: number, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await withTimeout('postgres', fn(), timeoutMs);
+  } catch (error) {
+    throw toStoreError(error);
+  }
 }

@@ -1,8 +1,7 @@
 // Postgres implementation of the feed credentials' storage (migration 004_feed_credentials.sql). Reads are
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { withTimeout } from '../../core/support/deadline.js';
-import { toStoreError } from './errors.js';
+import { boundedCall } from './errors.js';
 import type { FeedCredential, FeedCredentialRecord, FeedCredentialStore, FeedCredentialWrites } from '../../core/ports/feed-credentials.js';
 
 type Row = Record<string, any>;
@@ -16,12 +15,8 @@ export class PostgresFeedCredentialStore implements FeedCredentialStore {
     private readonly timeoutMs: number,
   ) {}
 
-  private async run<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await withTimeout('postgres', fn(), this.timeoutMs);
-    } catch (error) {
-      throw toStoreError(error);
-    }
+  private run<T>(fn: () => Promise<T>): Promise<T> {
+    return boundedCall(this.timeoutMs, fn);
   }
 
   listFeedCredentials(platformId: string): Promise<FeedCredential[]> {

@@ -1,8 +1,7 @@
 // Postgres implementation of the revocation feed's storage (migration 003_revocation.sql). Every call is
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { withTimeout } from '../../core/support/deadline.js';
-import { toStoreError } from './errors.js';
+import { boundedCall } from './errors.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../core/ports/revocation-log.js';
 
 type Row = Record<string, any>;
@@ -24,12 +23,8 @@ export class PostgresRevocationStore implements RevocationStore {
     private readonly timeoutMs: number,
   ) {}
 
-  private async run<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await withTimeout('postgres', fn(), this.timeoutMs);
-    } catch (error) {
-      throw toStoreError(error);
-    }
+  private run<T>(fn: () => Promise<T>): Promise<T> {
+    return boundedCall(this.timeoutMs, fn);
   }
 
   append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
