@@ -160,10 +160,8 @@ class KeySet:
 # ---- access tokens ----------------------------------------------------------------------------------------
 
 
-def verify_token(token, keys, issuer, platform_id, now, leeway=5, feed=None):
-    """The claims of a valid token, or Refused. `now`: seconds since the epoch."""
-    if len(token) > MAX_TOKEN_LENGTH or not TOKEN_PATTERN.match(token):
-        raise Refused("malformed")
+def rs256_header(token):
+    """The protected header of a JWS this platform may verify (tokens and SETs alike), or Refused."""
     try:
         header = jwt.get_unverified_header(token)
     except jwt.exceptions.DecodeError:
@@ -173,6 +171,14 @@ def verify_token(token, keys, issuer, platform_id, now, leeway=5, feed=None):
         raise Refused("crit_not_supported")
     if header.get("alg") != "RS256":
         raise Refused("alg_not_allowed")
+    return header
+
+
+def verify_token(token, keys, issuer, platform_id, now, leeway=5, feed=None):
+    """The claims of a valid token, or Refused. `now`: seconds since the epoch."""
+    if len(token) > MAX_TOKEN_LENGTH or not TOKEN_PATTERN.match(token):
+        raise Refused("malformed")
+    header = rs256_header(token)
     kid = header.get("kid")
     if feed is not None and feed.key_is_void(kid):
         raise Refused("revoked")
@@ -316,14 +322,7 @@ class Feed:
             raise
 
     def _apply(self, token, complete):
-        try:
-            header = jwt.get_unverified_header(token)
-        except jwt.exceptions.DecodeError:
-            raise Refused("malformed")
-        if "crit" in header:
-            raise Refused("crit_not_supported")
-        if header.get("alg") != "RS256":
-            raise Refused("alg_not_allowed")
+        header = rs256_header(token)
         # RFC 8417 section 2.3: a SET is explicitly typed, so no access token can pass as one.
         if normal_typ(header.get("typ")) != SET_TYP:
             raise Refused("wrong_typ")
