@@ -219,6 +219,42 @@ describe('the poll and the WebSocket require a feed token of the platform', () =
     expect(received).not.toContain('"keys"'); // no JWKS: the smuggled bytes were a body, never a request
   });
 
+  // The headers' check of a valid token is kept for the same request's handler (no second check on the hot
+  // path), but only while the credential index is unchanged: a deletion between headers and body counts.
+  it('a poll whose credential is deleted while its body is on the way is refused', async () => {
+    const doomed = await newToken(shop.platform_id);
+    await waitFor('the new credential to be known', async () => (await poll(a, shop.platform_id, `Bearer ${doomed.token}`)).status === 200, 10_000, 20);
+    const body = JSON.stringify({ returnImmediately: true });
+    const request = `POST /api/v1/platforms/${shop.platform_id}/revocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer ${doomed.token}\r\nContent-Length: ${body.length}\r\n\r\n`;
+    const socket = net.connect(Number(new URL(a.publicUrl).port), '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk));
+    await once(socket, 'connect');
+    // 1. the whole request at once: accepted.
+    socket.write(request + body);
+    await waitFor('the first answer', () => /HTTP\/1\.1 \d{3}/.test(received), 10_000, 20);
+    // 2. the headers only; then the credential is deleted and this instance hears of it; then the body.
+    socket.write(request);
+    await admin.deleteFeedCredential(shop.platform_id, doomed.id);
+    await waitFor('the deleted credential refused at instance a', async () => (await poll(a, shop.platform_id, `Bearer ${doomed.token}`)).status === 401, 10_000, 20);
+    socket.write(body);
+    await waitFor('the second answer', () => (received.match(/HTTP\/1\.1 \d{3}/g) ?? []).length >= 2, 10_000, 20);
+    socket.destroy();
+    expect(received.match(/HTTP\/1\.1 \d{3}/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 401']);
+  });
+
+  it('a poll body is judged with its media type: the bytes of an accepted JSON poll sent as text/plain get 415', async () => {
+    const { token: valid } = await newToken(shop.platform_id);
+    await waitFor('the new credential to be known', async () => (await poll(a, shop.platform_id, `Bearer ${valid}`)).status === 200, 10_000, 20);
+    const send = (contentType: string) =>
+      fetch(feedUrl(a, shop.platform_id), { method: 'POST', headers: { 'content-type': contentType, authorization: `Bearer ${valid}` }, body: JSON.stringify({ ack: [], returnImmediately: true }) });
+    expect((await send('application/json')).status).toBe(200);
+    const plain = await send('text/plain');
+    expect(plain.status).toBe(415);
+    expect(await plain.json()).toMatchObject({ error_code: 'unsupported_media_type' });
+    expect((await send('application/json')).status).toBe(200);
+  });
+
   it('the SSF configuration advertises the bearer authorization scheme', async () => {
     const config = (await (await fetch(`${a.publicUrl}/.well-known/ssf-configuration`)).json()) as Record<string, unknown>;
     expect(config.authorization_schemes).toEqual([{ spec_urn: 'urn:ietf:rfc:6750' }]);

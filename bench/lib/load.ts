@@ -45,6 +45,11 @@ export interface LoadOptions {
   onStart?: (stop: () => void) => void;
   /** Every transport error or timeout (no answer). */
   onError?: (error: Error) => void;
+  /**
+   * Runs the load in this many worker threads of its own (autocannon `workers`) instead of this event loop:
+   * a flood measured beside another load must not slow that load's client (plain-data requests only).
+   */
+  workers?: number;
 }
 
 export interface LoadResult {
@@ -74,6 +79,7 @@ export function load(options: LoadOptions): Promise<LoadResult> {
         timeout: 10,
         requests: options.requests,
         ...(options.overallRate ? { overallRate: options.overallRate } : {}),
+        ...(options.workers ? { workers: options.workers } : {}),
       },
       (err, raw) => {
         if (err) return reject(err);

@@ -78,7 +78,7 @@ async function runFeedFlood(ctx: BenchContext, defer: (fn: () => Promise<void> |
     name,
     run: async (round) => {
       const floodRun = flood
-        ? load({ url: service.publicUrl, connections: FLOOD_CONNECTIONS, duration: opts.warmup + opts.duration + 1, requests: flood })
+        ? load({ url: service.publicUrl, connections: FLOOD_CONNECTIONS, duration: opts.warmup + opts.duration + 1, requests: flood, workers: 1 })
         : undefined;
       const token = await measure({ url: service.publicUrl, connections: TOKEN_CONNECTIONS, duration: opts.duration, warmup: opts.warmup, requests: tokenRequests });
       const floodResult = await floodRun;

@@ -36,7 +36,7 @@ describe('feed credentials (core)', () => {
     const { credential, token } = await core.feedCredentials.create(p.id, by);
     expect(token).toMatch(/^acef_[A-Za-z0-9_-]{43}$/);
     const stored = [...core.memoryUow.feedCredentials.rows.values()];
-    expect(stored).toEqual([{ id: credential.id, platformId: p.id, createdAt: credential.createdAt, tokenHash: hashFeedToken(token).toString('hex') }]);
+    expect(stored).toEqual([{ id: credential.id, platformId: p.id, createdAt: credential.createdAt, tokenHash: hashFeedToken(token) }]);
     expect(JSON.stringify(stored)).not.toContain(token);
     expect(await core.feedCredentials.list(p.id)).toEqual([{ id: credential.id, platformId: p.id, createdAt: credential.createdAt }]);
     await core.feedCredentials.delete(p.id, credential.id, by);

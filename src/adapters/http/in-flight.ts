@@ -22,20 +22,13 @@ export class InFlight {
 
   begin(): Completion {
     this.count++;
-    let done = false;
-    return {
-      aborted: false,
-      get done() {
-        return done;
-      },
-      complete: () => {
-        if (done) return false;
-        done = true;
-        this.count--;
-        if (this.count === 0) this.idleWaiters.splice(0).forEach((wake) => wake());
-        return true;
-      },
-    };
+    return new PendingRequest(this);
+  }
+
+  /** Called once per request by its Completion. */
+  ended(): void {
+    this.count--;
+    if (this.count === 0 && this.idleWaiters.length > 0) this.idleWaiters.splice(0).forEach((wake) => wake());
   }
 
   /** Resolves when no request is in flight, or at the deadline. */
@@ -48,5 +41,19 @@ export class InFlight {
         resolve();
       });
     });
+  }
+}
+
+/** A class rather than a closure per request: one small object on the hot path. */
+class PendingRequest implements Completion {
+  aborted = false;
+  done = false;
+  constructor(private readonly owner: InFlight) {}
+
+  complete(): boolean {
+    if (this.done) return false;
+    this.done = true;
+    this.owner.ended();
+    return true;
   }
 }

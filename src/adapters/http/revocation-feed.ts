@@ -77,6 +77,8 @@ interface Stream {
   /** Bumped whenever `sets` or the head SET change: part of the poll answer cache key. */
   version: number;
   headSet?: { jws: string; kid: string; seq: number; signedAt: number };
+  /** The last answer given from memory, for the same parsed request (a receiver repeats its poll). */
+  lastAnswer?: { request: PollRequest; version: number; body: Buffer; at: number };
 }
 
 export class RevocationFeed {
@@ -298,10 +300,15 @@ export class RevocationFeed {
     if (!stream || now - stream.checkedAt >= this.options.documentReuseMs) return undefined;
     const head = stream.headSet;
     if (!head || head.seq !== stream.head || now - head.signedAt >= this.options.heartbeatMs / 2 || head.kid !== this.keys.activeKey().kid) return undefined;
+    const last = stream.lastAnswer;
+    // The same parsed request (the routes keep one object per body) on the same version: the same answer.
+    if (last !== undefined && last.request === request && last.version === stream.version && now - last.at < this.options.documentReuseMs) return last.body;
     let from = 0;
     for (const jti of request.ack ?? []) from = Math.max(from, seqOfJti(jti, platformId) ?? 0);
     // peek: no recency bookkeeping on the hot path (the key changes with the stream's version anyway).
-    return this.answers.peek(`${platformId}:${stream.version}:${from}:${request.maxEvents ?? DEFAULT_MAX_EVENTS}`);
+    const body = this.answers.peek(`${platformId}:${stream.version}:${from}:${request.maxEvents ?? DEFAULT_MAX_EVENTS}`);
+    if (body !== undefined) stream.lastAnswer = { request, version: stream.version, body, at: now };
+    return body;
   }
 
   async poll(platformId: string, request: PollRequest): Promise<Buffer | undefined> {

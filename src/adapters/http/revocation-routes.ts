@@ -206,46 +206,94 @@ export function offeredProtocols(header: string): { token: string; feed: boolean
 
 export interface RevocationRouteDeps {
   feed: RevocationFeed;
-  feedCredentials: Pick<FeedCredentialService, 'verify' | 'verifyNow'>;
+  feedCredentials: Pick<FeedCredentialService, 'verify' | 'verifyNow' | 'generation'>;
   metrics: Pick<RevocationMetrics, 'refused'>;
 }
 
+const EMPTY = Buffer.alloc(0);
 const POLL_HEADERS = { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' };
 /** The 401 of the poll, built once (a flood of wrong tokens costs no allocation of an error). */
 const UNAUTHORIZED_REPLY: HttpReply = (() => {
   const error = feedUnauthorized();
-  return { status: error.status, headers: { ...POLL_HEADERS, ...error.headers }, body: error.body() };
+  return { status: error.status, headers: { ...POLL_HEADERS, ...error.headers }, body: Buffer.from(error.body()) };
 })();
 
 export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
   const { feed, feedCredentials, metrics } = deps;
   // Poll bodies already parsed and validated (a receiver sends the same body until a new SET arrives, and a
-  // flood repeats one): keyed by the bytes, bounded, emptied when full.
+  // flood repeats one): the last one compared byte for byte first, then a map keyed by the bytes, bounded,
+  // emptied when full.
   const parsed = new Map<string, PollRequest>();
+  let lastBody: { contentType: string; bytes: Buffer; poll: PollRequest } | undefined;
   const pollRequest = (request: HttpRequest): PollRequest => {
+    const bytes = request.body ?? EMPTY;
+    const { contentType } = request.headers;
+    if (lastBody !== undefined && lastBody.contentType === contentType && lastBody.bytes.equals(bytes)) return lastBody.poll;
     // The media type is part of the key: a body sent with another type still gets its 415.
-    const key = `${request.headers.contentType}\n${request.body ? request.body.toString('latin1') : ''}`;
+    const key = `${contentType}\n${bytes.toString('latin1')}`;
     let body = parsed.get(key);
     if (!body) {
       body = validatePoll(parseJsonBody(request)) as PollRequest;
       if (parsed.size >= 256) parsed.clear();
       parsed.set(key, body);
     }
+    lastBody = { contentType, bytes, poll: body };
     return body;
   };
-  // The hot path answers synchronously (no promise round, like the JWKS): a current token index and a
-  // serialised answer in memory. Otherwise the same checks, awaited.
-  const poll = (request: HttpRequest): HttpReply | Promise<HttpReply> => {
-    const platformId = platformParam(request.params.platform_id);
-    const token = bearerToken(request.headers.authorization);
-    // Checked from memory (FeedCredentialService): a flood of wrong tokens or unknown platforms costs no query.
-    const known = feedCredentials.verifyNow(platformId, token);
+  // The bearer token of the last Authorization header seen (a receiver, or a flood, repeats its header).
+  let lastAuthorization = '';
+  let lastToken = '';
+  const tokenOf = (authorization: string): string => {
+    if (authorization !== lastAuthorization) {
+      lastToken = bearerToken(authorization);
+      lastAuthorization = authorization;
+    }
+    return lastToken;
+  };
+  // The platform id of the last path seen, checked and lower-cased once.
+  let lastPlatformParam = '';
+  let lastPlatformId = '';
+  const platformOf = (param: string): string | undefined => {
+    if (param === lastPlatformParam) return lastPlatformId;
+    if (!UUID.test(param)) return undefined;
+    lastPlatformId = param.toLowerCase();
+    lastPlatformParam = param;
+    return lastPlatformId;
+  };
+  // The headers' verdict on a live token, kept for the same request's handler (uWS calls the two back to back
+  // when the body came with the headers): reused only while the credential index has not changed since.
+  let accepted: { request: HttpRequest; platformId: string; generation: number } | undefined;
+  // A token known to be wrong is refused on the headers: its body is never read.
+  const refuseUnknownToken = (request: HttpRequest): HttpReply | undefined => {
+    const platformId = platformOf(request.params.platform_id);
+    if (platformId === undefined) return undefined; // the handler answers 422
+    const known = feedCredentials.verifyNow(platformId, tokenOf(request.headers.authorization));
     if (known === null) {
       metrics.refused('poll', 'unauthorized');
       return UNAUTHORIZED_REPLY;
     }
-    // Not decidable from memory now (a reload in progress): the token first, the body after, as on the hot path.
-    if (known === undefined) return slowPoll(platformId, token, request);
+    if (known !== undefined) accepted = { request, platformId, generation: feedCredentials.generation };
+    return undefined;
+  };
+  // The hot path answers synchronously (no promise round, like the JWKS): a current token index and a
+  // serialised answer in memory. Otherwise the same checks, awaited.
+  const poll = (request: HttpRequest): HttpReply | Promise<HttpReply> => {
+    let platformId: string;
+    if (accepted !== undefined && accepted.request === request && accepted.generation === feedCredentials.generation) {
+      platformId = accepted.platformId;
+      accepted = undefined;
+    } else {
+      platformId = platformParam(request.params.platform_id);
+      const token = tokenOf(request.headers.authorization);
+      // Checked from memory (FeedCredentialService): a flood of wrong tokens or unknown platforms costs no query.
+      const known = feedCredentials.verifyNow(platformId, token);
+      if (known === null) {
+        metrics.refused('poll', 'unauthorized');
+        return UNAUTHORIZED_REPLY;
+      }
+      // Not decidable from memory now (a reload in progress): the token first, the body after, as on the hot path.
+      if (known === undefined) return slowPoll(platformId, token, request);
+    }
     const body = pollRequest(request);
     const cached = feed.pollNow(platformId, body);
     if (cached !== undefined) return { status: 200, headers: POLL_HEADERS, body: cached };
@@ -264,13 +312,6 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
     return { status: 200, headers: POLL_HEADERS, body: set };
   };
   const configuration = Buffer.from(JSON.stringify(ssfConfiguration(ssf.issuer, ssf.publicBaseUrl)));
-  // A token known to be wrong is refused on the headers: its body is never read.
-  const refuseUnknownToken = (request: HttpRequest): HttpReply | undefined => {
-    if (!UUID.test(request.params.platform_id)) return undefined; // the handler answers 422
-    if (feedCredentials.verifyNow(request.params.platform_id.toLowerCase(), bearerToken(request.headers.authorization)) !== null) return undefined;
-    metrics.refused('poll', 'unauthorized');
-    return UNAUTHORIZED_REPLY;
-  };
   return bindRoutes(
     revocationRouteTable,
     {

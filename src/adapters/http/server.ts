@@ -49,13 +49,14 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * `other` before it reaches a metric label, a log line, a handler or an audit event: a client must not
  * be able to mint series or rows with invented methods.
  */
-const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+const KNOWN_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+/** Each known method as uWS may report it (upper or lower case) -> the one canonical string. */
+const CANONICAL_METHODS = new Map(KNOWN_METHODS.flatMap((m) => [[m, m], [m.toLowerCase(), m]] as const));
 export const OTHER_METHOD = 'other';
 export function knownMethod(raw: string): string {
   // Long invented methods are never upper-cased or copied: the length test comes first.
   if (raw.length > 7) return OTHER_METHOD;
-  const method = raw.toUpperCase();
-  return KNOWN_METHODS.has(method) ? method : OTHER_METHOD;
+  return CANONICAL_METHODS.get(raw) ?? CANONICAL_METHODS.get(raw.toUpperCase()) ?? OTHER_METHOD;
 }
 const NEVER_ABORTED = new AbortController().signal;
 const decoder = new TextDecoder();
@@ -92,21 +93,24 @@ export class HttpServer {
     }
     for (const [path, group] of routesByPath(routes)) {
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
-      const allow = allowHeader(group);
+      const methodNotAllowed = frozenReply(this.errorReply(new ServiceError('method_not_allowed', undefined, { Allow: allowHeader(group) }), group[0].name));
       this.app.any(path, (res, req) => {
-        if (this.refusedFraming(res, req)) return;
+        const fields = readFields(req);
+        if (this.refusedFraming(res, req, fields)) return;
         const method = knownMethod(req.getMethod());
         const route = group.find((r) => r.method === method || r.method === 'ANY' || (method === 'HEAD' && r.method === 'GET'));
         if (!route) {
-          this.answerError(res, req, group[0].name, new ServiceError('method_not_allowed', undefined, { Allow: allow }));
+          this.answerError(res, req, group[0].name, methodNotAllowed);
           return;
         }
-        this.handle(res, req, route, paramNames, method);
+        this.handle(res, req, route, paramNames, method, fields);
       });
     }
+    // Made once: a flood of unknown paths builds no error, no stack, no JSON.
+    const notFound = frozenReply(this.errorReply(new ServiceError('not_found'), 'unmatched'));
     this.app.any('/*', (res, req) => {
-      if (this.refusedFraming(res, req)) return;
-      this.answerError(res, req, 'unmatched', new ServiceError('not_found'));
+      if (this.refusedFraming(res, req, readFields(req))) return;
+      this.answerError(res, req, 'unmatched', notFound);
     });
   }
 
@@ -122,12 +126,7 @@ export class HttpServer {
    * request follows on it (without our 400: the refusal is then the closed connection); if none
    * follows, the answer goes out next turn and the connection closes after it.
    */
-  private refusedFraming(res: uWS.HttpResponse, req: uWS.HttpRequest): boolean {
-    const fields: FramingFields = { contentLength: [], transferEncoding: [] };
-    req.forEach((name, value) => {
-      if (name === 'content-length') fields.contentLength.push(value);
-      else if (name === 'transfer-encoding') fields.transferEncoding.push(value);
-    });
+  private refusedFraming(res: uWS.HttpResponse, req: uWS.HttpRequest, fields: HeaderFields): boolean {
     const refusal = framingRefusal(fields);
     if (!refusal) return false;
     const method = knownMethod(req.getMethod());
@@ -213,23 +212,23 @@ export class HttpServer {
     return clientAddress(forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy);
   }
 
-  /** Reads only the headers this route can use: each read crosses into C++. */
-  private readHeaders(req: uWS.HttpRequest, route: Route): RequestHeaders {
+  /** The headers this route can use, from the one pass over the fields (readFields). */
+  private readHeaders(fields: HeaderFields, route: Route): RequestHeaders {
     const body = route.body !== undefined;
     return {
-      contentType: body ? req.getHeader('content-type') : '',
-      contentLength: body ? req.getHeader('content-length') : '',
-      ifNoneMatch: route.method === 'GET' ? req.getHeader('if-none-match') : '',
-      authorization: needsAuth(route) || route.handlerAuth ? req.getHeader('authorization') : '',
-      requestId: req.getHeader('x-request-id'),
-      forwardedFor: body && (this.options.proxy.hops > 0 || this.options.proxy.proxies) ? req.getHeader('x-forwarded-for') : '',
+      contentType: body ? (fields.contentType ?? '') : '',
+      contentLength: body ? (fields.contentLength[0] ?? '') : '',
+      ifNoneMatch: route.method === 'GET' ? (fields.ifNoneMatch ?? '') : '',
+      authorization: needsAuth(route) || route.handlerAuth ? (fields.authorization ?? '') : '',
+      requestId: fields.requestId ?? '',
+      forwardedFor: body && (this.options.proxy.hops > 0 || this.options.proxy.proxies) ? (fields.forwardedFor ?? '') : '',
     };
   }
 
-  private handle(res: uWS.HttpResponse, req: uWS.HttpRequest, route: Route, paramNames: string[], method: string): void {
+  private handle(res: uWS.HttpResponse, req: uWS.HttpRequest, route: Route, paramNames: string[], method: string, fields: HeaderFields): void {
     const started = performance.now();
     // Everything from `req` must be read now: it is invalid after this synchronous part.
-    const headers = this.readHeaders(req, route);
+    const headers = this.readHeaders(fields, route);
     const params: Record<string, string> = {};
     paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i) ?? '')));
     const path = req.getUrl();
@@ -250,9 +249,10 @@ export class HttpServer {
     const exchange: Exchange = { res, state, routeName: route.name, method, started, requestId };
 
     const guard = needsAuth(route) ? this.options.guards?.[route.auth as Exclude<RouteAuth, 'none'>] : undefined;
-    const requestWith = (body: Buffer | null): HttpRequest => ({ method, path, query, params, headers, body, address, requestId, signal: controller?.signal ?? NEVER_ABORTED });
+    // One object from the headers' hook to the handler (the hook may remember its verdict for it).
+    const request: HttpRequest = { method, path, query, params, headers, body: null, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
     const run = (body: Buffer | null) => {
-      const request = requestWith(body);
+      request.body = body;
       let result: HttpReply | Promise<HttpReply>;
       try {
         result = guard ? Promise.resolve(guard(request)).then(() => route.handler(request)) : route.handler(request);
@@ -269,7 +269,7 @@ export class HttpServer {
 
     if (!route.body) return run(null);
     // uWS still consumes the unread body of a request answered early (its parser knows the length).
-    const early = route.beforeBody?.(requestWith(null));
+    const early = route.beforeBody?.(request);
     if (early) return this.send(exchange, early);
 
     // Bounded body: refuse early on a declared length, else count while reading; 413 closes the connection.
@@ -309,7 +309,7 @@ export class HttpServer {
     };
   }
 
-  private answerError(res: uWS.HttpResponse, req: uWS.HttpRequest, routeName: string, error: ServiceError): void {
+  private answerError(res: uWS.HttpResponse, req: uWS.HttpRequest, routeName: string, reply: HttpReply): void {
     const method = knownMethod(req.getMethod());
     const started = performance.now();
     const requestId = randomUUID();
@@ -321,7 +321,7 @@ export class HttpServer {
       state.complete();
     });
     // Drop any request body unread: answer at once and let uWS discard the rest.
-    this.send({ res, state, routeName, method, started, requestId }, this.errorReply(error, routeName));
+    this.send({ res, state, routeName, method, started, requestId }, reply);
   }
 
   private send(exchange: Exchange, reply: HttpReply, closeConnection = false): void {
@@ -361,12 +361,61 @@ function endWithoutBody(res: uWS.HttpResponse, length: number, close: boolean): 
   res.endWithoutBody();
 }
 
+/**
+ * Every header field a request has, read in one pass: the framing fields in full (a second Content-Length
+ * must be seen; `getHeader` shows only a field's first occurrence) and the first occurrence of the others a
+ * route may use (what `getHeader` would answer, without one call into C++ per field).
+ */
+interface HeaderFields extends FramingFields {
+  contentType?: string;
+  authorization?: string;
+  requestId?: string;
+  ifNoneMatch?: string;
+  forwardedFor?: string;
+}
+
+function readFields(req: uWS.HttpRequest): HeaderFields {
+  const fields: HeaderFields = { contentLength: [], transferEncoding: [] };
+  req.forEach((name, value) => {
+    switch (name) {
+      case 'content-length':
+        fields.contentLength.push(value);
+        break;
+      case 'transfer-encoding':
+        fields.transferEncoding.push(value);
+        break;
+      case 'content-type':
+        fields.contentType ??= value;
+        break;
+      case 'authorization':
+        fields.authorization ??= value;
+        break;
+      case 'x-request-id':
+        fields.requestId ??= value;
+        break;
+      case 'if-none-match':
+        fields.ifNoneMatch ??= value;
+        break;
+      case 'x-forwarded-for':
+        fields.forwardedFor ??= value;
+        break;
+    }
+  });
+  return fields;
+}
+
+/** A reply made once and sent many times: its body as bytes (no string conversion per answer). */
+function frozenReply(reply: HttpReply): HttpReply {
+  return { ...reply, body: typeof reply.body === 'string' ? Buffer.from(reply.body) : reply.body };
+}
+
 /** Routes built in tests may omit `auth`: that means none. */
 function needsAuth(route: Route): boolean {
   return route.auth !== undefined && route.auth !== 'none';
 }
 
 function decodeURIComponentSafe(value: string): string {
+  if (!value.includes('%')) return value;
   try {
     return decodeURIComponent(value);
   } catch {

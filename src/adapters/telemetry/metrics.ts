@@ -1,6 +1,7 @@
 // Prometheus metrics. Label values are always from closed sets (route patterns, status codes, outcome
 // names): never an id, a key or a secret.
 import client from 'prom-client';
+import { RequestSeries } from './request-series.js';
 import { ERRORS } from '../../core/errors.js';
 import type { BackgroundTask } from '../../core/ports/telemetry.js';
 
@@ -15,8 +16,8 @@ export type StoreName = 'postgres' | 'redis';
 
 export class Metrics {
   readonly registry = new client.Registry();
-  private readonly httpRequests: client.Counter<'route' | 'method' | 'status'>;
-  private readonly httpDuration: client.Histogram<'route' | 'method' | 'status'>;
+  /** ace_http_requests_total and ace_http_request_duration_seconds (request-series.ts: no label hashing per request). */
+  private readonly http: RequestSeries;
   private readonly tokens: client.Counter<'outcome'>;
   private readonly workerTask: client.Histogram<'pool'>;
   private readonly workerRejected: client.Counter<'pool'>;
@@ -52,18 +53,12 @@ export class Metrics {
     for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
       this.registry.removeSingleMetric(name);
     }
-    this.httpRequests = new client.Counter({
-      name: 'ace_http_requests_total',
-      help: 'HTTP requests answered, by route pattern, method and status.',
-      labelNames: ['route', 'method', 'status'],
-      registers,
-    });
-    this.httpDuration = new client.Histogram({
-      name: 'ace_http_request_duration_seconds',
-      help: 'Time from request to the last byte of the answer.',
-      labelNames: ['route', 'method', 'status'],
+    this.http = new RequestSeries(this.registry, {
+      counterName: 'ace_http_requests_total',
+      counterHelp: 'HTTP requests answered, by route pattern, method and status.',
+      histogramName: 'ace_http_request_duration_seconds',
+      histogramHelp: 'Time from request to the last byte of the answer.',
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56],
-      registers,
     });
     this.tokens = new client.Counter({
       name: 'ace_tokens_issued_total',
@@ -222,21 +217,12 @@ export class Metrics {
   }
 
   // Label sets are few and fixed: keep their bound children instead of hashing labels per request.
-  private readonly httpChildren = new Map<string, { count: client.Counter.Internal; duration: client.Histogram.Internal<string> }>();
   private readonly tokenChildren = new Map<string, client.Counter.Internal>();
 
   /** `method` is one of the known methods or `other` (server.ts knownMethod); checked again here. */
   observeHttp(route: string, method: string, status: number, seconds: number): void {
     if (!HTTP_METHODS.has(method)) method = 'other';
-    const key = `${route} ${method} ${status}`;
-    let child = this.httpChildren.get(key);
-    if (!child) {
-      const labels = { route, method, status: String(status) };
-      child = { count: this.httpRequests.labels(labels), duration: this.httpDuration.labels(labels) };
-      this.httpChildren.set(key, child);
-    }
-    child.count.inc();
-    child.duration.observe(seconds);
+    this.http.record(route, method, status, seconds);
   }
 
   /** `outcome` is `issued`, `unavailable` (not a ServiceError) or a catalog code; anything else is counted as `other`. */

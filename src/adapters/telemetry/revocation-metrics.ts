@@ -7,6 +7,8 @@ export class RevocationMetrics {
   private readonly entries: client.Gauge;
   private readonly latency: client.Histogram;
   private readonly refusals: client.Counter<'transport' | 'reason'>;
+  /** The bound series (a flood of refusals hashes no label object per request). */
+  private readonly refusalChildren = new Map<string, client.Counter.Internal>();
 
   constructor(registry: client.Registry) {
     const registers = [registry];
@@ -41,7 +43,10 @@ export class RevocationMetrics {
    * token), `per_address` / `total` (the WebSocket caps, REVOCATION_WS_MAX_PER_ADDRESS / REVOCATION_WS_MAX).
    */
   refused(transport: 'poll' | 'websocket', reason: 'unauthorized' | 'per_address' | 'total'): void {
-    this.refusals.inc({ transport, reason });
+    const key = `${transport} ${reason}`;
+    let child = this.refusalChildren.get(key);
+    if (!child) this.refusalChildren.set(key, (child = this.refusals.labels({ transport, reason })));
+    child.inc();
   }
 
   subscriberDelta(delta: number): void {

@@ -10,7 +10,7 @@
 // a random token is refused from memory: a flood of them costs no query. A deleted credential is refused
 // as soon as the bus notice arrives (the reload is awaited by every check that follows it), and the
 // listeners (the WebSocket side) close the sockets that used it.
-import { createHash, hash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, hash, randomBytes, randomUUID } from 'node:crypto';
 import { ServiceError } from '../errors.js';
 import { auditEvents, type ChangeBy } from '../audit/events.js';
 import type { FeedCredential, FeedCredentialRecord, FeedCredentialStore } from '../ports/feed-credentials.js';
@@ -44,12 +44,16 @@ export interface CreatedFeedCredential {
 
 interface Indexed {
   id: string;
-  hash: Buffer;
+  /** SHA-256 of the token, hex (as stored). */
+  hash: string;
 }
 
-/** SHA-256 of a feed token: the one-shot crypto.hash (no Hash object per request) where Node has it (20.12+). */
-export const hashFeedToken: (token: string) => Buffer =
-  typeof hash === 'function' ? (token) => hash('sha256', token, 'buffer') : (token) => createHash('sha256').update(token).digest();
+/**
+ * SHA-256 of a feed token, hex: the one-shot crypto.hash where Node has it (20.12+), answering a string (no
+ * Hash object, no Buffer made per request).
+ */
+export const hashFeedToken: (token: string) => string =
+  typeof hash === 'function' ? (token) => hash('sha256', token, 'hex') : (token) => createHash('sha256').update(token).digest('hex');
 
 export class FeedCredentialService {
   private readonly store: FeedCredentialStore;
@@ -70,10 +74,12 @@ export class FeedCredentialService {
   private fullFailed = false;
   /**
    * Tokens that matched, with their credential: emptied whenever the index changes. Only tokens that
-   * matched enter (a flood of random tokens cannot fill it); a miss is hashed and compared in constant time.
+   * matched enter (a flood of random tokens cannot fill it); a miss is hashed and its hash compared.
    */
   private readonly verified = new Map<string, { platformId: string; id: string }>();
   private readonly listeners: ((platformId: string | undefined) => void)[] = [];
+  /** Bumped by every change of what a check may answer (a reload begun, done or failed). */
+  private changes = 0;
 
   constructor(ports: FeedCredentialServicePorts) {
     ({ store: this.store, uow: this.uow, bus: this.bus } = ports);
@@ -98,7 +104,7 @@ export class FeedCredentialService {
       if (existing.length >= MAX_PER_PLATFORM) {
         throw new ServiceError('conflict', `A platform has at most ${MAX_PER_PLATFORM} feed credentials: delete one first.`);
       }
-      const row: FeedCredentialRecord = { id, platformId: platform.id, createdAt: new Date(), tokenHash: hashFeedToken(token).toString('hex') };
+      const row: FeedCredentialRecord = { id, platformId: platform.id, createdAt: new Date(), tokenHash: hashFeedToken(token) };
       await tx.feedCredentials.insertFeedCredential(row);
       await tx.audit.insert(auditEvents.adminChange('feed_credential.created', { ...by, platformId: platform.id, feedCredentialId: id }));
       tx.afterCommit(() => this.bus.publish({ kind: 'feed_credentials', platformId: platform.id }));
@@ -143,9 +149,25 @@ export class FeedCredentialService {
    * credential id, null for a refusal, or undefined when a reload is due or running (then call verify).
    */
   verifyNow(platformId: string, token: string): string | null | undefined {
+    // A token that matched since the index last changed (only well-formed tokens enter): no regex, no hash.
+    const known = this.verified.get(token);
+    if (known !== undefined && this.current(platformId)) return known.platformId === platformId ? known.id : null;
     if (!TOKEN_FORM.test(token)) return null;
-    if (!this.index || this.fullFailed || Date.now() - this.loadedAt > REFRESH_MS || this.partial.has(platformId) || this.failed.has(platformId)) return undefined;
+    if (!this.current(platformId)) return undefined;
     return this.match(platformId, token) ?? null;
+  }
+
+  /** Whether the index may answer for this platform now (loaded, fresh, not being re-read, not failed). */
+  private current(platformId: string): boolean {
+    return this.index !== undefined && !this.fullFailed && Date.now() - this.loadedAt <= REFRESH_MS && !this.partial.has(platformId) && !this.failed.has(platformId);
+  }
+
+  /**
+   * A number that changes whenever a check's answer may change: a verdict taken under one generation may
+   * be reused for the same request while the generation is the same (the poll's headers and body).
+   */
+  get generation(): number {
+    return this.changes;
   }
 
   private match(platformId: string, token: string): string | undefined {
@@ -155,8 +177,10 @@ export class FeedCredentialService {
     if (!candidates) return undefined;
     const presented = hashFeedToken(token);
     let found: string | undefined;
-    // Every candidate compared in constant time (no early exit on a match either).
-    for (const candidate of candidates) if (timingSafeEqual(candidate.hash, presented)) found = candidate.id;
+    // Hashes are compared, not tokens: how long a comparison of SHA-256 outputs takes tells nothing about a
+    // token (nobody can choose a token whose hash shares a prefix with a live one), so string equality is
+    // enough; every candidate is still compared (no early exit on a match).
+    for (const candidate of candidates) if (candidate.hash === presented) found = candidate.id;
     if (found !== undefined) {
       if (this.verified.size >= VERIFIED_MAX) this.verified.clear();
       this.verified.set(token, { platformId, id: found });
@@ -176,18 +200,21 @@ export class FeedCredentialService {
 
   private reloadAll(): Promise<void> {
     this.full ??= (async () => {
+      this.changes++;
       let rows: FeedCredentialRecord[];
       try {
         rows = await this.store.allFeedCredentials();
       } catch (error) {
         this.fullFailed = true;
+        this.changes++;
         throw error;
       }
       this.fullFailed = false;
       this.failed.clear();
       const next = new Map<string, Indexed[]>();
-      for (const row of rows) next.set(row.platformId, [...(next.get(row.platformId) ?? []), { id: row.id, hash: Buffer.from(row.tokenHash, 'hex') }]);
+      for (const row of rows) next.set(row.platformId, [...(next.get(row.platformId) ?? []), { id: row.id, hash: row.tokenHash.toLowerCase() }]);
       this.index = next;
+      this.changes++;
       this.verified.clear();
       this.loadedAt = Date.now();
       this.emit(undefined);
@@ -205,6 +232,7 @@ export class FeedCredentialService {
         rows = await this.store.feedCredentialsOf(platformId);
       } catch (error) {
         this.failed.add(platformId);
+        this.changes++;
         throw error;
       }
       this.failed.delete(platformId);
@@ -217,14 +245,16 @@ export class FeedCredentialService {
         if (this.partial.get(platformId) === next) this.partial.delete(platformId);
       });
     this.partial.set(platformId, next);
+    this.changes++;
     return next;
   }
 
   private setPlatform(platformId: string, rows: FeedCredentialRecord[]): void {
     if (!this.index) return;
+    this.changes++;
     this.verified.clear();
     if (rows.length === 0) this.index.delete(platformId);
-    else this.index.set(platformId, rows.map((row) => ({ id: row.id, hash: Buffer.from(row.tokenHash, 'hex') })));
+    else this.index.set(platformId, rows.map((row) => ({ id: row.id, hash: row.tokenHash.toLowerCase() })));
     this.emit(platformId);
   }
 
