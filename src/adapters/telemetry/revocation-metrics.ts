@@ -7,8 +7,11 @@ export class RevocationMetrics {
   private readonly entries: client.Gauge;
   private readonly latency: client.Histogram;
   private readonly refusals: client.Counter<'transport' | 'reason'>;
-  /** The bound series (a flood of refusals hashes no label object per request). */
-  private readonly refusalChildren = new Map<string, client.Counter.Internal>();
+  /**
+   * Refusals counted since the last scrape, added to the counter by its collect hook: a flood of refusals
+   * costs an increment each, not prom-client's label validation and hashing (which a bound child repeats).
+   */
+  private readonly pendingRefusals = new Map<string, Map<string, { labels: { transport: string; reason: string }; count: number }>>();
 
   constructor(registry: client.Registry) {
     const registers = [registry];
@@ -35,6 +38,7 @@ export class RevocationMetrics {
       help: 'Revocation feed requests refused before any work: unauthorized (feed token), per_address or total (WebSocket caps).',
       labelNames: ['transport', 'reason'],
       registers,
+      collect: () => this.flushRefusals(),
     });
   }
 
@@ -43,10 +47,21 @@ export class RevocationMetrics {
    * token), `per_address` / `total` (the WebSocket caps, REVOCATION_WS_MAX_PER_ADDRESS / REVOCATION_WS_MAX).
    */
   refused(transport: 'poll' | 'websocket', reason: 'unauthorized' | 'per_address' | 'total'): void {
-    const key = `${transport} ${reason}`;
-    let child = this.refusalChildren.get(key);
-    if (!child) this.refusalChildren.set(key, (child = this.refusals.labels({ transport, reason })));
-    child.inc();
+    let byReason = this.pendingRefusals.get(transport);
+    if (!byReason) this.pendingRefusals.set(transport, (byReason = new Map()));
+    const pending = byReason.get(reason);
+    if (pending) pending.count++;
+    else byReason.set(reason, { labels: { transport, reason }, count: 1 });
+  }
+
+  private flushRefusals(): void {
+    for (const byReason of this.pendingRefusals.values()) {
+      for (const pending of byReason.values()) {
+        if (pending.count === 0) continue;
+        this.refusals.inc(pending.labels, pending.count);
+        pending.count = 0;
+      }
+    }
   }
 
   subscriberDelta(delta: number): void {
