@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import client from 'prom-client';
 import { RequestSeries } from '../../src/adapters/telemetry/request-series.js';
+import { PendingCounts } from '../../src/adapters/telemetry/pending-counts.js';
 
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56];
 const NAMES = {
@@ -70,5 +71,24 @@ describe('RequestSeries', () => {
     expect(await registry.metrics()).toContain('ace_http_requests_total{route="token",method="POST",status="200"} 4');
     registry.resetMetrics();
     expect(await registry.metrics()).not.toContain('route="token"');
+  });
+});
+
+describe('PendingCounts', () => {
+  it('adds what was counted since the last scrape, once, through the counter\'s collect hook', async () => {
+    const registry = new client.Registry();
+    const counts = new PendingCounts<{ outcome: string }>();
+    const counter: client.Counter<'outcome'> = new client.Counter({ name: 't_total', help: 't', labelNames: ['outcome'], registers: [registry], collect: () => counts.flushInto(counter) });
+    const issued = counts.slot({ outcome: 'issued' });
+    const refused = counts.slot({ outcome: 'refused' });
+    issued.count += 3;
+    refused.count++;
+    expect(await registry.metrics()).toContain('t_total{outcome="issued"} 3');
+    // A second scrape with nothing new adds nothing; new counts add to the total.
+    expect(await registry.metrics()).toContain('t_total{outcome="issued"} 3');
+    issued.count += 2;
+    const text = await registry.metrics();
+    expect(text).toContain('t_total{outcome="issued"} 5');
+    expect(text).toContain('t_total{outcome="refused"} 1');
   });
 });

@@ -2,6 +2,7 @@
 // names): never an id, a key or a secret.
 import client from 'prom-client';
 import { RequestSeries } from './request-series.js';
+import { PendingCounts, type Slot } from './pending-counts.js';
 import { ERRORS } from '../../core/errors.js';
 import type { BackgroundTask } from '../../core/ports/telemetry.js';
 
@@ -65,6 +66,7 @@ export class Metrics {
       help: 'Token requests by outcome (issued, or the refusal code).',
       labelNames: ['outcome'],
       registers,
+      collect: () => this.tokenCounts.flushInto(this.tokens),
     });
     const self = this;
     new client.Gauge({
@@ -100,6 +102,7 @@ export class Metrics {
       help: 'Cache look-ups by cache and result (hit ratio = hit / (hit + miss)).',
       labelNames: ['cache', 'result'],
       registers,
+      collect: () => this.cacheCounts.flushInto(this.cacheRequests),
     });
     this.rateLimitRefusals = new client.Counter({
       name: 'ace_rate_limit_refusals_total',
@@ -217,7 +220,11 @@ export class Metrics {
   }
 
   // Label sets are few and fixed: keep their bound children instead of hashing labels per request.
-  private readonly tokenChildren = new Map<string, client.Counter.Internal>();
+  // Counted on every token request: plain numbers, added to the counters when scraped (pending-counts.ts).
+  private readonly tokenCounts = new PendingCounts<{ outcome: string }>();
+  private readonly tokenSlots = new Map<string, Slot>();
+  private readonly cacheCounts = new PendingCounts<{ cache: string; result: string }>();
+  private readonly cacheSlots = new Map<string, { hit: Slot; miss: Slot }>();
 
   /** `method` is one of the known methods or `other` (server.ts knownMethod); checked again here. */
   observeHttp(route: string, method: string, status: number, seconds: number): void {
@@ -228,9 +235,9 @@ export class Metrics {
   /** `outcome` is `issued`, `unavailable` (not a ServiceError) or a catalog code; anything else is counted as `other`. */
   tokenOutcome(outcome: string): void {
     if (outcome !== 'issued' && outcome !== 'unavailable' && !Object.hasOwn(ERRORS, outcome)) outcome = 'other';
-    let child = this.tokenChildren.get(outcome);
-    if (!child) this.tokenChildren.set(outcome, (child = this.tokens.labels({ outcome })));
-    child.inc();
+    let slot = this.tokenSlots.get(outcome);
+    if (!slot) this.tokenSlots.set(outcome, (slot = this.tokenCounts.slot({ outcome })));
+    slot.count++;
   }
 
   observeWorkerTask(pool: string, seconds: number): void {
@@ -246,7 +253,9 @@ export class Metrics {
   }
 
   cache(cache: CacheName, hit: boolean): void {
-    this.cacheRequests.inc({ cache, result: hit ? 'hit' : 'miss' });
+    let slots = this.cacheSlots.get(cache);
+    if (!slots) this.cacheSlots.set(cache, (slots = { hit: this.cacheCounts.slot({ cache, result: 'hit' }), miss: this.cacheCounts.slot({ cache, result: 'miss' }) }));
+    (hit ? slots.hit : slots.miss).count++;
   }
 
   rateLimited(limiter: 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address' | 'admin_auth_fail_per_address'): void {

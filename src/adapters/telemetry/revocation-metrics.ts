@@ -1,5 +1,6 @@
 // Metrics of the revocation feed, registered on the process's registry (no ids in labels).
 import client from 'prom-client';
+import { PendingCounts, type Slot } from './pending-counts.js';
 
 /** Implements the feed's RevocationMetricsSink (adapters/http/revocation-feed.ts). */
 export class RevocationMetrics {
@@ -7,11 +8,9 @@ export class RevocationMetrics {
   private readonly entries: client.Gauge;
   private readonly latency: client.Histogram;
   private readonly refusals: client.Counter<'transport' | 'reason'>;
-  /**
-   * Refusals counted since the last scrape, added to the counter by its collect hook: a flood of refusals
-   * costs an increment each, not prom-client's label validation and hashing (which a bound child repeats).
-   */
-  private readonly pendingRefusals = new Map<string, Map<string, { labels: { transport: string; reason: string }; count: number }>>();
+  /** A flood of refusals costs an increment each, added to the counter when scraped (pending-counts.ts). */
+  private readonly refusalCounts = new PendingCounts<{ transport: string; reason: string }>();
+  private readonly refusalSlots = new Map<string, Map<string, Slot>>();
 
   constructor(registry: client.Registry) {
     const registers = [registry];
@@ -38,7 +37,7 @@ export class RevocationMetrics {
       help: 'Revocation feed requests refused before any work: unauthorized (feed token), per_address or total (WebSocket caps).',
       labelNames: ['transport', 'reason'],
       registers,
-      collect: () => this.flushRefusals(),
+      collect: () => this.refusalCounts.flushInto(this.refusals),
     });
   }
 
@@ -47,21 +46,11 @@ export class RevocationMetrics {
    * token), `per_address` / `total` (the WebSocket caps, REVOCATION_WS_MAX_PER_ADDRESS / REVOCATION_WS_MAX).
    */
   refused(transport: 'poll' | 'websocket', reason: 'unauthorized' | 'per_address' | 'total'): void {
-    let byReason = this.pendingRefusals.get(transport);
-    if (!byReason) this.pendingRefusals.set(transport, (byReason = new Map()));
-    const pending = byReason.get(reason);
-    if (pending) pending.count++;
-    else byReason.set(reason, { labels: { transport, reason }, count: 1 });
-  }
-
-  private flushRefusals(): void {
-    for (const byReason of this.pendingRefusals.values()) {
-      for (const pending of byReason.values()) {
-        if (pending.count === 0) continue;
-        this.refusals.inc(pending.labels, pending.count);
-        pending.count = 0;
-      }
-    }
+    let byReason = this.refusalSlots.get(transport);
+    if (!byReason) this.refusalSlots.set(transport, (byReason = new Map()));
+    let slot = byReason.get(reason);
+    if (!slot) byReason.set(reason, (slot = this.refusalCounts.slot({ transport, reason })));
+    slot.count++;
   }
 
   subscriberDelta(delta: number): void {
