@@ -77,16 +77,15 @@ describe('RequestSeries', () => {
 describe('PendingCounts', () => {
   it('adds what was counted since the last scrape, once, through the counter\'s collect hook', async () => {
     const registry = new client.Registry();
-    const counts = new PendingCounts<{ outcome: string }>();
+    const counts = new PendingCounts(['outcome']);
     const counter: client.Counter<'outcome'> = new client.Counter({ name: 't_total', help: 't', labelNames: ['outcome'], registers: [registry], collect: () => counts.flushInto(counter) });
-    const issued = counts.slot({ outcome: 'issued' });
-    const refused = counts.slot({ outcome: 'refused' });
-    issued.count += 3;
-    refused.count++;
+    for (let i = 0; i < 3; i++) counts.increment('issued');
+    counts.increment('refused');
     expect(await registry.metrics()).toContain('t_total{outcome="issued"} 3');
     // A second scrape with nothing new adds nothing; new counts add to the total.
     expect(await registry.metrics()).toContain('t_total{outcome="issued"} 3');
-    issued.count += 2;
+    counts.increment('issued');
+    counts.increment('issued');
     const text = await registry.metrics();
     expect(text).toContain('t_total{outcome="issued"} 5');
     expect(text).toContain('t_total{outcome="refused"} 1');

@@ -22,7 +22,7 @@ import {
   EVENT_SIGNING_KEY_RETIRED,
   EVENT_STREAM_HEAD,
 } from '@agent-credential-exchange/middleware/feed-document';
-import { bindRoutes, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
+import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
 
 export const FEED_PATH = '/api/v1/platforms/:platform_id/revocations';
 export const FEED_SOCKET_PATH = '/api/v1/platforms/:platform_id/revocations/ws';
@@ -213,10 +213,7 @@ export interface RevocationRouteDeps {
 const EMPTY = Buffer.alloc(0);
 const POLL_HEADERS = { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' };
 /** The 401 of the poll, built once (a flood of wrong tokens costs no allocation of an error). */
-const UNAUTHORIZED_REPLY: HttpReply = (() => {
-  const error = feedUnauthorized();
-  return { status: error.status, headers: { ...POLL_HEADERS, ...error.headers }, body: Buffer.from(error.body()) };
-})();
+const UNAUTHORIZED_REPLY = refusalReply(feedUnauthorized(), true);
 
 export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
   const { feed, feedCredentials, metrics } = deps;
@@ -260,39 +257,41 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
     lastPlatformParam = param;
     return lastPlatformId;
   };
+  const unauthorized = (): HttpReply => {
+    metrics.refused('poll', 'unauthorized');
+    return UNAUTHORIZED_REPLY;
+  };
   // The headers' verdict on a live token, kept for the same request's handler (uWS calls the two back to back
   // when the body came with the headers): reused only while the credential index has not changed since.
   let accepted: { request: HttpRequest; platformId: string; generation: number } | undefined;
-  // A token known to be wrong is refused on the headers: its body is never read.
+  const acceptedPlatform = (request: HttpRequest): string | undefined => {
+    if (accepted === undefined || accepted.request !== request || accepted.generation !== feedCredentials.generation) return undefined;
+    const { platformId } = accepted;
+    accepted = undefined;
+    return platformId;
+  };
+  // A token known to be wrong is refused on the headers: its body is never read. Checked from memory
+  // (FeedCredentialService): a flood of wrong tokens or unknown platforms costs no query.
   const refuseUnknownToken = (request: HttpRequest): HttpReply | undefined => {
     const platformId = platformOf(request.params.platform_id);
     if (platformId === undefined) return undefined; // the handler answers 422
     const known = feedCredentials.verifyNow(platformId, tokenOf(request.headers.authorization));
-    if (known === null) {
-      metrics.refused('poll', 'unauthorized');
-      return UNAUTHORIZED_REPLY;
-    }
+    if (known === null) return unauthorized();
     if (known !== undefined) accepted = { request, platformId, generation: feedCredentials.generation };
     return undefined;
   };
   // The hot path answers synchronously (no promise round, like the JWKS): a current token index and a
   // serialised answer in memory. Otherwise the same checks, awaited.
   const poll = (request: HttpRequest): HttpReply | Promise<HttpReply> => {
-    let platformId: string;
-    if (accepted !== undefined && accepted.request === request && accepted.generation === feedCredentials.generation) {
-      platformId = accepted.platformId;
-      accepted = undefined;
-    } else {
-      platformId = platformParam(request.params.platform_id);
-      const token = tokenOf(request.headers.authorization);
-      // Checked from memory (FeedCredentialService): a flood of wrong tokens or unknown platforms costs no query.
-      const known = feedCredentials.verifyNow(platformId, token);
-      if (known === null) {
-        metrics.refused('poll', 'unauthorized');
-        return UNAUTHORIZED_REPLY;
-      }
-      // Not decidable from memory now (a reload in progress): the token first, the body after, as on the hot path.
-      if (known === undefined) return slowPoll(platformId, token, request);
+    let platformId = acceptedPlatform(request);
+    if (platformId === undefined) {
+      // The headers' verdict is gone (the index changed, or another request's headers came in between): again.
+      const refused = refuseUnknownToken(request);
+      if (refused) return refused;
+      platformId = acceptedPlatform(request);
+      // Not a UUID (platformParam answers 422), or not decidable from memory now (a reload in progress): the
+      // token first, the body after, as on the hot path.
+      if (platformId === undefined) return slowPoll(platformParam(request.params.platform_id), tokenOf(request.headers.authorization), request);
     }
     const body = pollRequest(request);
     const cached = feed.pollNow(platformId, body);
@@ -300,10 +299,7 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
     return answer(platformId, body);
   };
   const slowPoll = async (platformId: string, token: string, request: HttpRequest): Promise<HttpReply> => {
-    if ((await feedCredentials.verify(platformId, token)) === undefined) {
-      metrics.refused('poll', 'unauthorized');
-      return UNAUTHORIZED_REPLY;
-    }
+    if ((await feedCredentials.verify(platformId, token)) === undefined) return unauthorized();
     return answer(platformId, pollRequest(request));
   };
   const answer = async (platformId: string, body: PollRequest): Promise<HttpReply> => {

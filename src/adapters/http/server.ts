@@ -10,7 +10,7 @@ import { clientAddress, type ProxyTrust } from '../../support/client-address.js'
 import { framingRefusal, type FramingFields } from './framing.js';
 import { InFlight, type Completion } from './in-flight.js';
 import { LingeringRefusal } from './lingering-refusal.js';
-import { allowHeader, routesByPath, type Guard, type HttpReply, type HttpRequest, type RequestHeaders, type Route, type RouteAuth } from './types.js';
+import { allowHeader, refusalReply, routesByPath, type Guard, type HttpReply, type HttpRequest, type RequestHeaders, type Route, type RouteAuth } from './types.js';
 
 /** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
 export function assertNativeUws(): void {
@@ -93,7 +93,7 @@ export class HttpServer {
     }
     for (const [path, group] of routesByPath(routes)) {
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
-      const methodNotAllowed = frozenReply(this.errorReply(new ServiceError('method_not_allowed', undefined, { Allow: allowHeader(group) }), group[0].name));
+      const methodNotAllowed = refusalReply(new ServiceError('method_not_allowed', undefined, { Allow: allowHeader(group) }), true);
       this.app.any(path, (res, req) => {
         const fields = readFields(req);
         if (this.refusedFraming(res, req, fields)) return;
@@ -107,7 +107,7 @@ export class HttpServer {
       });
     }
     // Made once: a flood of unknown paths builds no error, no stack, no JSON.
-    const notFound = frozenReply(this.errorReply(new ServiceError('not_found'), 'unmatched'));
+    const notFound = refusalReply(new ServiceError('not_found'), true);
     this.app.any('/*', (res, req) => {
       if (this.refusedFraming(res, req, readFields(req))) return;
       this.answerError(res, req, 'unmatched', notFound);
@@ -302,11 +302,7 @@ export class HttpServer {
       // Log the failure without request data: bodies may hold secrets.
       this.options.logger.error({ route: routeName, err: { message: (error as Error)?.message, name: (error as Error)?.name } }, 'request failed');
     }
-    return {
-      status: serviceError.status,
-      headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...serviceError.headers },
-      body: serviceError.body(),
-    };
+    return refusalReply(serviceError);
   }
 
   private answerError(res: uWS.HttpResponse, req: uWS.HttpRequest, routeName: string, reply: HttpReply): void {
@@ -402,11 +398,6 @@ function readFields(req: uWS.HttpRequest): HeaderFields {
     }
   });
   return fields;
-}
-
-/** A reply made once and sent many times: its body as bytes (no string conversion per answer). */
-function frozenReply(reply: HttpReply): HttpReply {
-  return { ...reply, body: typeof reply.body === 'string' ? Buffer.from(reply.body) : reply.body };
 }
 
 /** Routes built in tests may omit `auth`: that means none. */

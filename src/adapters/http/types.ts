@@ -2,6 +2,7 @@
 // declaration, the one place a route's method, path, schemas, auth, audit and answers are stated.
 import type { TObject, TSchema } from '@sinclair/typebox';
 import type { EventType } from '../../core/audit/events.js';
+import type { ServiceError } from '../../core/errors.js';
 
 export interface RequestHeaders {
   contentType: string;
@@ -133,6 +134,19 @@ export function bindRoutes<K extends string>(
 }
 
 export const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
+
+/**
+ * A refusal as an answer: the contract's Error shape, never cached, with the error's own headers.
+ * `prebuilt`: the body as bytes, for an answer made once and sent many times (no string encoding per answer).
+ */
+export function refusalReply(error: ServiceError, prebuilt = false): HttpReply {
+  const body = error.body();
+  return {
+    status: error.status,
+    headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...error.headers },
+    body: prebuilt ? Buffer.from(body) : body,
+  };
+}
 
 /** Request bodies above this are refused with 413 (the token, listing and admin bodies are far smaller). */
 export const MAX_BODY_BYTES = 16 * 1024;

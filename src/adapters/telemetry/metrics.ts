@@ -2,7 +2,7 @@
 // names): never an id, a key or a secret.
 import client from 'prom-client';
 import { RequestSeries } from './request-series.js';
-import { PendingCounts, type Slot } from './pending-counts.js';
+import { PendingCounts } from './pending-counts.js';
 import { ERRORS } from '../../core/errors.js';
 import type { BackgroundTask } from '../../core/ports/telemetry.js';
 
@@ -221,10 +221,8 @@ export class Metrics {
 
   // Label sets are few and fixed: keep their bound children instead of hashing labels per request.
   // Counted on every token request: plain numbers, added to the counters when scraped (pending-counts.ts).
-  private readonly tokenCounts = new PendingCounts<{ outcome: string }>();
-  private readonly tokenSlots = new Map<string, Slot>();
-  private readonly cacheCounts = new PendingCounts<{ cache: string; result: string }>();
-  private readonly cacheSlots = new Map<string, { hit: Slot; miss: Slot }>();
+  private readonly tokenCounts = new PendingCounts(['outcome']);
+  private readonly cacheCounts = new PendingCounts(['cache', 'result']);
 
   /** `method` is one of the known methods or `other` (server.ts knownMethod); checked again here. */
   observeHttp(route: string, method: string, status: number, seconds: number): void {
@@ -235,9 +233,7 @@ export class Metrics {
   /** `outcome` is `issued`, `unavailable` (not a ServiceError) or a catalog code; anything else is counted as `other`. */
   tokenOutcome(outcome: string): void {
     if (outcome !== 'issued' && outcome !== 'unavailable' && !Object.hasOwn(ERRORS, outcome)) outcome = 'other';
-    let slot = this.tokenSlots.get(outcome);
-    if (!slot) this.tokenSlots.set(outcome, (slot = this.tokenCounts.slot({ outcome })));
-    slot.count++;
+    this.tokenCounts.increment(outcome);
   }
 
   observeWorkerTask(pool: string, seconds: number): void {
@@ -253,9 +249,7 @@ export class Metrics {
   }
 
   cache(cache: CacheName, hit: boolean): void {
-    let slots = this.cacheSlots.get(cache);
-    if (!slots) this.cacheSlots.set(cache, (slots = { hit: this.cacheCounts.slot({ cache, result: 'hit' }), miss: this.cacheCounts.slot({ cache, result: 'miss' }) }));
-    (hit ? slots.hit : slots.miss).count++;
+    this.cacheCounts.increment(cache, hit ? 'hit' : 'miss');
   }
 
   rateLimited(limiter: 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address' | 'admin_auth_fail_per_address'): void {

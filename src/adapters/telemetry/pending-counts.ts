@@ -3,25 +3,38 @@
 // for counters bumped on every request that is a measurable share of a request (request-series.ts).
 import type client from 'prom-client';
 
-export interface Slot {
+interface Slot {
+  labels: Record<string, string>;
   count: number;
 }
 
-export class PendingCounts<Labels extends Record<string, string>> {
-  private readonly slots: { labels: Labels; slot: Slot }[] = [];
+/** For counters with one or two labels whose values come from closed sets (each label set is kept). */
+export class PendingCounts<Name extends string> {
+  /** first label value -> second label value ('' with one label) -> its count. */
+  private readonly slots = new Map<string, Map<string, Slot>>();
+  private readonly all: Slot[] = [];
 
-  /** A slot for one label set (make it once, keep it): the hot path does `slot.count++`. */
-  slot(labels: Labels): Slot {
-    const slot = { count: 0 };
-    this.slots.push({ labels, slot });
-    return slot;
+  constructor(private readonly labelNames: readonly [Name] | readonly [Name, Name]) {}
+
+  /** One more for these label values, in the order of `labelNames`. */
+  increment(first: string, second = ''): void {
+    let bySecond = this.slots.get(first);
+    if (bySecond === undefined) this.slots.set(first, (bySecond = new Map()));
+    let slot = bySecond.get(second);
+    if (slot === undefined) {
+      const [a, b] = this.labelNames;
+      slot = { labels: b === undefined ? { [a]: first } : { [a]: first, [b]: second }, count: 0 };
+      bySecond.set(second, slot);
+      this.all.push(slot);
+    }
+    slot.count++;
   }
 
   /** Adds what was counted since the last flush; call it from the counter's `collect`. */
-  flushInto(counter: client.Counter<Extract<keyof Labels, string>>): void {
-    for (const { labels, slot } of this.slots) {
+  flushInto(counter: client.Counter<Name>): void {
+    for (const slot of this.all) {
       if (slot.count === 0) continue;
-      counter.inc(labels as client.LabelValues<Extract<keyof Labels, string>>, slot.count);
+      counter.inc(slot.labels as client.LabelValues<Name>, slot.count);
       slot.count = 0;
     }
   }

@@ -1,6 +1,6 @@
 // Metrics of the revocation feed, registered on the process's registry (no ids in labels).
 import client from 'prom-client';
-import { PendingCounts, type Slot } from './pending-counts.js';
+import { PendingCounts } from './pending-counts.js';
 
 /** Implements the feed's RevocationMetricsSink (adapters/http/revocation-feed.ts). */
 export class RevocationMetrics {
@@ -9,8 +9,7 @@ export class RevocationMetrics {
   private readonly latency: client.Histogram;
   private readonly refusals: client.Counter<'transport' | 'reason'>;
   /** A flood of refusals costs an increment each, added to the counter when scraped (pending-counts.ts). */
-  private readonly refusalCounts = new PendingCounts<{ transport: string; reason: string }>();
-  private readonly refusalSlots = new Map<string, Map<string, Slot>>();
+  private readonly refusalCounts = new PendingCounts(['transport', 'reason']);
 
   constructor(registry: client.Registry) {
     const registers = [registry];
@@ -46,11 +45,7 @@ export class RevocationMetrics {
    * token), `per_address` / `total` (the WebSocket caps, REVOCATION_WS_MAX_PER_ADDRESS / REVOCATION_WS_MAX).
    */
   refused(transport: 'poll' | 'websocket', reason: 'unauthorized' | 'per_address' | 'total'): void {
-    let byReason = this.refusalSlots.get(transport);
-    if (!byReason) this.refusalSlots.set(transport, (byReason = new Map()));
-    let slot = byReason.get(reason);
-    if (!slot) byReason.set(reason, (slot = this.refusalCounts.slot({ transport, reason })));
-    slot.count++;
+    this.refusalCounts.increment(transport, reason);
   }
 
   subscriberDelta(delta: number): void {
