@@ -154,7 +154,8 @@ export class FeedCredentialService {
     if (known !== undefined && this.current(platformId)) return known.platformId === platformId ? known.id : null;
     if (!TOKEN_FORM.test(token)) return null;
     if (!this.current(platformId)) return undefined;
-    return this.match(platformId, token) ?? null;
+    // Not among the remembered tokens (looked up above): hashed and compared.
+    return this.matchHash(platformId, token) ?? null;
   }
 
   /** Whether the index may answer for this platform now (loaded, fresh, not being re-read, not failed). */
@@ -173,6 +174,10 @@ export class FeedCredentialService {
   private match(platformId: string, token: string): string | undefined {
     const known = this.verified.get(token);
     if (known) return known.platformId === platformId ? known.id : undefined;
+    return this.matchHash(platformId, token);
+  }
+
+  private matchHash(platformId: string, token: string): string | undefined {
     const candidates = this.index?.get(platformId);
     if (!candidates) return undefined;
     const presented = hashFeedToken(token);
