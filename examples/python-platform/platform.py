@@ -166,6 +166,10 @@ def rs256_header(token):
         header = jwt.get_unverified_header(token)
     except jwt.exceptions.DecodeError:
         raise Refused("malformed")
+    except jwt.exceptions.InvalidTokenError:
+        # PyJWT releases with the RFC 7515 crit check (Debian's 2.6.0-1+deb12u1, upstream 2.10.2) refuse an
+        # unsupported or malformed crit while reading the header; older ones pass it through to the check below.
+        raise Refused("crit_not_supported")
     # No extension is implemented here, so any critical one must be refused (RFC 7515 section 4.1.11).
     if "crit" in header:
         raise Refused("crit_not_supported")
