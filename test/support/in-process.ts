@@ -9,6 +9,7 @@ import { AdminClient } from '../../kit/admin.js';
 import { loadConfig, type Config } from '../../src/config/config.js';
 import { createLogger, type Logger } from '../../src/adapters/telemetry/logger.js';
 import { Metrics } from '../../src/adapters/telemetry/metrics.js';
+import { CoreTelemetry } from '../../src/adapters/telemetry/core-telemetry.js';
 import { RevocationMetrics } from '../../src/adapters/telemetry/revocation-metrics.js';
 import { RsaKeyMaterial } from '../../src/adapters/crypto/key-material.js';
 import { RevocationFeed } from '../../src/adapters/http/revocation-feed.js';
@@ -113,6 +114,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
     authFailPoints: config.rateLimitAuthFailPoints,
     argon2MaxPerAddress: config.argon2MaxPerAddress,
     propagationSeconds: config.keyPropagationSeconds,
+    telemetry: new CoreTelemetry(metrics, logger),
   });
   cleanups.add(() => core.stop());
   metrics.registerKeyInfo(() => core.keys.keyInfo());

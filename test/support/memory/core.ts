@@ -12,7 +12,7 @@ import { VerifiedCredentials } from '../../../src/core/credentials/verified-cach
 import { KeyManager } from '../../../src/core/keys/key-manager.js';
 import { PlatformService } from '../../../src/core/platforms/platform-service.js';
 import type { GeneratedKey, KeyMaterial, TokenSigner } from '../../../src/core/ports/crypto.js';
-import type { LimiterName, TelemetryEvent } from '../../../src/core/ports/telemetry.js';
+import type { LimiterName, Telemetry, TelemetryEvent } from '../../../src/core/ports/telemetry.js';
 import { RevocationService } from '../../../src/core/revocation/revocation-service.js';
 import { TokenService } from '../../../src/core/tokens/token-service.js';
 import { MemoryAuditSink, MemoryHasher, MemoryRevocationLog, MemorySigner, MemoryStore } from './memory-store.js';
@@ -43,6 +43,8 @@ export interface CoreOptions {
   issuer?: string;
   apiKeyPrefix?: string;
   tokenTtlSeconds?: number;
+  /** Where the core's events also go (the in-process app passes the service's metrics and logs). */
+  telemetry?: Telemetry;
 }
 
 export const ISSUER = 'https://ace.test';
@@ -62,7 +64,12 @@ export async function memoryCore(options: CoreOptions = {}) {
   const signer = new MemorySigner();
   const audit = new MemoryAuditSink();
   const telemetry: TelemetryEvent[] = [];
-  const record = { record: (event: TelemetryEvent) => void telemetry.push(event) };
+  const record = {
+    record: (event: TelemetryEvent) => {
+      telemetry.push(event);
+      options.telemetry?.record(event);
+    },
+  };
   const refusals: LimiterName[] = [];
   const limits = new Limiters(
     {
@@ -73,7 +80,10 @@ export async function memoryCore(options: CoreOptions = {}) {
       authFailPoints: options.authFailPoints ?? 1000,
       authFailWindowSeconds: 60,
     },
-    (limiter) => refusals.push(limiter),
+    (limiter) => {
+      refusals.push(limiter);
+      options.telemetry?.record({ type: 'rate_limited', limiter });
+    },
   );
   // Admin changes as in production: the memory unit of work, wrapped by the cached store (cache drops after commit).
   const memoryUow = new MemoryUnitOfWork(memory, log, audit);
