@@ -112,6 +112,8 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
     tokenTtlSeconds: config.tokenTtlSeconds,
     tokenPoints: config.rateLimitTokenPoints,
     authFailPoints: config.rateLimitAuthFailPoints,
+    tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
+    authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
     argon2MaxPerAddress: config.argon2MaxPerAddress,
     propagationSeconds: config.keyPropagationSeconds,
     telemetry: new CoreTelemetry(metrics, logger),
