@@ -43,7 +43,7 @@ export class ServiceError extends Error {
 }
 
 /** A refusal of a credential check that names the agent behind the key id (for the audit trail only). */
-export class Refusal extends ServiceError {
+export class CredentialRefusal extends ServiceError {
   constructor(
     code: ErrorCode,
     /** The agent whose api_key_id was presented, when it exists (never sent to the client). */
@@ -51,7 +51,7 @@ export class Refusal extends ServiceError {
     detail?: string,
   ) {
     super(code, detail);
-    this.name = 'Refusal';
+    this.name = 'CredentialRefusal';
   }
 }
 

@@ -20,7 +20,7 @@ export interface RefusalBounds {
   processPerWindow?: number;
 }
 
-export interface Refusal {
+export interface TokenRefusal {
   errorCode: string;
   /** The agent behind the presented key id, when it exists. */
   agentId?: string;
@@ -66,7 +66,7 @@ export class RefusalRecorder {
     this.timer.unref();
   }
 
-  refused(refusal: Refusal): void {
+  refused(refusal: TokenRefusal): void {
     if (!refusal.checked) {
       this.unchecked.set(refusal.errorCode, (this.unchecked.get(refusal.errorCode) ?? 0) + 1);
       if (!this.uncheckedExample) this.uncheckedExample = refusal.clientAddress;

@@ -5,10 +5,10 @@
 // its refusal codes become OAuth error codes (RFC 6749 §5.2, RFC 8707). This file only reads the form and
 // renders answers.
 import type { ErrorCode, ServiceError } from '../../core/errors.js';
-import { OAUTH_PROFILE, type TokenService } from '../../core/tokens/token-service.js';
+import { OAUTH_PROFILE, type TokenRequest, type TokenService } from '../../core/tokens/token-service.js';
 import type { PlatformService } from '../../core/platforms/platform-service.js';
 import type { Metrics } from '../telemetry/index.js';
-import { TokenDoor, type TokenRefusals } from './token-door.js';
+import { TokenDoor, type SeenRequest, type TokenRefusals } from './token-door.js';
 import { FormError, formDecode, parseFormBody } from './form-body.js';
 import { UUID_PATTERN } from './schemas/public.js';
 import { bindRoutes, json, MAX_BODY_BYTES, type HttpReply, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
@@ -165,29 +165,24 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
   const metadataBody = JSON.stringify(authorizationServerMetadata(deps));
 
   const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, refusals: deps.refusals });
-  const token = (request: HttpRequest): Promise<HttpReply> => {
-    let basic = false;
-    return door.answer(request, {
-      read: async (seen) => {
-        const params = readForm(request);
-        const client = clientCredentials(request.headers.authorization, params, apiKeyId);
-        basic = client.basic;
-        seen.apiKeyId = client.apiKeyId;
-        const grantType = params.get('grant_type');
-        if (grantType === undefined) throw invalidRequest('grant_type is missing.');
-        if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, 'Only grant_type=client_credentials is supported.');
-        const scopes = requestedScopes(params.get('scope'));
-        // A store outage while reading the domain index is answered like any outage: 503.
-        const platformId = await target(params, domains);
-        seen.platformId = platformId;
-        return { apiKeyId: client.apiKeyId, secret: client.secret, platformId, scopes, profile: OAUTH_PROFILE };
-      },
+  const token = async (request: HttpRequest): Promise<HttpReply> => {
+    const seen: SeenRequest = {};
+    let grant: ClientCredentialsGrant;
+    try {
+      grant = await readGrant(request, seen, apiKeyId, domains);
+    } catch (error) {
       // Refused before the exchange (the form, the client's credentials' format, the target): counted and
       // recorded as the contract's door records a body that fails validation.
-      formRefusal: (error) => (error instanceof OAuthError ? error.reply() : undefined),
-      issued: ({ accessToken, expiresIn, scope }) => json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }, NO_STORE),
-      refused: (refusal) => oauthRefusal(refusal, basic).reply(),
-    });
+      if (error instanceof OAuthError) {
+        door.refusedForm(request, seen);
+        return error.reply();
+      }
+      return oauthRefusal(door.refusedRead(request, seen, error), false).reply();
+    }
+    const outcome = await door.exchange(request, seen, grant.tokenRequest);
+    if ('refused' in outcome) return oauthRefusal(outcome.refused, grant.basic).reply();
+    const { accessToken, expiresIn, scope } = outcome.issued;
+    return json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }, NO_STORE);
   };
 
   const metadata = (): HttpReply => ({
@@ -197,6 +192,27 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
   });
 
   return bindRoutes(oauthRouteTable, { token, metadata });
+}
+
+/** The client credentials grant as the core's TokenRequest; `basic`: a 401 then carries WWW-Authenticate. */
+interface ClientCredentialsGrant {
+  tokenRequest: TokenRequest;
+  basic: boolean;
+}
+
+/** Reads the form, filling `seen` as it learns the key id and the platform; throws an OAuthError (or a store outage). */
+async function readGrant(request: HttpRequest, seen: SeenRequest, apiKeyId: RegExp, domains: DomainIndex): Promise<ClientCredentialsGrant> {
+  const params = readForm(request);
+  const client = clientCredentials(request.headers.authorization, params, apiKeyId);
+  seen.apiKeyId = client.apiKeyId;
+  const grantType = params.get('grant_type');
+  if (grantType === undefined) throw invalidRequest('grant_type is missing.');
+  if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, 'Only grant_type=client_credentials is supported.');
+  const scopes = requestedScopes(params.get('scope'));
+  // A store outage while reading the domain index is answered like any outage: 503.
+  const platformId = await target(params, domains);
+  seen.platformId = platformId;
+  return { tokenRequest: { apiKeyId: client.apiKeyId, secret: client.secret, platformId, scopes, profile: OAUTH_PROFILE }, basic: client.basic };
 }
 
 function readForm(request: HttpRequest): Map<string, string> {
