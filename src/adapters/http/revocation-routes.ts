@@ -314,7 +314,7 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
       poll,
       configuration: () => ({ status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600' }, body: configuration }),
     },
-    { poll: { beforeBody: refuseUnknownToken } },
+    { poll: { onRequest: refuseUnknownToken } },
   );
 }
 

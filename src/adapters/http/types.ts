@@ -117,20 +117,33 @@ export interface RouteDeclaration {
  * Runs on the headers, before a body is read (fastify's onRequest): an answer it returns is sent at once and
  * the body is never read (the refusal of a poll with a wrong feed token costs no body handling).
  */
-export type BeforeBody = (request: HttpRequest) => HttpReply | undefined;
+export type OnRequest = (request: HttpRequest) => HttpReply | undefined;
+
+/**
+ * A request's one lifecycle, in this order; a step that answers (or throws a refusal) ends it there:
+ *   1. `onRequest`, on the headers alone;
+ *   2. the body, read by the server within the size limit (routes that declare one);
+ *   3. `authorize`: the route's own, else the listener's guard for the route's `auth` kind (ServerOptions.guards);
+ *   4. the handler: reads the request, calls the core, renders;
+ *   5. the server's answer: metrics, access log, `X-Request-Id` (every answer, refusals included).
+ */
+export interface RouteHooks {
+  onRequest?: OnRequest;
+  authorize?: Guard;
+}
 
 export interface Route extends RouteDeclaration {
   handler: Handler;
-  beforeBody?: BeforeBody;
+  hooks?: RouteHooks;
 }
 
-/** Joins declarations to their handlers: the compiler insists on one handler per declared route. */
+/** Joins declarations to their handlers (and hooks): the compiler insists on one handler per declared route. */
 export function bindRoutes<K extends string>(
   table: Record<K, RouteDeclaration>,
   handlers: Record<K, Handler>,
-  hooks: Partial<Record<K, { beforeBody: BeforeBody }>> = {},
+  hooks: Partial<Record<K, RouteHooks>> = {},
 ): Route[] {
-  return (Object.keys(table) as K[]).map((key) => ({ ...table[key], handler: handlers[key], ...hooks[key] }));
+  return (Object.keys(table) as K[]).map((key) => ({ ...table[key], handler: handlers[key], hooks: hooks[key] }));
 }
 
 export const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
