@@ -175,7 +175,7 @@ describe('token exchange (core, memory ports)', () => {
 
   it('a full verification line refuses a cold check with 503 before any store read or limiter point', async () => {
     const { request } = await agentOnPlatform(core);
-    core.hasher.full = new ServiceError('service_unavailable', 'busy', { 'Retry-After': '3' });
+    core.hasher.full = new ServiceError('service_unavailable', 'busy', 3);
     const outcome = await exchange(core, request());
     expect(refusedCode(outcome)).toBe('service_unavailable');
     expect(core.hasher.verifications).toBe(0 + 0); // the decoy was hashed at init, nothing verified

@@ -8,6 +8,7 @@ import type { ErrorCode, ServiceError } from '../../core/errors.js';
 import { OAUTH_PROFILE, type TokenRequest, type TokenService } from '../../core/tokens/token-service.js';
 import type { PlatformService } from '../../core/platforms/platform-service.js';
 import type { Metrics } from '../telemetry/index.js';
+import { httpStatus } from './errors.js';
 import { TokenDoor, type SeenRequest, type TokenRefusals } from './token-door.js';
 import { FormError, formDecode, parseFormBody } from './form-body.js';
 import { UUID_PATTERN } from './schemas/public.js';
@@ -335,8 +336,7 @@ class DomainIndex {
 
 /** The core's refusal codes as OAuth errors (RFC 6749 §5.2, RFC 8707 §2); Retry-After is kept. */
 function oauthRefusal(refusal: ServiceError, basic: boolean): OAuthError {
-  const retryAfter = refusal.headers?.['Retry-After'];
-  const retry: Record<string, string> = retryAfter ? { 'Retry-After': retryAfter } : {};
+  const retry: Record<string, string> = refusal.retryAfterSeconds !== undefined ? { 'Retry-After': String(refusal.retryAfterSeconds) } : {};
   const map: Partial<Record<ErrorCode, () => OAuthError>> = {
     invalid_credentials: () => invalidClient(basic, 'Invalid client credentials.'),
     agent_inactive: () => new OAuthError('unauthorized_client', 400, refusal.message),
@@ -346,5 +346,5 @@ function oauthRefusal(refusal: ServiceError, basic: boolean): OAuthError {
     rate_limited: () => new OAuthError('rate_limited', 429, refusal.message, retry),
     service_unavailable: () => new OAuthError('temporarily_unavailable', 503, refusal.message, retry),
   };
-  return map[refusal.code]?.() ?? new OAuthError('server_error', refusal.status >= 500 ? refusal.status : 500, 'Internal error.', retry);
+  return map[refusal.code]?.() ?? new OAuthError('server_error', Math.max(httpStatus(refusal), 500), 'Internal error.', retry);
 }

@@ -7,6 +7,7 @@ import { ServiceError, toServiceError } from '../../core/errors.js';
 import type { Logger } from '../telemetry/index.js';
 import type { Metrics } from '../telemetry/index.js';
 import { clientAddress, type ProxyTrust } from '../../support/client-address.js';
+import { httpStatus } from './errors.js';
 import { framingRefusal, type FramingFields } from './framing.js';
 import { InFlight, type Completion } from './in-flight.js';
 import { LingeringRefusal } from './lingering-refusal.js';
@@ -123,7 +124,7 @@ export class HttpServer {
     for (const [path, routeGroup] of routesByPath(routes)) {
       const group = routeGroup.map((route) => served.get(route)!);
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
-      const methodNotAllowed = refusalReply(new ServiceError('method_not_allowed', undefined, { Allow: allowHeader(routeGroup) }), true);
+      const methodNotAllowed = refusalReply(new ServiceError('method_not_allowed'), { prebuilt: true, headers: { Allow: allowHeader(routeGroup) } });
       this.serve(path, (res, req) => {
         const fields = readFields(req);
         if (this.refusedFraming(res, req, fields)) return;
@@ -137,7 +138,7 @@ export class HttpServer {
       });
     }
     // Made once: a flood of unknown paths builds no error, no stack, no JSON.
-    const notFound = refusalReply(new ServiceError('not_found'), true);
+    const notFound = refusalReply(new ServiceError('not_found'), { prebuilt: true });
     this.serve('/*', (res, req) => {
       if (this.refusedFraming(res, req, readFields(req))) return;
       this.answerError(res, req, 'unmatched', notFound);
@@ -340,7 +341,7 @@ export class HttpServer {
 
   private errorReply(error: unknown, routeName: string): HttpReply {
     const serviceError = toServiceError(error);
-    if (serviceError.status >= 500 && !(error instanceof ServiceError)) {
+    if (!(error instanceof ServiceError) && httpStatus(serviceError) >= 500) {
       // Log the failure without request data: bodies may hold secrets.
       this.options.logger.error({ route: routeName, err: { message: (error as Error)?.message, name: (error as Error)?.name } }, 'request failed');
     }

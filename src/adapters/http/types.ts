@@ -3,6 +3,7 @@
 import type { TObject, TSchema } from '@sinclair/typebox';
 import type { EventType } from '../../core/audit/events.js';
 import type { ServiceError } from '../../core/errors.js';
+import { errorBody, errorHeaders, httpStatus } from './errors.js';
 
 export interface RequestHeaders {
   contentType: string;
@@ -149,15 +150,16 @@ export function bindRoutes<K extends string>(
 export const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 
 /**
- * A refusal as an answer: the contract's Error shape, never cached, with the error's own headers.
- * `prebuilt`: the body as bytes, for an answer made once and sent many times (no string encoding per answer).
+ * A refusal as an answer: the contract's Error shape, never cached, with Retry-After when the error has a
+ * wait, and `headers` of the answer's own (Allow). `prebuilt`: the body as bytes, for an answer made once
+ * and sent many times (no string encoding per answer).
  */
-export function refusalReply(error: ServiceError, prebuilt = false): HttpReply {
-  const body = error.body();
+export function refusalReply(error: ServiceError, options: { prebuilt?: boolean; headers?: Record<string, string> } = {}): HttpReply {
+  const body = errorBody(error);
   return {
-    status: error.status,
-    headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...error.headers },
-    body: prebuilt ? Buffer.from(body) : body,
+    status: httpStatus(error),
+    headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...errorHeaders(error), ...options.headers },
+    body: options.prebuilt ? Buffer.from(body) : body,
   };
 }
 
