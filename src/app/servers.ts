@@ -107,8 +107,8 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
 }
 
 /**
- * How often each process evaluates its readiness on its own. Without it ace_ready and ace_store_up moved
- * only when something asked /readyz, so Prometheus kept reading 1 through a Postgres outage (issue #25).
+ * How often each process evaluates its readiness on its own: ace_ready and ace_store_up must move with
+ * an outage even when nothing asks /readyz, or Prometheus keeps reading 1 through it.
  * One check is a Postgres primary check (one SELECT), a Redis PING and a no-op task per worker pool.
  */
 const READINESS_EVERY_MS = 1000;

@@ -1,5 +1,5 @@
-// What a refused token request leaves behind (issue #23). A durable row per refusal let one client write
-// rows as fast as it could send bad requests (107,000 rows, 18 MB, in 10 s at 32 connections), so:
+// What a refused token request leaves behind, bounded: a durable row per refusal would let one client write
+// rows as fast as it can send bad requests (107,000 rows, 18 MB, in 10 s at 32 connections, measured), so:
 // - a refusal before any credential check (415, 422, 400, a bad profile, a 429 of the per-address
 //   limits, 503) is counted in the metrics (ace_tokens_issued_total{outcome}) and in one sampled log
 //   line per window, never stored;

@@ -52,11 +52,6 @@ export interface OAuthDeps {
   metrics: Metrics;
   /** The contract door's refusal reporting (recorded when a credential check ran, else counted). */
   refusals: TokenRefusals;
-  /**
-   * Hook for the revocation events (the `ssf` work): members merged into the RFC 8414 document, e.g.
-   * the SSF configuration's address. Until it is set, the document names the revocation feed itself.
-   */
-  revocationMetadata?: () => Record<string, unknown>;
 }
 
 /** An OAuth error answer: RFC 6749 §5.2 members, plus the contract's `detail`/`error_code` pair. */
@@ -90,7 +85,7 @@ interface ClientCredentials {
 }
 
 /** RFC 8414 metadata. `issuer` is exactly the tokens' `iss`. */
-export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'publicBaseUrl' | 'revocationMetadata'>): Record<string, unknown> {
+export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'publicBaseUrl'>): Record<string, unknown> {
   const base = deps.publicBaseUrl;
   return {
     issuer: deps.issuer,
@@ -107,7 +102,7 @@ export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'pu
     ace_audience_parameter: 'audience=<platform_id>',
     ace_scope_file_template: `${base}/api/v1/platforms/{platform_id}/scopes.yaml`,
     ace_token_profile: OAUTH_PROFILE,
-    ...(deps.revocationMetadata ? deps.revocationMetadata() : { ace_revocation_feed_template: `${base}/api/v1/platforms/{platform_id}/revocations` }),
+    ace_revocation_feed_template: `${base}/api/v1/platforms/{platform_id}/revocations`,
   };
 }
 
