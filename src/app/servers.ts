@@ -11,13 +11,18 @@ import { publicRoutes } from '../adapters/http/public-routes.js';
 import { oauthRoutes } from '../adapters/http/oauth-routes.js';
 import { adminBearerGuard, adminRoutes } from '../adapters/http/admin-routes.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
+import * as uWS from 'uWebSockets.js';
 import { attachRevocationSockets, revocationRoutes, revocationSocketRoute } from '../adapters/http/revocation-routes.js';
+import { RevocationTransmitter, SocketTopics } from '../adapters/revocation-feed/index.js';
 import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
 import { publicApiDocument } from '../adapters/http/openapi/api-documents.js';
 import type { Stores } from './stores.js';
 import type { Domain } from './domain.js';
 import type { Cleanups } from './cleanups.js';
 import { withDeadline } from './deadline.js';
+
+/** A platform's revocation stream is re-read from the log at most once a second (bus notices sooner). */
+const FEED_STREAM_REUSE_MS = 1000;
 
 export interface Servers {
   public: HttpServer;
@@ -38,7 +43,7 @@ export interface ServerContext {
 
 export function createServers(context: ServerContext, cleanups: Cleanups): Servers {
   const { config, logger, metrics, stores, domain } = context;
-  const { tokens, authenticator, platforms, scopeFiles, keys, audit, revocationFeed, revocationMetrics, agents } = domain;
+  const { tokens, authenticator, platforms, scopeFiles, keys, audit, revocationMetrics, agents } = domain;
   const refusals = new RefusalRecorder(
     audit.sink,
     { perWindow: config.audit.refusalsPerWindow, windowSeconds: config.audit.refusalWindowSeconds },
@@ -50,6 +55,22 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   cleanups.add(() => refusals.close());
   const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics, logger, accessLog: config.accessLog };
 
+  // The public listener's uWS app first: the transmitter pushes on its topics, and its poll route is served by it.
+  const publicApp = uWS.App();
+  const topics = new SocketTopics(publicApp);
+  const revocationFeed = new RevocationTransmitter({
+    log: domain.revocationLog,
+    keys,
+    signer: domain.pools,
+    bus: stores.bus,
+    transport: topics,
+    metrics: revocationMetrics,
+    onError: domain.backgroundFailure,
+    issuer: config.issuer,
+    pollMs: config.revocationPollMs,
+    documentReuseMs: FEED_STREAM_REUSE_MS,
+    heartbeatMs: config.revocationHeartbeatSeconds * 1000,
+  });
   const publicRouteList: Route[] = [
     ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
     ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, platforms, metrics, refusals }),
@@ -59,14 +80,14 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
   const publicServer = new HttpServer(
     publicRouteList,
-    { ...serverOptions, name: 'public', proxy: {
+    { ...serverOptions, name: 'public', app: publicApp, proxy: {
         hops: config.trustProxyHops,
         proxies: parseProxyList(config.trustProxyCidrs).proxies,
         peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
       },
     },
   );
-  const stopSockets = attachRevocationSockets(publicServer.app, revocationFeed, revocationMetrics, {
+  const stopSockets = attachRevocationSockets(publicServer.app, topics, revocationFeed, revocationMetrics, {
     logger,
     feedCredentials: domain.feedCredentials,
     addressOf: (res, req) => publicServer.clientAddressOf(res, req),

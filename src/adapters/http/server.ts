@@ -33,6 +33,8 @@ export interface ServerOptions {
    * Only routes that declare one read Authorization and the client address for it.
    */
   guards?: Partial<Record<Exclude<RouteAuth, 'none'>, Guard>>;
+  /** The uWS app to serve on, when it was made before the server (the revocation transmitter publishes on its topics); else a new one. */
+  app?: uWS.TemplatedApp;
 }
 
 const STATUS_LINES = new Map<number, string>();
@@ -84,7 +86,7 @@ export class HttpServer {
 
   constructor(routes: Route[], private readonly options: ServerOptions) {
     this.proxy = { ...options.proxy, onUntrustedPeer: (peer) => this.untrustedPeer(peer) };
-    this.app = uWS.App();
+    this.app = options.app ?? uWS.App();
     for (const route of routes) {
       // Fail closed: a route that declares an auth kind this listener cannot check is never served.
       if (needsAuth(route) && !options.guards?.[route.auth as Exclude<RouteAuth, 'none'>]) {
