@@ -30,8 +30,8 @@ export interface Servers {
 }
 
 /** What the listeners use of the stores and the domain (tests in process pass memory ports: test/support/in-process.ts). */
-export type ServedStores = Pick<Stores, 'redis' | 'redisStatus'> & { primary: Pick<Stores['primary'], 'check'> };
-export type ServedDomain = Omit<Domain, 'pools' | 'limiters' | 'revocations'> & { pools: Pick<Domain['pools'], 'ping'> };
+export type ServedStores = Pick<Stores, 'redis' | 'redisStatus' | 'bus'> & { primary: Pick<Stores['primary'], 'check'> };
+export type ServedDomain = Omit<Domain, 'pools' | 'limiters' | 'revocations'> & { pools: Pick<Domain['pools'], 'ping' | 'signToken'> };
 
 export interface ServerContext {
   config: Config;
