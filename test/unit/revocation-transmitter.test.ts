@@ -1,11 +1,13 @@
 // The revocation feed's transmitter in process (adapters/revocation-feed), on a log in memory and the memory
 // signer: the head's `live` ranges (the range helpers of feed-document), that they are exactly what the
 // poll serves for any ack / maxEvents (also after entries expire), and that answers for arbitrary requests
-// are slices of one array with only two shapes kept serialised, bounded in bytes and released on demand.
+// are slices of one array with only two shapes kept serialised, bounded in bytes and released on demand;
+// and the per-credential poll budget of the routes.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { liveRangesOf, parseLiveRanges, type LiveRange } from '../../packages/middleware/src/feed-document.js';
 import { firstAbove, pollAnswer, RevocationTransmitter } from '../../src/adapters/revocation-feed/transmitter.js';
 import { LocalBus } from '../../src/adapters/cache/invalidation-bus.js';
+import { PollBudget } from '../../src/adapters/http/poll-budget.js';
 import { MemorySigner } from '../support/memory/memory-store.js';
 import type { RevocationEntry, RevocationStore } from '../../src/core/ports/revocation-log.js';
 
@@ -220,5 +222,22 @@ describe('RevocationTransmitter: answers for arbitrary requests', () => {
     expect(feed.pollNow(PLATFORM, request)).toBe(first);
     // Any other request is a slice of the same array, answered synchronously too.
     expect(JSON.parse(feed.pollNow(PLATFORM, { maxEvents: 1 })!.toString()).sets).toHaveProperty(`${PLATFORM}:1`);
+  });
+});
+
+describe('PollBudget (adapters/http/poll-budget.ts): polls per feed credential', () => {
+  it('allows the burst, then perSecond, per credential; a deleted credential loses its bucket', () => {
+    const budget = new PollBudget({ perSecond: 2, burst: 4 });
+    const at = 1_000_000;
+    const taken = (id: string, now: number, n: number) => Array.from({ length: n }, () => budget.take(id, PLATFORM, now)).filter(Boolean).length;
+    expect(taken('a', at, 10)).toBe(4);
+    expect(taken('b', at, 10)).toBe(4); // another credential: its own bucket
+    expect(taken('a', at + 500, 10)).toBe(1); // half a second: one more
+    expect(taken('a', at + 10_000, 10)).toBe(4); // never more than the burst
+    expect(budget.size).toBe(2);
+    budget.release(PLATFORM, (_platform, id) => id === 'b');
+    expect(budget.size).toBe(1);
+    budget.release(undefined, () => false);
+    expect(budget.size).toBe(0);
   });
 });

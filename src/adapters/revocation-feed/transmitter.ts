@@ -451,9 +451,9 @@ export class RevocationTransmitter {
         const stream = await this.stream(platformId, true);
         if (!stream || stream.head <= from) return;
         const fresh = stream.sets.slice(firstAbove(stream.sets, from));
-        const head = await this.headSet(platformId, stream);
+        // The SETs at once; the head (signed for this stream's live ranges) after them.
         for (const set of fresh) this.transport.publish(platformId, set.jws);
-        this.transport.publish(platformId, head.jws);
+        this.transport.publish(platformId, (await this.headSet(platformId, stream)).jws);
         this.pushed.set(platformId, stream.head);
         const now = Date.now();
         // Publish-to-send: from the admin write (bus message time, else the entry's creation) to this send.
