@@ -94,6 +94,34 @@ describe("the signed head's live ranges", () => {
   });
 });
 
+describe('the WebSocket push', () => {
+  it('signs the same live ranges in its catch-up and in each push', async () => {
+    const { feed_token: feedToken } = await admin.createFeedCredential(platform.platform_id);
+    const WebSocket = (await import('ws')).default;
+    const url = `${service.publicUrl.replace(/^http/, 'ws')}/api/v1/platforms/${platform.platform_id}/revocations/ws?since=0`;
+    const socket = new WebSocket(url, ['ace-feed'], { headers: { authorization: `Bearer ${feedToken}` } });
+    const frames: Record<string, any>[] = [];
+    socket.on('message', (data: Buffer) => frames.push(JSON.parse(Buffer.from(data.toString().split('.')[1], 'base64url').toString())));
+    try {
+      const heads = () => frames.filter((f) => String(f.jti).endsWith(':head'));
+      await waitFor('the catch-up head', () => heads().length > 0);
+      const catchUp = heads()[0].events[HEAD_EVENT] as { seq: number; live: LiveRange[] };
+      const caughtUp = frames.slice(0, frames.indexOf(heads()[0])).map((f) => Number(String(f.jti).split(':')[1]));
+      expect(parseLiveRanges(catchUp.live, catchUp.seq)).toBeDefined();
+      expect(caughtUp).toEqual(expand(catchUp.live));
+      await appendEntry();
+      const seq = catchUp.seq + 1;
+      await waitFor('the pushed SET and its head', () => heads().some((h) => h.events[HEAD_EVENT].seq === seq));
+      const pushed = heads().find((h) => h.events[HEAD_EVENT].seq === seq)!.events[HEAD_EVENT] as { seq: number; live: LiveRange[] };
+      expect(frames.some((f) => f.jti === `${platform.platform_id}:${seq}`)).toBe(true);
+      expect(expand(pushed.live)).toContain(seq);
+      expect(parseLiveRanges(pushed.live, pushed.seq)).toBeDefined();
+    } finally {
+      socket.close();
+    }
+  });
+});
+
 describe('a varied poll flood from one valid credential', () => {
   it('is answered 429 + Retry-After beyond the budget, keeps memory bounded, and deleting the credential releases it', async () => {
     for (let i = 0; i < 5; i++) await appendEntry();
@@ -121,7 +149,7 @@ describe('a varied poll flood from one valid credential', () => {
     expect(retryAfter).toBe('1');
     const text = await metrics();
     expect(metricSum(text, 'ace_revocation_feed_refused_total', { transport: 'poll', reason: 'budget' })).toBe(statuses[429]);
-    // This credential's bucket, and the one of the credential the first test polled with.
+    // This credential's bucket, and the one of the credential the first test polled with (the socket's never polled).
     expect(metricSum(text, 'ace_revocation_poll_budgets')).toBe(2);
     // At most four kept answers of this stream (a few KB here); the whole cache is bounded at 16 MiB.
     expect(metricSum(text, 'ace_revocation_poll_answer_cache_bytes')).toBeLessThanOrEqual(64 * 1024);
