@@ -62,7 +62,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   // The public listener's uWS app first: the transmitter pushes on its topics, and its poll route is served by it.
   const publicApp = uWS.App();
   const topics = new SocketTopics(publicApp);
-  const revocationFeed = new RevocationTransmitter({
+  const transmitter = new RevocationTransmitter({
     log: domain.revocationLog,
     keys,
     signer: domain.pools,
@@ -78,7 +78,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const publicRouteList: Route[] = [
     ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
     ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, platforms, metrics, refusals }),
-    ...revocationRoutes({ feed: revocationFeed, feedCredentials: domain.feedCredentials, metrics: revocationMetrics }, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
+    ...revocationRoutes({ transmitter, feedCredentials: domain.feedCredentials, metrics: revocationMetrics }, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
@@ -91,17 +91,17 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
       },
     },
   );
-  const stopSockets = attachRevocationSockets(publicServer.app, topics, revocationFeed, revocationMetrics, {
+  const stopSockets = attachRevocationSockets(publicServer.app, topics, transmitter, revocationMetrics, {
     logger,
     feedCredentials: domain.feedCredentials,
     addressOf: (res, req) => publicServer.clientAddressOf(res, req),
     maxPerAddress: config.revocationWsMaxPerAddress,
     maxTotal: config.revocationWsMax,
   });
-  revocationFeed.start();
+  transmitter.start();
   cleanups.add(() => {
     stopSockets();
-    revocationFeed.stop();
+    transmitter.stop();
   });
 
   const authLimiter = new AdminAuthLimiter(

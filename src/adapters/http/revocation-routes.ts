@@ -210,7 +210,7 @@ export function offeredProtocols(header: string): { token: string; feed: boolean
 }
 
 export interface RevocationRouteDeps {
-  feed: RevocationTransmitter;
+  transmitter: RevocationTransmitter;
   feedCredentials: Pick<FeedCredentialService, 'verify' | 'verifyNow' | 'generation' | 'isLive' | 'onChange' | 'hasCredentials'>;
   metrics: Pick<RevocationMetrics, 'refused' | 'registerPollBudgets'>;
   /** Polls per second each feed credential may send to this process, and the burst above that. */
@@ -229,13 +229,13 @@ const OVER_BUDGET_REPLY = refusalReply(
 );
 
 export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
-  const { feed, feedCredentials, metrics } = deps;
+  const { transmitter, feedCredentials, metrics } = deps;
   const budget = new PollBudget(deps.pollBudget ?? POLL_BUDGET);
-  metrics.registerPollBudgets(() => ({ credentials: budget.size, answerCacheBytes: feed.answerCacheBytes }));
+  metrics.registerPollBudgets(() => ({ credentials: budget.size, answerCacheBytes: transmitter.answerCacheBytes }));
   // A deleted credential's bucket goes with it; a platform left without credentials drops its cached answers.
   feedCredentials.onChange((platformId) => {
     budget.release(platformId, (platform, id) => feedCredentials.isLive(platform, id));
-    if (platformId !== undefined && !feedCredentials.hasCredentials(platformId)) feed.release(platformId);
+    if (platformId !== undefined && !feedCredentials.hasCredentials(platformId)) transmitter.release(platformId);
   });
   // Poll bodies already parsed and validated (a receiver sends the same body until a new SET arrives, and a
   // flood repeats one): the last one compared byte for byte first, then a map keyed by the bytes, bounded,
@@ -316,7 +316,7 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
     const { platformId, credentialId } = verdict;
     if (!budget.take(credentialId, platformId)) return overBudget();
     const body = pollRequest(request);
-    const cached = feed.pollNow(platformId, body);
+    const cached = transmitter.pollNow(platformId, body);
     if (cached !== undefined) return { status: 200, headers: POLL_HEADERS, body: cached };
     return answer(platformId, body);
   };
@@ -331,7 +331,7 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
     return OVER_BUDGET_REPLY;
   };
   const answer = async (platformId: string, body: PollRequest): Promise<HttpReply> => {
-    const set = await feed.poll(platformId, body);
+    const set = await transmitter.poll(platformId, body);
     if (set === undefined) return UNAUTHORIZED_REPLY;
     return { status: 200, headers: POLL_HEADERS, body: set };
   };
@@ -370,7 +370,7 @@ export interface SocketOptions {
  * the re-signed head every heartbeat (RevocationTransmitter). `topics` is the transmitter's transport, made
  * on this app before it. Returns a stop function.
  */
-export function attachRevocationSockets(app: uWS.TemplatedApp, topics: SocketTopics, feed: RevocationTransmitter, metrics: RevocationMetrics, options: SocketOptions): () => void {
+export function attachRevocationSockets(app: uWS.TemplatedApp, topics: SocketTopics, transmitter: RevocationTransmitter, metrics: RevocationMetrics, options: SocketOptions): () => void {
   /** Open sockets per platform, to close those whose credential was deleted. */
   const sockets = new Map<string, Set<uWS.WebSocket<SocketData>>>();
   /** Places taken per client address, and in total: from the cap check (before the upgrade) to the close. */
@@ -459,7 +459,7 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, topics: SocketTop
       if (!options.feedCredentials.isLive(data.platformId, data.credentialId)) ws.end(CLOSE_CREDENTIAL_REVOKED, 'feed credential revoked');
       metrics.subscriberDelta(1);
       // Subscribed first, then the catch-up: an entry appended in between arrives twice, never zero times.
-      feed.subscribed(data.platformId, data.since).then(
+      transmitter.subscribed(data.platformId, data.since).then(
         (sets) => {
           if (data.closed) return;
           ws.cork(() => {
