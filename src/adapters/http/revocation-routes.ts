@@ -283,38 +283,39 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
   };
   // The headers' verdict on a live token, kept for the same request's handler (uWS calls the two back to back
   // when the body came with the headers): reused only while the credential index has not changed since.
-  let accepted: { request: HttpRequest; platformId: string; credentialId: string; generation: number } | undefined;
-  const acceptedCredential = (request: HttpRequest): { platformId: string; credentialId: string } | undefined => {
+  let accepted: { request: HttpRequest; platformId: string; generation: number } | undefined;
+  const acceptedPlatform = (request: HttpRequest): string | undefined => {
     if (accepted === undefined || accepted.request !== request || accepted.generation !== feedCredentials.generation) return undefined;
-    const verdict = accepted;
+    const { platformId } = accepted;
     accepted = undefined;
-    return verdict;
+    return platformId;
   };
-  // A token known to be wrong is refused on the headers: its body is never read. Checked from memory
-  // (FeedCredentialService): a flood of wrong tokens or unknown platforms costs no query.
-  const refuseUnknownToken = (request: HttpRequest): HttpReply | undefined => {
+  // A token known to be wrong, or a credential past its poll budget, is refused on the headers: its body is
+  // never read. Checked from memory (FeedCredentialService): a flood of wrong tokens or unknown platforms
+  // costs no query. A credential's budget is taken here once per request.
+  const refuseOnHeaders = (request: HttpRequest): HttpReply | undefined => {
     const platformId = platformOf(request.params.platform_id);
     if (platformId === undefined) return undefined; // the handler answers 422
     const known = feedCredentials.verifyNow(platformId, tokenOf(request.headers.authorization));
     if (known === null) return unauthorized();
-    if (known !== undefined) accepted = { request, platformId, credentialId: known, generation: feedCredentials.generation };
+    if (known === undefined) return undefined;
+    if (!budget.take(known, platformId)) return overBudget();
+    accepted = { request, platformId, generation: feedCredentials.generation };
     return undefined;
   };
   // The hot path answers synchronously (no promise round, like the JWKS): a current token index and a
   // serialised answer in memory. Otherwise the same checks, awaited.
   const poll = (request: HttpRequest): HttpReply | Promise<HttpReply> => {
-    let verdict = acceptedCredential(request);
-    if (verdict === undefined) {
+    let platformId = acceptedPlatform(request);
+    if (platformId === undefined) {
       // The headers' verdict is gone (the index changed, or another request's headers came in between): again.
-      const refused = refuseUnknownToken(request);
+      const refused = refuseOnHeaders(request);
       if (refused) return refused;
-      verdict = acceptedCredential(request);
+      platformId = acceptedPlatform(request);
       // Not a UUID (platformParam answers 422), or not decidable from memory now (a reload in progress): the
       // token first, the body after, as on the hot path.
-      if (verdict === undefined) return slowPoll(platformParam(request.params.platform_id), tokenOf(request.headers.authorization), request);
+      if (platformId === undefined) return slowPoll(platformParam(request.params.platform_id), tokenOf(request.headers.authorization), request);
     }
-    const { platformId, credentialId } = verdict;
-    if (!budget.take(credentialId, platformId)) return overBudget();
     const body = pollRequest(request);
     const cached = transmitter.pollNow(platformId, body);
     if (cached !== undefined) return { status: 200, headers: POLL_HEADERS, body: cached };
@@ -342,7 +343,7 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
       poll,
       configuration: () => ({ status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600' }, body: configuration }),
     },
-    { poll: { beforeBody: refuseUnknownToken } },
+    { poll: { beforeBody: refuseOnHeaders } },
   );
 }
 
