@@ -84,11 +84,12 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
   const publicServer = new HttpServer(
     publicRouteList,
-    { ...serverOptions, name: 'public', app: publicApp, proxy: {
+    { ...serverOptions, name: 'public', proxy: {
         hops: config.trustProxyHops,
         proxies: parseProxyList(config.trustProxyCidrs).proxies,
         peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
       },
+      app: publicApp,
     },
   );
   const stopSockets = attachRevocationSockets(publicServer.app, topics, transmitter, revocationMetrics, {
