@@ -409,7 +409,8 @@ export class RevocationTransmitter {
       if (now - stream.usedAt >= STREAM_IDLE_MS && !subscribed.has(platformId) && !this.loading.has(platformId)) {
         this.dropAnswers(stream);
         this.streams.delete(platformId);
-      } else if (now - stream.checkedAt >= this.options.documentReuseMs || !this.headIsCurrent(stream, now)) {
+      } else if (now - stream.checkedAt >= this.options.documentReuseMs || now - (stream.headSet?.signedAt ?? 0) >= this.options.heartbeatMs / 2) {
+        // Stale: the next poll reads the stream again or signs a new head, and these answers would not serve.
         this.dropAnswers(stream);
       }
     }
