@@ -212,6 +212,22 @@ describe('RevocationTransmitter: answers for arbitrary requests', () => {
     expect(feed.answerCacheBytes).toBeLessThanOrEqual(1000);
   });
 
+  it('frees kept answers on its timer once they can no longer be served (the stream due to be read again)', async () => {
+    vi.useFakeTimers();
+    const log = new Log();
+    for (let i = 0; i < 5; i++) log.add(600_000);
+    const { feed } = transmitter(log);
+    feed.start();
+    try {
+      await poll(feed, { maxEvents: 1000 });
+      expect(feed.answerCacheBytes).toBeGreaterThan(0);
+      await vi.advanceTimersByTimeAsync(2_500); // past documentReuseMs: nobody polled, the sweep frees them
+      expect(feed.answerCacheBytes).toBe(0);
+    } finally {
+      feed.stop();
+    }
+  });
+
   it('a request repeated on a steady stream is answered synchronously from memory (pollNow)', async () => {
     const log = new Log();
     log.add(60_000);
