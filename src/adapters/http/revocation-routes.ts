@@ -37,8 +37,9 @@ export const SSF_CONFIGURATION_PATH = '/.well-known/ssf-configuration';
 const UUID = new RegExp(UUID_PATTERN);
 const SEQ = /^(0|[1-9]\d{0,15})$/;
 const BEARER = /^Bearer +(\S+) *$/i;
-/** A receiver polls about once a second; this leaves room for a few replicas sharing a credential, and paging. */
-export const POLL_BUDGET = { perSecond: 20, burst: 40 };
+/** Polls per second each feed credential may send to one process, and the burst above that: a receiver polls
+ * about once a second; this leaves room for replicas sharing a credential, and for paging. */
+const POLL_BUDGET = { perSecond: 20, burst: 40 };
 const POLL_BUDGET_TEXT = `${POLL_BUDGET.perSecond} polls a second (bursts of ${POLL_BUDGET.burst})`;
 /** Seconds a receiver refused by a WebSocket cap waits (it polls meanwhile). */
 const PER_ADDRESS_RETRY_AFTER = 30;
@@ -213,8 +214,6 @@ export interface RevocationRouteDeps {
   transmitter: RevocationTransmitter;
   feedCredentials: Pick<FeedCredentialService, 'verify' | 'verifyNow' | 'generation' | 'isLive' | 'onChange' | 'hasCredentials'>;
   metrics: Pick<RevocationMetrics, 'refused' | 'registerPollBudgets'>;
-  /** Polls per second each feed credential may send to this process, and the burst above that. */
-  pollBudget?: { perSecond: number; burst: number };
 }
 
 
@@ -230,7 +229,7 @@ const OVER_BUDGET_REPLY = refusalReply(
 
 export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
   const { transmitter, feedCredentials, metrics } = deps;
-  const budget = new PollBudget(deps.pollBudget ?? POLL_BUDGET);
+  const budget = new PollBudget(POLL_BUDGET);
   metrics.registerPollBudgets(() => ({ credentials: budget.size, answerCacheBytes: transmitter.answerCacheBytes }));
   // A deleted credential's bucket goes with it; a platform left without credentials drops its cached answers.
   feedCredentials.onChange((platformId) => {
