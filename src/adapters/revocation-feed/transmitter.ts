@@ -368,13 +368,14 @@ export class RevocationTransmitter {
     const first = firstAbove(sets, this.fromOf(platformId, request));
     const max = request.maxEvents ?? DEFAULT_MAX_EVENTS;
     const end = Math.min(sets.length, first + max);
-    // Only the shapes receivers send are kept: from the start (a new receiver) and past the last SET (up to date).
-    const cacheable = first === 0 || first === sets.length;
+    // Only the shapes receivers send are kept: from the start (a new receiver) and past the last SET (up to date);
+    // and only on the stream and head in force (a stream replaced meanwhile would keep them out of the sweep's sight).
+    const cacheable = (first === 0 || first === sets.length) && stream.headSet === head && this.streams.get(platformId) === stream;
     const key = `${first}:${end}`;
-    let body = cacheable && stream.headSet === head ? stream.answers.get(key) : undefined;
+    let body = cacheable ? stream.answers.get(key) : undefined;
     if (body === undefined) {
       body = pollAnswer(sets, first, end, head.member);
-      if (cacheable && stream.headSet === head) this.keepAnswer(stream, key, body);
+      if (cacheable) this.keepAnswer(stream, key, body);
     }
     if (stream.answers.get(key) === body) stream.lastAnswer = { request, body };
     return body;
