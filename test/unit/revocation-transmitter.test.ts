@@ -199,6 +199,22 @@ describe('RevocationTransmitter: answers for arbitrary requests', () => {
     expect(feed.answerCacheBytes).toBe(0);
   });
 
+  it('after polls interleaved with the stream being read again, releasing the platform leaves no kept bytes counted', async () => {
+    const log = new Log();
+    log.add(60_000);
+    const { feed } = transmitter(log);
+    for (let round = 0; round < 20; round++) {
+      const polls = [feed.poll(PLATFORM, { maxEvents: 1000 }), feed.poll(PLATFORM, { ack: [`${PLATFORM}:${log.head}`] })];
+      log.add(60_000);
+      feed.notify([PLATFORM]); // the next poll reads the stream again while these are on their way
+      polls.push(feed.poll(PLATFORM, { maxEvents: 1000 }));
+      await Promise.all(polls);
+    }
+    expect(feed.answerCacheBytes).toBeGreaterThan(0);
+    feed.release(PLATFORM);
+    expect(feed.answerCacheBytes).toBe(0);
+  });
+
   it('keeps no more answer bytes than its bound, over every platform (answers beyond it are computed, not kept)', async () => {
     const log = new Log();
     for (let i = 0; i < 50; i++) log.add(60_000);
