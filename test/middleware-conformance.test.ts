@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { createVerifier } from '../packages/middleware/src/verifier.js';
 import { JwksCache } from '../packages/middleware/src/jwks-cache.js';
-import { RevocationFeed } from '../packages/middleware/src/revocation-feed.js';
+import { RevocationReceiver } from '../packages/middleware/src/revocation-feed.js';
 
 const DIR = new URL('../conformance/', import.meta.url);
 const read = (name: string) => JSON.parse(readFileSync(new URL(name, DIR), 'utf8'));
@@ -144,14 +144,14 @@ function feedFor(exchanges: { answer: unknown }[] = []) {
   const { fetchStub, polls } = standIn(exchanges);
   const warnings: string[] = [];
   const jwksCache = new JwksCache({ url: 'https://ace.example.test/.well-known/jwks.json', fetch: fetchStub, cooldownMs: 0, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 1000 });
-  const feed = new RevocationFeed(
+  const feed = new RevocationReceiver(
     { serviceUrl: 'https://ace.example.test', platformId: sets.platform_id, issuer: sets.issuer, feedToken: 'acef_conformance', jwks: jwksCache, fetch: fetchStub, clockToleranceSeconds: sets.clock_tolerance_seconds, now: () => sets.now * 1000 },
     { webSocket: false, staleAfterSeconds: 15, warn: (message) => warnings.push(message) },
   );
   return { feed, polls, warnings, close: () => (feed.close(), jwksCache.close()) };
 }
 
-function verdictOf(feed: RevocationFeed, check: Check): 'accept' | 'revoked' {
+function verdictOf(feed: RevocationReceiver, check: Check): 'accept' | 'revoked' {
   if (feed.isVoidKey(check.kid)) return 'revoked';
   return feed.check({ sub: check.sub, iat: check.iat }) === 'revoked' ? 'revoked' : 'accept';
 }
