@@ -172,7 +172,7 @@ describe('verifier answers', () => {
     const token = (scope: string) =>
       new SignJWT({ scope, svc_token_profile: 'svc-native-jwt' })
         .setProtectedHeader({ alg: 'RS256', kid: 'k1', typ: 'JWT' })
-        .setIssuer('http://ace.test')
+        .setIssuer('https://ace.test')
         .setAudience(PLATFORM)
         .setSubject('agent-1')
         .setIssuedAt()
