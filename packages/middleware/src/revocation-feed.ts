@@ -80,7 +80,7 @@ export interface RevocationFeedOptions {
   handshakeTimeoutSeconds?: number;
   /** Timeout of a document fetch. Default 5000. */
   timeoutMs?: number;
-  /** Called on loud events (feed stale, document rejected). Default console.warn. */
+  /** Called on loud events (feed stale, a gap, SET rejected, feed token refused). Default console.warn. */
   warn?: (message: string, detail?: Record<string, unknown>) => void;
 }
 
@@ -91,9 +91,9 @@ export interface RevocationFeedStats {
   seq: number;
   /** The last signed head lists SETs this copy lacks (dropped in transit): it is not fresh until they arrive. */
   gap: boolean;
-  /** ms since the epoch: the copy is proven current as of then (the last signed head we were in sync with; 0: never). */
+  /** ms since the epoch: the copy is proven current as of then (the last signed head whose live SETs were all held; 0: never). */
   lastContactAt: number;
-  /** Unreachable for longer than the bound. */
+  /** Not proven current for longer than staleAfterSeconds (feed cut, or a gap): failMode applies. */
   stale: boolean;
   /** Tokens accepted while stale (failMode "open"). */
   acceptedWhileStale: number;
