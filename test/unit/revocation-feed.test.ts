@@ -1,6 +1,8 @@
-// The middleware's revocation feed logic in process (no service; the JWKS and poll answers are served by a
-// fetch stand-in): which tokens a SET hits, expiry, void keys, rejected SETs, the signed head as the only
-// proof of freshness (gap -> poll at once), the staleness bounds, and the unknown-kid fetch of key retirement.
+// The middleware's revocation receiver in process (no service; the JWKS and poll answers are served by a
+// fetch stand-in, sockets by stand-ins): which tokens a SET hits, void keys, rejected SETs, the signed head as
+// the only proof of freshness (gap -> poll at once, spaced), the staleness bounds, the unknown-kid fetch of
+// key retirement, and a transport that cannot hang: polls while an upgrade hangs or a socket is silent, an
+// unanswered upgrade abandoned and counted. The rules alone, on a fake clock: revocation-rules.test.ts.
 import { describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { JwksCache } from '../../packages/middleware/src/jwks-cache.js';
@@ -185,6 +187,18 @@ describe('revocation feed transport: nothing can make it hang', () => {
     await until('polls while no socket is open', () => polls().length >= 4);
     expect(feed.stats()).toMatchObject({ connected: false, lastSocketDrop: 'handshake timeout' });
     expect(made[0].closed).toBe(true);
+    feed.close();
+  });
+
+  it('while an upgrade hangs (long before its timeout), the feed is polled every period', async () => {
+    const { made, FakeSocket } = fakeSockets();
+    const { feed, polls } = await setup({ webSocket: FakeSocket as never, handshakeTimeoutSeconds: 600, pollIntervalSeconds: 0.02 });
+    await feed.start();
+    await until('a socket connecting', () => made.length === 1);
+    const before = polls().length;
+    await until('polls while the socket connects', () => polls().length >= before + 3);
+    expect(made).toHaveLength(1);
+    expect(feed.stats()).toMatchObject({ connected: false, socketDrops: 0 });
     feed.close();
   });
 
