@@ -3,7 +3,8 @@
 // WebSocket frames), and one that swallows the WebSocket upgrade. The promise: with failMode "closed", a
 // deactivated agent's token is refused within staleAfterSeconds + 3 s and stays refused, also once the proxy
 // passes everything again; with the upgrade swallowed, good tokens keep 200 and a revoked one is refused
-// within the poll interval + 2 s.
+// within the poll interval + 2 s. And the other side of the rule: SETs that expired (purged) are no gap, so a
+// platform that starts after a purge is current at once.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type ServiceHandle } from './support/service.js';
 import { AdminClient, type PlatformRecord } from '../kit/admin.js';
@@ -24,8 +25,14 @@ let admin: AdminClient;
 let shop: PlatformRecord;
 let feedToken: string;
 
+/** Entries expire TTL_SECONDS after the change (no clock skew, no slack): the purge test waits for one. */
+const TTL_SECONDS = 10;
+
 beforeAll(async () => {
-  service = await startService({ mode: 'embedded' });
+  service = await startService({
+    mode: 'embedded',
+    env: { TOKEN_TTL_SECONDS: String(TTL_SECONDS), KEY_CLOCK_SKEW_SECONDS: '0', REVOCATION_ISSUED_SLACK_SECONDS: '0' },
+  });
   admin = new AdminClient(service);
   shop = await admin.createPlatform({ name: 'Shop', scopes: [{ name: 'read' }] });
   feedToken = await admin.feedToken(shop.platform_id);
@@ -122,6 +129,43 @@ describe('a proxy that swallows the WebSocket upgrade', () => {
 
       await waitFor('the swallowed upgrade counted as a drop', () => (platform.verifier.revocationStats()!.socketDrops ?? 0) > 0, 10_000, 50);
       expect(platform.verifier.revocationStats()).toMatchObject({ connected: false, lastSocketDrop: 'handshake timeout', stale: false });
+    } finally {
+      await platform.close();
+      await proxy.close();
+    }
+  }, 60_000);
+});
+
+describe('expired is not dropped', () => {
+  it('a platform that starts after SETs were purged is current at once: the head proves them expired', async () => {
+    const headOf = async () => {
+      const response = await fetch(`${service.publicUrl}/api/v1/platforms/${shop.platform_id}/revocations`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${feedToken}` },
+        body: JSON.stringify({ returnImmediately: true }),
+      });
+      const { sets } = (await response.json()) as { sets: Record<string, string> };
+      const payload = JSON.parse(Buffer.from(sets[`${shop.platform_id}:head`]!.split('.')[1]!, 'base64url').toString());
+      return payload.events['urn:agent-credential-exchange:secevent:stream-head'] as { seq: number; live?: [number, number][] };
+    };
+    /** Some sequence up to the head is no longer live: its entry expired. */
+    const somePurged = (head: { seq: number; live?: [number, number][] }) =>
+      Array.isArray(head.live) && head.live.reduce((count, [from, to]) => count + to - from + 1, 0) < head.seq;
+    // The earlier tests' entries have expired by now; alone, this test makes one and waits TTL_SECONDS.
+    if (!somePurged(await headOf())) {
+      const { agent } = await grantedAgentToken('purged');
+      await admin.patchAgent(agent.agent_id, { status: 'inactive' });
+      await waitFor('an entry purged', async () => somePurged(await headOf()), (TTL_SECONDS + 10) * 1000, 250);
+    }
+    const { seq } = await headOf();
+
+    const proxy = await startFeedProxy(service.publicUrl);
+    const platform = await platformBehind(proxy, { webSocket: false });
+    try {
+      expect(platform.verifier.revocationStats()).toMatchObject({ stale: false, gap: false });
+      expect(platform.verifier.revocationStats()!.seq).toBeGreaterThanOrEqual(seq);
+      const { token: good } = await grantedAgentToken('after-purge');
+      expect((await call(platform.url, good)).status).toBe(200);
     } finally {
       await platform.close();
       await proxy.close();
