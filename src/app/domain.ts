@@ -5,6 +5,7 @@ import type { Config } from '../config/config.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
 import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { CoreTelemetry } from '../adapters/telemetry/core-telemetry.js';
+import { declareKeyMetrics } from '../adapters/telemetry/key-metrics.js';
 import { RevocationMetrics } from '../adapters/telemetry/revocation-metrics.js';
 import { CryptoPools } from '../adapters/crypto/pools.js';
 import { RsaKeyMaterial } from '../adapters/crypto/key-material.js';
@@ -110,7 +111,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   });
   await keys.start();
   cleanups.add(() => keys.stop());
-  metrics.registerKeyInfo(() => keys.keyInfo());
+  declareKeyMetrics(metrics.registry, () => keys.keyInfo());
 
   const authenticator = new Authenticator({
     store,

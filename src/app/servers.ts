@@ -25,7 +25,7 @@ export interface Servers {
 }
 
 /** What the listeners use of the stores and the domain (tests in process pass memory ports: test/support/in-process.ts). */
-export type ServedStores = Pick<Stores, 'redis' | 'redisStatus'> & { primary: Pick<Stores['primary'], 'check'> };
+export type ServedStores = Pick<Stores, 'redis' | 'redisStatus'> & { primary: Pick<Stores['primary'], 'check'>; store: Pick<Stores['store'], 'redisCacheTrusted'> };
 export type ServedDomain = Omit<Domain, 'pools' | 'limiters' | 'revocations'> & { pools: Pick<Domain['pools'], 'ping'> };
 
 export interface ServerContext {
@@ -107,8 +107,8 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
 }
 
 /**
- * How often each process evaluates its readiness on its own. Without it ace_ready and ace_store_up moved
- * only when something asked /readyz, so Prometheus kept reading 1 through a Postgres outage (issue #25).
+ * How often each process evaluates its readiness on its own: ace_ready and ace_store_up must move with
+ * an outage even when nothing asks /readyz, or Prometheus keeps reading 1 through it.
  * One check is a Postgres primary check (one SELECT), a Redis PING and a no-op task per worker pool.
  */
 const READINESS_EVERY_MS = 1000;
@@ -163,7 +163,13 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
       postgres: postgresUp,
       postgres_primary: postgres.server,
       redis: redisStatus ? redisUp : 'not configured',
-      ...(redisStatus ? { redis_topology: redis ? redis.detail : { topology: redisStatus.topology.kind, problem: 'no answer within 1 s' } } : {}),
+      ...(redisStatus
+        ? {
+            redis_topology: redis
+              ? { ...redis.detail, cache: stores.store.redisCacheTrusted ? 'in use' : 'bypassed until swept' }
+              : { topology: redisStatus.topology.kind, problem: 'no answer within 1 s' },
+          }
+        : {}),
       worker_pools: poolsUp,
       signing_key: signingKey,
       shutting_down: draining,

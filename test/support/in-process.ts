@@ -10,6 +10,7 @@ import { loadConfig, type Config } from '../../src/config/config.js';
 import { createLogger, type Logger } from '../../src/adapters/telemetry/logger.js';
 import { Metrics } from '../../src/adapters/telemetry/metrics.js';
 import { CoreTelemetry } from '../../src/adapters/telemetry/core-telemetry.js';
+import { declareKeyMetrics } from '../../src/adapters/telemetry/key-metrics.js';
 import { RevocationMetrics } from '../../src/adapters/telemetry/revocation-metrics.js';
 import { RsaKeyMaterial } from '../../src/adapters/crypto/key-material.js';
 import { RevocationFeed } from '../../src/adapters/http/revocation-feed.js';
@@ -112,12 +113,14 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
     tokenTtlSeconds: config.tokenTtlSeconds,
     tokenPoints: config.rateLimitTokenPoints,
     authFailPoints: config.rateLimitAuthFailPoints,
+    tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
+    authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
     argon2MaxPerAddress: config.argon2MaxPerAddress,
     propagationSeconds: config.keyPropagationSeconds,
     telemetry: new CoreTelemetry(metrics, logger),
   });
   cleanups.add(() => core.stop());
-  metrics.registerKeyInfo(() => core.keys.keyInfo());
+  declareKeyMetrics(metrics.registry, () => core.keys.keyInfo());
   const revocationMetrics = new RevocationMetrics(metrics.registry);
   const revocationFeed = new RevocationFeed({
     log: core.log,
@@ -151,6 +154,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
       stores: {
         redis: undefined,
         redisStatus: undefined,
+        store: core.store,
         primary: { check: async () => ({ writable: !core.memory.down, server: 'memory' }) },
       },
       domain,

@@ -22,6 +22,7 @@ import {
   EVENT_SIGNING_KEY_RETIRED,
   EVENT_STREAM_HEAD,
 } from '@agent-credential-exchange/middleware/feed-document';
+import { HttpError } from './errors.js';
 import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
 
 export const FEED_PATH = '/api/v1/platforms/:platform_id/revocations';
@@ -42,7 +43,7 @@ const TOTAL_RETRY_AFTER = 10;
 
 /** The one refusal of a feed request without a valid token of this platform (no oracle: unknown platforms get it too). */
 export function feedUnauthorized(): ServiceError {
-  return new ServiceError('unauthorized', 'Missing or invalid feed token for this platform.', {
+  return new HttpError('unauthorized', 'Missing or invalid feed token for this platform.', {
     'WWW-Authenticate': 'Bearer realm="revocations", error="invalid_token"',
   });
 }
@@ -213,7 +214,7 @@ export interface RevocationRouteDeps {
 const EMPTY = Buffer.alloc(0);
 const POLL_HEADERS = { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' };
 /** The 401 of the poll, built once (a flood of wrong tokens costs no allocation of an error). */
-const UNAUTHORIZED_REPLY = refusalReply(feedUnauthorized(), true);
+const UNAUTHORIZED_REPLY = refusalReply(feedUnauthorized(), { prebuilt: true });
 
 export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
   const { feed, feedCredentials, metrics } = deps;
@@ -314,7 +315,7 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
       poll,
       configuration: () => ({ status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600' }, body: configuration }),
     },
-    { poll: { beforeBody: refuseUnknownToken } },
+    { poll: { onRequest: refuseUnknownToken } },
   );
 }
 
@@ -404,7 +405,7 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
       }
       if ((perAddress.get(address) ?? 0) >= options.maxPerAddress) {
         metrics.refused('websocket', 'per_address');
-        return refuse(res, new ServiceError('rate_limited', 'This address holds as many revocation sockets as it may (REVOCATION_WS_MAX_PER_ADDRESS).', { 'Retry-After': String(PER_ADDRESS_RETRY_AFTER) }));
+        return refuse(res, new ServiceError('rate_limited', 'This address holds as many revocation sockets as it may (REVOCATION_WS_MAX_PER_ADDRESS).', PER_ADDRESS_RETRY_AFTER));
       }
       take(address);
       const offered = offeredProtocols(protocol);
@@ -473,11 +474,10 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
 }
 
 function refuse(res: uWS.HttpResponse, error: ServiceError): void {
+  const reply = refusalReply(error);
   res.cork(() => {
-    res.writeStatus(`${error.status} ${STATUS_CODES[error.status] ?? ''}`);
-    res.writeHeader('Content-Type', 'application/json');
-    res.writeHeader('Cache-Control', 'no-store');
-    for (const [name, value] of Object.entries(error.headers ?? {})) res.writeHeader(name, value);
-    res.end(error.body(), true);
+    res.writeStatus(`${reply.status} ${STATUS_CODES[reply.status] ?? ''}`);
+    for (const name in reply.headers) res.writeHeader(name, reply.headers[name]);
+    res.end(reply.body, true);
   });
 }

@@ -1,4 +1,4 @@
-// Who may read a platform's revocation feed (issue #26, 5e): feed credentials, created, listed and
+// Who may read a platform's revocation feed: feed credentials, created, listed and
 // deleted by the operator (each change one unit of work with its audit event), and the check of a
 // presented feed token.
 //
