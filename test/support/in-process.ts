@@ -26,7 +26,7 @@ import type { MemoryAuditSink } from './memory/memory-store.js';
 
 export const IN_PROCESS_ADMIN_TOKEN = 'in-process-admin-token-0123456789abcdef';
 /** The origins app.fetch answers for (nothing listens there). */
-export const PUBLIC_URL = 'http://public.in-process';
+export const PUBLIC_URL = 'https://public.in-process';
 export const ADMIN_URL = 'http://admin.in-process';
 
 export interface InProcessOptions {
