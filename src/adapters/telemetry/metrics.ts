@@ -128,7 +128,8 @@ export class Metrics {
     });
     this.forwardedIgnored = new client.Counter({
       name: 'ace_forwarded_for_ignored_total',
-      help: 'Requests whose X-Forwarded-For was ignored because the direct peer is not a trusted proxy (TRUST_PROXY_PEERS, TRUST_PROXY_CIDRS): non-zero with TRUST_PROXY_HOPS set means clients reach the service without the proxy.',
+      help: 'Requests whose X-Forwarded-For was ignored, by reason: untrusted_peer (the direct peer is not a trusted proxy, TRUST_PROXY_PEERS / TRUST_PROXY_CIDRS: clients reach the service without the proxy), trust_proxy_off (TRUST_PROXY_HOPS=0 and no TRUST_PROXY_CIDRS: a proxy in front is unannounced, every client behind it counts as one address).',
+      labelNames: ['reason'],
       registers,
     });
     this.storeUp = new client.Gauge({
@@ -260,8 +261,8 @@ export class Metrics {
     this.adminAuthFailures.inc();
   }
 
-  forwardedForIgnored(): void {
-    this.forwardedIgnored.inc();
+  forwardedForIgnored(reason: 'untrusted_peer' | 'trust_proxy_off'): void {
+    this.forwardedIgnored.inc({ reason });
   }
 
   credentialChecked(): void {
