@@ -243,7 +243,7 @@ export class RevocationFeed {
       this.counters.acceptedWhileStale++;
       if (now - this.lastWarnAt > 60_000) {
         this.lastWarnAt = now;
-        this.warn('revocation feed unreachable: accepting tokens without revocation checks (failMode "open")', {
+        this.warn(`revocation feed unreachable: accepting tokens without revocation checks (failMode "open") until ${new Date(Math.max(this.lastContact, this.createdAt) + this.staleAfterMs + this.openForMs).toISOString()} (openForAtMostSeconds: ${this.openForMs / 1000} s past staleAfterSeconds), then refusing them with 503`, {
           platform_id: this.deps.platformId,
           last_contact: this.lastContact ? new Date(this.lastContact).toISOString() : null,
         });

@@ -29,9 +29,24 @@ export class ScopeFileError extends Error {
  * Where the scope file comes from: its YAML text or an already parsed document (every runtime), or a path
  * on disk (the Node entry point only: the runtime-neutral core reads no file).
  */
-export type ScopeFileSource = { scopesFile: string } | ScopeTextSource;
+export type ScopeFileSource =
+  | {
+      /** Path of the platform's scope file (`GET /api/v1/platforms/{platform_id}/scopes.yaml`), read once at start-up. Node entry point only. */
+      scopesFile: string;
+    }
+  | ScopeTextSource;
 /** The scope file as the edge entry point takes it: text or parsed object, never a path. */
-export type ScopeTextSource = { scopesYaml: string; scopesOrigin?: string } | { scopesDocument: unknown };
+export type ScopeTextSource =
+  | {
+      /** The scope file's YAML text. */
+      scopesYaml: string;
+      /** Where `scopesYaml` came from, named in error messages. */
+      scopesOrigin?: string;
+    }
+  | {
+      /** The scope file already parsed (a plain object); validated like the text. */
+      scopesDocument: unknown;
+    };
 
 export function loadScopeFile(source: ScopeTextSource): SvcScopesYaml {
   if ('scopesFile' in source) {

@@ -19,7 +19,7 @@ export interface VerifierBaseOptions {
   jwksUrl?: string;
   /** Expected `iss` claim. Defaults to serviceUrl without a trailing slash (the service's default ISSUER). */
   issuer?: string;
-  /** This platform's id; defaults to the scope file's platform_id and must equal it when given. */
+  /** This platform's id. Defaults to the scope file's platform_id; must equal it when given. */
   platformId?: string;
   /**
    * This platform's resource identifier (RFC 9728): its public base URL, e.g. `https://shop.example.com`
@@ -61,8 +61,9 @@ export interface VerifierBaseOptions {
    */
   now?: () => number;
   /**
-   * The service's revocation feed for this platform (tokens taken back before they expire). On by
-   * default; `false` turns it off (tokens then stay valid until they expire, whatever the operator does).
+   * The service's revocation feed for this platform (tokens taken back before they expire), and its options
+   * (below). Default: on; `false` turns it off (tokens then stay valid until they expire, whatever the
+   * operator does).
    */
   revocationFeed?: RevocationFeedOptions | false;
   /**
