@@ -265,7 +265,7 @@ describe('a normal request beside 8 hostile-path requests', () => {
   // The same requests with plain characters: the same bytes on the wire, nothing to trip over.
   const plain = hostile.map((target) => target.replace(/[.%20-]/g, 'a'));
 
-  it.each(['node', 'hono'])('%s: answers it as if they were not there, and they cost what plain paths cost', async (name) => {
+  it.each(['node', 'express', 'express-guard', 'fastify', 'koa', 'hono', 'fetch'])('%s: answers it as if they were not there, and they cost what plain paths cost', async (name) => {
     const port = ports[name]!;
     const alone = await get(port, '/orders/42');
     expect(alone.status).toBe(200);
