@@ -8,7 +8,8 @@
 //   another `...Options` interface (`revocationFeed`) gets a table of its own. So options added, moved or
 //   renamed in the source appear here without touching this script;
 // - the meaning: each property's doc comment (a property without one shares the comment above it);
-// - the default: from the code, `options.<name> ?? <literal or constant>` anywhere in the package's source.
+// - the default: from the code, `options.<name> ?? <literal or constant>` (or a destructuring default from
+//   the options) anywhere in the package's source.
 //   Where the code has no literal default, the comment's "Default ..." sentence is shown. When both exist
 //   and the comment names another number than the code, the script fails: comment and code must agree.
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
@@ -75,20 +76,31 @@ function literalValue(node, known) {
   return undefined;
 }
 
-/** `options.name ?? <literal>` (also `this.options.name`, `options?.name`) anywhere in the package: name -> values. */
+/**
+ * Defaults written in the code anywhere in the package: `options.name ?? <literal>` (also `this.options.name`,
+ * `options?.name`), and destructuring with a default from `options` or in an `...Options`-typed parameter
+ * (`const { name = <literal> } = options`). Name -> values.
+ */
 function codeDefaults(files, known) {
   const found = new Map();
+  const record = (name, value) => {
+    if (value === undefined) return;
+    if (!found.has(name)) found.set(name, new Set());
+    found.get(name).add(value);
+  };
+  const fromPattern = (pattern) => {
+    for (const element of pattern.elements) {
+      if (element.initializer && ts.isIdentifier(element.propertyName ?? element.name)) record((element.propertyName ?? element.name).text, literalValue(element.initializer, known));
+    }
+  };
   const visit = (node) => {
+    if (ts.isVariableDeclaration(node) && ts.isObjectBindingPattern(node.name) && node.initializer && /(^|\.)options$/.test(node.initializer.getText())) fromPattern(node.name);
+    if (ts.isParameter(node) && ts.isObjectBindingPattern(node.name) && node.type && /Options\b/.test(node.type.getText())) fromPattern(node.name);
     if (ts.isBinaryExpression(node) && node.operatorToken.kind === ts.SyntaxKind.QuestionQuestionToken && ts.isPropertyAccessExpression(node.left)) {
       const owner = node.left.expression;
       const ownerText = owner.getText();
       if (/(^|\.)options$/.test(ownerText)) {
-        const value = literalValue(node.right, known);
-        if (value !== undefined) {
-          const name = node.left.name.text;
-          if (!found.has(name)) found.set(name, new Set());
-          found.get(name).add(value);
-        }
+        record(node.left.name.text, literalValue(node.right, known));
       }
     }
     ts.forEachChild(node, visit);
