@@ -214,6 +214,7 @@ export class Metrics {
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
     for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
     for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
+    for (const reason of ['untrusted_peer', 'trust_proxy_off']) this.forwardedIgnored.inc({ reason }, 0);
     for (const pool of ['argon2', 'sign']) {
       this.workerRejected.inc({ pool }, 0);
       this.workerReplaced.inc({ pool }, 0);
