@@ -84,7 +84,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
   const publicServer = new HttpServer(
     publicRouteList,
-    { ...serverOptions, name: 'public', proxy: {
+    { ...serverOptions, name: 'public', mayBeProxied: true, proxy: {
         hops: config.trustProxyHops,
         proxies: parseProxyList(config.trustProxyCidrs).proxies,
         peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,

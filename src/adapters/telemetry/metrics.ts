@@ -112,7 +112,8 @@ export class Metrics {
     });
     this.forwardedIgnored = new client.Counter({
       name: 'ace_forwarded_for_ignored_total',
-      help: 'Requests whose X-Forwarded-For was ignored because the direct peer is not a trusted proxy (TRUST_PROXY_PEERS, TRUST_PROXY_CIDRS): non-zero with TRUST_PROXY_HOPS set means clients reach the service without the proxy.',
+      help: 'Requests whose X-Forwarded-For was ignored, by reason: untrusted_peer (the direct peer is not a trusted proxy, TRUST_PROXY_PEERS / TRUST_PROXY_CIDRS: clients reach the service without the proxy), trust_proxy_off (TRUST_PROXY_HOPS=0 and no TRUST_PROXY_CIDRS: a proxy in front is unannounced, every client behind it counts as one address).',
+      labelNames: ['reason'],
       registers,
     });
     this.storeUp = new client.Gauge({
@@ -168,6 +169,7 @@ export class Metrics {
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
     for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
     for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
+    for (const reason of ['untrusted_peer', 'trust_proxy_off']) this.forwardedIgnored.inc({ reason }, 0);
     for (const pool of ['argon2', 'sign']) {
       this.workerRejected.inc({ pool }, 0);
       this.workerReplaced.inc({ pool }, 0);
@@ -215,8 +217,8 @@ export class Metrics {
     this.adminAuthFailures.inc();
   }
 
-  forwardedForIgnored(): void {
-    this.forwardedIgnored.inc();
+  forwardedForIgnored(reason: 'untrusted_peer' | 'trust_proxy_off'): void {
+    this.forwardedIgnored.inc({ reason });
   }
 
   credentialChecked(): void {
