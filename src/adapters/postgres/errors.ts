@@ -2,6 +2,7 @@
 // a bug (500). Used by every Postgres adapter (store, revocation log, audit trail) so that a failover, a
 // restart or a pooler hiccup is answered the same way everywhere.
 import { StoreUnavailableError } from '../../core/errors.js';
+import postgres from 'postgres';
 import { withTimeout } from '../../core/support/deadline.js';
 
 /**
@@ -67,4 +68,14 @@ export async function boundedCall<T>(timeoutMs: number, fn: () => Promise<T>): P
   } catch (error) {
     throw toStoreError(error);
   }
+}
+
+/**
+ * An error of the driver itself (a server's or pooler's answer, or postgres.js's own connection error) that
+ * says "the store is away, try again": the kind a promise the driver dropped may carry (dropped-socket-errors.ts).
+ */
+export function isDriverStoreFailure(reason: unknown): boolean {
+  if (!(reason instanceof Error)) return false;
+  const fromDriver = reason instanceof postgres.PostgresError || CLIENT_CONNECTION.test(String((reason as { code?: unknown }).code));
+  return fromDriver && classifyPostgresError(reason) !== 'other';
 }
