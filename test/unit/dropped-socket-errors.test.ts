@@ -32,6 +32,8 @@ describe('isDriverStoreFailure', () => {
     expect(isDriverStoreFailure(pgError('08P01'))).toBe(true); // PgBouncer: server_login_retry
     expect(isDriverStoreFailure(pgError('57P01'))).toBe(true); // admin shutdown
     expect(isDriverStoreFailure(pgError('25006'))).toBe(true); // read-only
+    expect(isDriverStoreFailure(pgError('28000'))).toBe(true); // a role set NOLOGIN after start
+    expect(isDriverStoreFailure(pgError('28P01'))).toBe(true); // a password rotated after start
     expect(isDriverStoreFailure(Object.assign(new Error('write CONNECTION_CLOSED'), { code: 'CONNECTION_CLOSED' }))).toBe(true);
     expect(isDriverStoreFailure(Object.assign(new Error('write CONNECT_TIMEOUT'), { code: 'CONNECT_TIMEOUT' }))).toBe(true);
   });

@@ -19,8 +19,13 @@ export type PostgresFailure = 'connection' | 'deadline' | 'transient' | 'other';
 /** Errors raised by Node's sockets and by postgres.js itself when a connection fails or ends. */
 const CLIENT_CONNECTION = /^(ECONN|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|CONNECT_TIMEOUT|CONNECTION_)/;
 
-/** SQLSTATEs the server (or PgBouncer, which answers in Postgres' protocol) sends for a failed connection. */
-const SERVER_CONNECTION = /^(08|57|53)/; // 57: shutdowns (57P01 admin, 57P02 crash, 57P03 starting up)
+/**
+ * SQLSTATEs the server (or PgBouncer, which answers in Postgres' protocol) sends for a failed connection.
+ * 57: shutdowns (57P01 admin, 57P02 crash, 57P03 starting up); 53: out of resources (too many connections);
+ * 28: authentication refused after start (a rotated password, a role set NOLOGIN): the store is unusable
+ * until an operator acts, which is a 503 to the caller, not a bug of this request.
+ */
+const SERVER_CONNECTION = /^(08|57|53|28)/;
 
 const DEADLINE = new Set([
   '57014', // query_canceled: our statement_timeout
