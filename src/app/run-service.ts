@@ -53,7 +53,7 @@ async function runServer(config: Config, logger: Logger): Promise<void> {
     setTimeout(() => {
       logger.error('shutdown deadline passed; exiting');
       process.exit(1);
-    }, config.shutdownTimeoutMs + 2000).unref();
+    }, config.shutdownDrainSeconds * 1000 + config.shutdownTimeoutMs + 2000).unref();
     app.shutdown().then(
       () => {
         logger.info('stopped');

@@ -13,7 +13,7 @@ export interface RunningApp {
   publicPort: number;
   adminPort: number;
   adminTokenPath?: string;
-  /** Graceful stop: not ready at once, stop accepting, finish in-flight work, close everything. */
+  /** Graceful stop: not ready at once, serve on for the drain, stop accepting, finish in-flight work, close everything. */
   shutdown(): Promise<void>;
 }
 
@@ -56,6 +56,14 @@ export async function startApp({ config, logger, metricsText, sharedPorts = fals
         if (shuttingDown) return;
         shuttingDown = true;
         metrics.setReady(false);
+        // The drain: /readyz says 503 from now on, and both listeners keep serving until load balancers
+        // that poll it have moved off; only then do they close (a closed port behind a balancer is a 502).
+        if (config.shutdownDrainSeconds > 0) {
+          logger.info({ drain_seconds: config.shutdownDrainSeconds }, 'not ready; serving on while load balancers move off');
+          started.public.closeConnectionsAfterAnswers();
+          started.admin.closeConnectionsAfterAnswers();
+          await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainSeconds * 1000));
+        }
         started.public.stopAccepting();
         await started.public.idle(config.shutdownTimeoutMs);
         started.public.closeAll();

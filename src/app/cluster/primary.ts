@@ -85,7 +85,7 @@ export function runPrimary(config: Config, logger: Logger): void {
     setTimeout(() => {
       logger.error('workers did not stop in time; exiting');
       process.exit(1);
-    }, config.shutdownTimeoutMs + 4000).unref();
+    }, config.shutdownDrainSeconds * 1000 + config.shutdownTimeoutMs + 4000).unref();
     if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(process.exitCode ?? 0);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
