@@ -30,6 +30,8 @@ import type { Cleanups } from './cleanups.js';
 
 /** Revocation documents are signed at most once a second for the same (platform, since, head). */
 const FEED_DOCUMENT_REUSE_MS = 1000;
+/** Bound on the worker threads' first module load at start-up (a cold image on a contended node). */
+const WORKER_LOAD_TIMEOUT_MS = 60_000;
 
 export interface Domain {
   pools: CryptoPools;
@@ -52,6 +54,8 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   const telemetry = new CoreTelemetry(metrics, logger);
   const pools = new CryptoPools(config, metrics);
   cleanups.add(() => pools.close());
+  // Before the first task with a deadline (the authenticator's decoy hash, the first signature).
+  await pools.loadAll(WORKER_LOAD_TIMEOUT_MS);
   const limiters = new Limiters(
     {
       redis,

@@ -114,8 +114,10 @@ export const SETTINGS: readonly Setting[] = [
   // jose signs through WebCrypto on libuv's thread pool; a signing thread only batches and dispatches.
   { env: 'SIGN_THREADS', key: 'signThreads', type: 'int', default: 1, min: 1, max: 256, defaultText: '`1`', meaning: 'signing threads (batch and dispatch to libuv)' },
   { env: 'SIGN_MAX_QUEUE', key: 'signMaxQueue', type: 'int', default: 2048, min: 0, max: 1_000_000, defaultText: '`2048`', meaning: 'signing waiting line' },
-  { env: 'ARGON2_TASK_TIMEOUT_MS', key: 'argon2TaskTimeoutMs', type: 'int', default: 10_000, min: 100, max: 600_000, defaultText: '`10000`', meaning: 'an argon2 task running longer is a hung worker: replaced, request gets 503' },
-  { env: 'SIGN_TASK_TIMEOUT_MS', key: 'signTaskTimeoutMs', type: 'int', default: 5_000, min: 100, max: 600_000, defaultText: '`5000`', meaning: 'the same bound for signing tasks' },
+  // At least 1 s: one argon2id verification takes 30-60 ms on an idle core and several times that on a
+  // contended one; a shorter bound replaced healthy threads (their requests answered 503) and could not start.
+  { env: 'ARGON2_TASK_TIMEOUT_MS', key: 'argon2TaskTimeoutMs', type: 'int', default: 10_000, min: 1000, max: 600_000, defaultText: '`10000`', meaning: 'an argon2 task running longer is a hung worker: replaced, request gets 503' },
+  { env: 'SIGN_TASK_TIMEOUT_MS', key: 'signTaskTimeoutMs', type: 'int', default: 5_000, min: 1000, max: 600_000, defaultText: '`5000`', meaning: 'the same bound for signing tasks' },
   { env: 'RATE_LIMIT_TOKEN_POINTS', key: 'rateLimitTokenPoints', type: 'int', default: 120, min: 1, max: 1e9, defaultText: '`120`', meaning: 'token requests per `api_key_id` and window (authenticated only)' },
   { env: 'RATE_LIMIT_TOKEN_WINDOW_SECONDS', key: 'rateLimitTokenWindowSeconds', type: 'int', default: 60, min: 1, max: 86_400, defaultText: '`60`', meaning: 'window of the token limit' },
   { env: 'RATE_LIMIT_AUTH_FAIL_POINTS', key: 'rateLimitAuthFailPoints', type: 'int', default: 20, min: 1, max: 1e9, defaultText: '`20`', meaning: 'failed authentications per client address and window' },

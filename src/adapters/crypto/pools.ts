@@ -127,6 +127,38 @@ export class CryptoPools {
     }
   }
 
+  /**
+   * Resolves once every thread of both pools has loaded the worker module; call it before any task with a
+   * deadline runs. Piscina hands tasks to the threads it starts with before they have loaded their module,
+   * so a task deadline (ARGON2_TASK_TIMEOUT_MS) counted the module's loading, and overrunning it terminated a
+   * thread in the middle of evaluating its ES module graph: V8 aborts the whole process there (fatal
+   * `IsGraphAsync`, SIGABRT) — under CPU contention with a short deadline, at start-up or at the first hung
+   * task — or start-up failed on the first argon2 task ("The service is busy"). The probes carry no
+   * deadline (no thread is ever terminated for being slow to load) and name their thread, so every thread
+   * is known to have answered. Threads started later (replacements) get tasks only once loaded: Piscina
+   * waits for their ready message.
+   */
+  async loadAll(timeoutMs: number): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (const [pool, piscina] of Object.entries(this.pools)) {
+      const answered = new Set<number>();
+      while (answered.size < piscina.threads.length) {
+        const left = deadline - performance.now();
+        if (left <= 0) throw new Error(`the ${pool} worker threads did not load their module within ${timeoutMs} ms (${answered.size} of ${piscina.threads.length})`);
+        const probes = Array.from({ length: piscina.threads.length - answered.size }, () => piscina.run(null, { name: 'loaded' }) as Promise<number>);
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<number[]>((resolve) => {
+          timer = setTimeout(() => resolve([]), left);
+        });
+        try {
+          for (const id of await Promise.race([Promise.all(probes), late])) answered.add(id);
+        } finally {
+          clearTimeout(timer);
+        }
+      }
+    }
+  }
+
   async close(): Promise<void> {
     this.closing = true;
     await Promise.all([this.pools.argon2.close(), this.pools.sign.close()]);
