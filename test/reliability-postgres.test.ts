@@ -73,7 +73,7 @@ describe('Postgres outage', () => {
     postJson(`${service.publicUrl}/api/v1/auth/agents/me/platforms`, { api_key_id: agent.api_key_id, secret: agent.secret });
   const readyz = async () => {
     const response = await fetch(`${service.adminUrl}/readyz`);
-    return { status: response.status, retryAfter: response.headers.get('retry-after'), body: await response.json() };
+    return { status: response.status, retryAfter: response.headers.get('retry-after'), body: (await response.json()) as { status: string; checks: Record<string, unknown> } };
   };
   const expect503 = (response: { status: number; headers: Headers; text: string }, what: string) => {
     expect(response.status, what).toBe(503);
