@@ -200,8 +200,8 @@ describe('hung-thread replacement under CPU contention, threads slow to load', (
     expect(statuses.filter((s) => s === 503).length, 'each hang answered 503').toBeGreaterThanOrEqual(4);
     // Both threads back: argon2 answers again.
     await waitFor('argon2 to verify again', async () => (await token('wrong-after')).status === 401, 30_000, 200);
-    // A hang that waited for a thread still loading ran out its deadline in the queue (a 503, no thread
-    // stopped); the others each stopped a thread.
+    // A hang that waited longer than its deadline for a replacement still loading got its 503 without a
+    // thread (none stopped); the others each stopped one.
     expect(metricSum(await (await fetch(`${service.adminUrl}/metrics`)).text(), 'ace_worker_threads_replaced_total', { pool: 'argon2' })).toBeGreaterThanOrEqual(2);
     expect(serverErrorsIn(await (await fetch(`${service.adminUrl}/metrics`)).text())).toEqual([]);
     expect(service.process.exitCode).toBeNull();
