@@ -1,20 +1,22 @@
 // The fault matrix: a TCP fault proxy (kit/fault-proxy.ts) between the service and each store — Postgres,
 // Postgres behind PgBouncer (the proxy between the pooler and its server, so the pooler's own FATALs reach
 // the service), Redis — switched in turn to refuse, reset, blackhole, slow and truncate, under a steady
-// trickle of requests; for Postgres also the server-side classes: admin shutdown (57P01), read-only (25006),
-// authentication failing after start (28000). For every fault: the process stays up, every answer is a 200
+// trickle of requests; and the server-side classes: for Postgres admin shutdown (57P01), read-only (25006),
+// authentication failing after start (28000); for Redis NOAUTH after start and READONLY (a demoted primary). For every fault: the process stays up, every answer is a 200
 // or a 503 with Retry-After (never a 500), no client connection is reset, and within 15 s of the fault
 // ending a request that needs the store succeeds again. One service process per store, faults in sequence.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import postgres from 'postgres';
+import { Redis } from 'ioredis';
 import { randomBytes } from 'node:crypto';
 import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { FaultProxy, FAULT_MODES, type FaultMode } from '../kit/fault-proxy.js';
 import { startPgBouncer, stopAll } from '../kit/topology/index.js';
 import { metricSum } from '../kit/metrics.js';
 import { waitFor } from '../kit/wait.js';
-import { createDatabase, PG_ADMIN_URL, REDIS_URL, startService, type ServiceHandle, type TestDatabase } from './support/service.js';
-import { serverErrorsIn } from './support/faults.js';
+import { createDatabase, PG_ADMIN_URL, startService, type ServiceHandle, type TestDatabase } from './support/service.js';
+import { serverErrorsIn, startRedisServer, type RedisServer } from './support/faults.js';
+import { freePort } from '../kit/ports.js';
 
 const STORE_TIMEOUT_MS = 800;
 /** A request that outlives this is a hang, not an answer. */
@@ -260,18 +262,63 @@ describe('fault matrix: Postgres behind PgBouncer (faults between the pooler and
 });
 
 describe('fault matrix: Redis', () => {
+  let redis: RedisServer;
   let proxy: FaultProxy;
   let rig: Rig;
+  /** The server's password while the auth fault is on. */
+  let password: string | undefined;
 
   beforeAll(async () => {
-    proxy = await FaultProxy.start({ target: { port: Number(new URL(REDIS_URL).port) } });
-    rig = new Rig(await startService({ mode: 'real', env: { ...serviceEnv, REDIS_URL: proxied(REDIS_URL, proxy) } }));
+    // A private server: the server-side faults below reconfigure it.
+    redis = await startRedisServer();
+    proxy = await FaultProxy.start({ target: { port: redis.port } });
+    rig = new Rig(await startService({ mode: 'real', env: { ...serviceEnv, REDIS_URL: proxied(redis.url, proxy) } }));
     await rig.seed();
   });
 
   afterAll(async () => {
     await rig?.service.dispose();
     await proxy?.close();
+    await redis?.kill();
+  });
+
+  const command = async (...args: [string, ...(string | number)[]]) => {
+    const client = new Redis(redis.port, '127.0.0.1', { password, maxRetriesPerRequest: 1, lazyConnect: true });
+    await client.connect();
+    try {
+      await client.call(...args);
+    } finally {
+      client.disconnect();
+    }
+  };
+
+  it('authentication failing after start (NOAUTH): tokens from Postgres, recovered once the password is gone again', async () => {
+    await rig.sweep(
+      'redis auth failure',
+      async () => {
+        await command('CONFIG', 'SET', 'requirepass', 'rotated-under-the-service');
+        password = 'rotated-under-the-service';
+        await command('CLIENT', 'KILL', 'TYPE', 'normal'); // the service reconnects and is refused
+      },
+      async () => {
+        await command('CONFIG', 'SET', 'requirepass', '');
+        password = undefined;
+      },
+      async () => (await rig.storeUp('redis')) === 0,
+    );
+  });
+
+  it('a primary demoted to a replica (READONLY): up, no 500, recovered once it is a primary again', async () => {
+    // Replica of a port nothing listens on: it refuses writes (READONLY) and serves its data read-only.
+    // The fault showed once a cache write or delete failed.
+    const failures = async () => metricSum(await (await fetch(`${rig.service.adminUrl}/metrics`)).text(), 'ace_redis_failures_total');
+    const before = await failures();
+    await rig.sweep(
+      'redis read-only',
+      async () => command('REPLICAOF', '127.0.0.1', String(await freePort())),
+      async () => command('REPLICAOF', 'NO', 'ONE'),
+      async () => (await failures()) > before,
+    );
   });
 
   // Redis is a cache and a bus: tokens fall back to Postgres. The fault showed once the service saw Redis down
