@@ -54,7 +54,9 @@ async function runServer(config: Config, logger: Logger): Promise<void> {
       logger.error('shutdown deadline passed; exiting');
       process.exit(1);
     }, config.shutdownDrainSeconds * 1000 + config.shutdownTimeoutMs + 2000).unref();
-    app.shutdown().then(
+    // SIGTERM is how orchestrators and balancers' hosts stop a process: drain. Ctrl-C (SIGINT) at a terminal
+    // and a cluster primary's death stop at once.
+    app.shutdown(signal === 'SIGTERM').then(
       () => {
         logger.info('stopped');
         logger.flush?.();

@@ -81,7 +81,8 @@ export function runPrimary(config: Config, logger: Logger): void {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping workers');
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+    // The same signal: a SIGTERM'd service drains in every worker, a Ctrl-C stops them at once.
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
     setTimeout(() => {
       logger.error('workers did not stop in time; exiting');
       process.exit(1);
