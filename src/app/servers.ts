@@ -25,7 +25,10 @@ export interface Servers {
 }
 
 /** What the listeners use of the stores and the domain (tests in process pass memory ports: test/support/in-process.ts). */
-export type ServedStores = Pick<Stores, 'redis' | 'redisStatus'> & { primary: Pick<Stores['primary'], 'check'> };
+export type ServedStores = Pick<Stores, 'redis' | 'redisStatus'> & {
+  primary: Pick<Stores['primary'], 'check'>;
+  store: Pick<Stores['store'], 'redisCacheTrusted'>;
+};
 export type ServedDomain = Omit<Domain, 'pools' | 'limiters' | 'revocations'> & { pools: Pick<Domain['pools'], 'ping'> };
 
 export interface ServerContext {
@@ -156,8 +159,8 @@ class DegradationLog {
 
 /**
  * /readyz means "can serve": a signing key, answering worker pools, and something to read agents from —
- * the Postgres primary or, while it is away, the Redis cache (a pod that issues tokens to its warm agents
- * stays in rotation, degraded). Not ready while draining, without any of those, or before the Redis it was
+ * the Postgres primary or, while it is away, the Redis cache if this process trusts it (a pod that issues
+ * tokens to its warm agents stays in rotation, degraded). Not ready while draining, without any of those, or before the Redis it was
  * told to use was reached once. Without Redis, the in-process cache lasts LOCAL_CACHE_TTL_MS only: Postgres
  * away then means not ready.
  */
@@ -184,7 +187,8 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
   // that has never reached (and verified) the Redis it was told to use is not ready (stores.ts).
   const draining = shuttingDown();
   const redisBlocks = redisStatus !== undefined && (redis ? redis.blocksReadiness : !redisStatus.verifiedOnce);
-  const canReadAgents = postgresUp || (redisStatus !== undefined && redisUp);
+  // Without Postgres, agents come from the Redis cache, which is read only while trusted (cached-store.ts).
+  const canReadAgents = postgresUp || (redisStatus !== undefined && redisUp && stores.store.redisCacheTrusted);
   const ready = !draining && canReadAgents && poolsUp && signingKey && !redisBlocks;
   const down: DegradedComponent[] = [...(postgresUp ? [] : ['postgres' as const]), ...(redisStatus && !redisUp ? ['redis' as const] : [])];
   metrics.setReady(ready);

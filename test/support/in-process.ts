@@ -151,6 +151,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
       stores: {
         redis: undefined,
         redisStatus: undefined,
+        store: { redisCacheTrusted: false },
         primary: { check: async () => ({ writable: !core.memory.down, server: 'memory' }) },
       },
       domain,
