@@ -227,6 +227,15 @@ export class HttpServer {
     });
   }
 
+  /**
+   * Still accepting and answering, but every answer closes its connection (`Connection: close`): clients and
+   * load balancers holding kept-alive connections to this process let go of them, one answer each, while
+   * the listener is still open (the drain after SIGTERM).
+   */
+  closeConnectionsAfterAnswers(): void {
+    this.draining = true;
+  }
+
   /** Stops accepting connections; answers in flight get `Connection: close`. */
   stopAccepting(): void {
     this.draining = true;
