@@ -3,6 +3,7 @@
 import client from 'prom-client';
 import { RequestSeries } from './request-series.js';
 import { PendingCounts } from './pending-counts.js';
+import { StateDuration } from './state-duration.js';
 import { ERRORS } from '../../core/errors.js';
 import type { BackgroundTask } from '../../core/ports/telemetry.js';
 
@@ -38,6 +39,10 @@ export class Metrics {
   private readonly auditBatch: client.Histogram;
   private readonly auditFailed: client.Counter;
   private readonly auditSpool: client.Gauge;
+  private readonly storeUnavailable: StateDuration<'store'>;
+  private readonly redisCacheBypassed: StateDuration;
+  private readonly auditSpooling: StateDuration;
+  private readonly auditRefusing: StateDuration;
   private queueDepthSource: () => Record<string, number> = () => ({});
   private keyInfoSource: () => { activeAgeSeconds: number; rotationIntervalSeconds: number; byState: Record<string, number> } = () => ({
     activeAgeSeconds: 0,
@@ -209,6 +214,36 @@ export class Metrics {
       help: 'Audit events waiting in the local spool for Postgres.',
       registers,
     });
+    // The states the state-based alert rules watch, each as how long it has lasted (state-duration.ts).
+    this.storeUnavailable = new StateDuration({
+      name: 'ace_store_unavailable_seconds',
+      help: 'How long the store has failed its checks (ace_store_up 0), in seconds; 0 while it answers.',
+      labelNames: ['store'],
+      registers,
+    });
+    this.redisCacheBypassed = new StateDuration({
+      name: 'ace_redis_cache_bypassed_seconds',
+      help: 'How long the Redis cache layer has been bypassed (ace_redis_cache_trusted 0), in seconds; 0 while it is read, and without Redis.',
+      registers,
+    });
+    this.auditSpooling = new StateDuration({
+      name: 'ace_audit_spooling_seconds',
+      help: 'How long audit events have gone to the local spool instead of Postgres, or waited there to be drained, in seconds; 0 when not.',
+      registers,
+    });
+    this.auditRefusing = new StateDuration({
+      name: 'ace_audit_refusing_seconds',
+      help: 'How long neither Postgres nor the spool has taken an audit batch, in seconds (token requests answer 503 until one is written); 0 when not.',
+      registers,
+    });
+    this.redisCacheBypassed.set(false);
+    this.auditSpooling.set(false);
+    this.auditRefusing.set(false);
+    // prom-client's process_start_time_seconds is left out of the cluster aggregate; this one reports the
+    // newest process, so the restart of any process of the pod changes it.
+    new client.Gauge({ name: 'ace_process_start_time_seconds', help: 'Start time of the (newest) service process, Unix seconds.', registers, aggregator: 'max' }).set(
+      Math.floor((Date.now() - process.uptime() * 1000) / 1000),
+    );
     for (const sink of ['postgres', 'spool']) this.auditWritten.inc({ sink }, 0);
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
     for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
@@ -274,6 +309,7 @@ export class Metrics {
 
   setStoreUp(store: StoreName, up: boolean): void {
     this.storeUp.set({ store }, up ? 1 : 0);
+    this.storeUnavailable.set(!up, { store });
   }
 
   /** The Redis topology and its current master(s); replaces what was reported before. */
@@ -282,8 +318,14 @@ export class Metrics {
     for (const primary of primaries.length > 0 ? primaries : ['unknown']) this.redisTopology.set({ topology, primary }, 1);
   }
 
+  /** No Redis configured: the cache layer is absent, not bypassed (nothing to alert on). */
+  noRedisCache(): void {
+    this.redisCacheTrusted.set(0);
+  }
+
   setRedisCacheTrusted(trusted: boolean): void {
     this.redisCacheTrusted.set(trusted ? 1 : 0);
+    this.redisCacheBypassed.set(!trusted);
   }
 
   redisFailed(operation: RedisOperation): void {
@@ -308,6 +350,16 @@ export class Metrics {
 
   auditSpoolDepth(depth: number): void {
     this.auditSpool.set(depth);
+  }
+
+  /** The trail sends batches to the spool, or the spool still holds events to drain. */
+  setAuditSpooling(spooling: boolean): void {
+    this.auditSpooling.set(spooling);
+  }
+
+  /** The last audit batch was taken by neither Postgres nor the spool (its requests were refused). */
+  setAuditRefusing(refusing: boolean): void {
+    this.auditRefusing.set(refusing);
   }
 
   registerQueueDepth(source: () => Record<string, number>): void {
