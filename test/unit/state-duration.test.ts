@@ -29,9 +29,9 @@ describe('StateDuration', () => {
     expect((await scrape(registry))['{"store":"redis"}']).toBe(2);
   });
 
-  it('exports nothing before the first report (a store that is not configured has no series)', async () => {
+  it('exports no labelled series before its first report (a store that is not configured has none)', async () => {
     const registry = new client.Registry();
-    new StateDuration({ name: 'x_seconds', help: 'x', registers: [registry] });
-    expect(await registry.metrics()).not.toMatch(/^x_seconds /m);
+    new StateDuration({ name: 'x_seconds', help: 'x', labelNames: ['store'], registers: [registry] });
+    expect(await registry.metrics()).not.toMatch(/^x_seconds/m);
   });
 });
