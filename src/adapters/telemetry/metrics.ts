@@ -43,6 +43,10 @@ export class Metrics {
   private readonly redisCacheBypassed: StateDuration;
   private readonly auditSpooling: StateDuration;
   private readonly auditRefusing: StateDuration;
+  // The cache layer is bypassed while Redis fails its checks (every read would fail) as well as while
+  // the layer is distrusted (cached-store.ts), which begins only at the next cache call or reconnect.
+  private redisUp = true;
+  private redisCacheIsTrusted = true;
   private queueDepthSource: () => Record<string, number> = () => ({});
   private keyInfoSource: () => { activeAgeSeconds: number; rotationIntervalSeconds: number; byState: Record<string, number> } = () => ({
     activeAgeSeconds: 0,
@@ -223,7 +227,7 @@ export class Metrics {
     });
     this.redisCacheBypassed = new StateDuration({
       name: 'ace_redis_cache_bypassed_seconds',
-      help: 'How long the Redis cache layer has been bypassed (ace_redis_cache_trusted 0), in seconds; 0 while it is read, and without Redis.',
+      help: 'How long the Redis cache layer has been bypassed (Redis fails its checks, or ace_redis_cache_trusted 0), in seconds; 0 while it is read, and without Redis.',
       registers,
     });
     this.auditSpooling = new StateDuration({
@@ -310,6 +314,10 @@ export class Metrics {
   setStoreUp(store: StoreName, up: boolean): void {
     this.storeUp.set({ store }, up ? 1 : 0);
     this.storeUnavailable.set(!up, { store });
+    if (store === 'redis') {
+      this.redisUp = up;
+      this.redisCacheBypassed.set(!this.redisUp || !this.redisCacheIsTrusted);
+    }
   }
 
   /** The Redis topology and its current master(s); replaces what was reported before. */
@@ -325,7 +333,8 @@ export class Metrics {
 
   setRedisCacheTrusted(trusted: boolean): void {
     this.redisCacheTrusted.set(trusted ? 1 : 0);
-    this.redisCacheBypassed.set(!trusted);
+    this.redisCacheIsTrusted = trusted;
+    this.redisCacheBypassed.set(!this.redisUp || !this.redisCacheIsTrusted);
   }
 
   redisFailed(operation: RedisOperation): void {
