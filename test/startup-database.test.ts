@@ -3,7 +3,7 @@
 // nothing listening (refused), a host that never answers (unreachable), a wrong password, a database that
 // does not exist, and a URL that reaches only a standby. A database that stays away is never silent for
 // the start-up bound (60 s). Each service is stopped once it has logged two attempts.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -91,13 +91,15 @@ describe('start-up logs each failed attempt to reach the database, with its caus
 
   const url = (port: number, database = 'ace') => `postgres://ace:${PASSWORD}@127.0.0.1:${port}/${database}`;
 
-  it.each([
+  const causes: [string, () => Promise<string>, RegExp, string | undefined][] = [
     ['refused', async () => url(await freePort()), /connection refused/, 'ECONNREFUSED'],
     ['unreachable', async () => url(portOf(silent.server)), /no answer within 1 s/, undefined],
     ['authentication', async () => url(portOf(servers[1]!)), /authentication failed/, '28P01'],
     ['missing database', async () => PG_ADMIN_URL.replace(/\/[^/]*$/, `/ace_missing_${process.pid}`), /the database does not exist/, '3D000'],
     ['standby only', async () => standby.url(), /standby only/, 'in recovery'],
-  ] as const)('%s: each attempt is logged with its cause, never the password', async (_name, makeUrl, cause, code) => {
+  ];
+  // The five start at once: each waits on its own service's log.
+  it.concurrent.for(causes)('%s: each attempt is logged with its cause, never the password', { timeout: 40_000 }, async ([, makeUrl, cause, code], { expect }) => {
     const lines = await twoAttempts(await makeUrl());
     const logged = lines.split('\n').map((line) => JSON.parse(line));
     expect(logged.map((l) => l.attempt)).toEqual(expect.arrayContaining([1, 2]));
@@ -107,5 +109,5 @@ describe('start-up logs each failed attempt to reach the database, with its caus
       if (code) expect(line.code, lines).toBe(code);
     }
     expect(lines).not.toContain(PASSWORD);
-  }, 40_000);
+  });
 });
