@@ -1,4 +1,4 @@
-// A rolling update: the previous release (built from git history, test/support/previous-release.ts) and
+// A rolling update: the previous release (built from git history, scripts/previous-release.mjs) and
 // this build run side by side on one Postgres database and one Redis, as pods of both do while a
 // Deployment rolls. The compatibility policy (docs/operations.md, Mixed versions) is checked from outside:
 // one set of signing keys (each one's tokens verify with the other's JWKS, same issuer and lifetime),
@@ -39,7 +39,7 @@ describe('the previous release beside this one, on one Postgres and one Redis', 
     current = await startService(shared);
     admin = { old: new AdminClient(old), current: new AdminClient(current) };
     platform = await admin.current.createPlatform({ name: 'Shop', domain: 'shop.example', scopes: [{ name: 'orders:read' }], routes: [] });
-  }, 300_000);
+  }, 600_000);
 
   afterAll(async () => {
     await old?.dispose();
