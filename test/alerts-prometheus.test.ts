@@ -16,7 +16,7 @@ import { startRedisServer, type RedisServer } from './support/faults.js';
 import { metricSamples, metricSum } from '../kit/metrics.js';
 import { waitFor } from '../kit/wait.js';
 import { freeLowPort, mountSmallDisk, scaleRuleDurations, startPostgresCluster, startPrometheus, type PostgresCluster, type PromAlert, type Prometheus, type SmallDisk } from './support/monitoring.js';
-import { startService, type ServiceHandle } from './support/service.js';
+import { startService, type ServiceHandle, type StartOptions } from './support/service.js';
 
 const RULES_FILE = path.resolve(import.meta.dirname, '../k8s/base/alerts/ace-rules.yaml');
 const TARGET = { namespace: 'ace-test', pod: 'ace-0' };
@@ -43,13 +43,15 @@ describe.skipIf(!prometheusFound)('alerts in a real Prometheus', () => {
   let pg: PostgresCluster;
   let redis: RedisServer;
   let service: ServiceHandle;
+  /** How the service was started: the restart case starts it again the same way (same ports, same data). */
+  let serviceOptions: StartOptions;
   let prometheus: Prometheus;
   let platform: PlatformRecord;
   let agent: AgentCredentials;
 
   beforeAll(async () => {
     [pg, redis] = await Promise.all([startPostgresCluster(), startRedisServer()]);
-    service = await startService({
+    serviceOptions = {
       mode: 'real',
       database: { name: 'postgres', url: pg.url, drop: async () => {} }, // the cluster is thrown away whole
       ...(disk ? { dataDir: disk.dir } : {}),
@@ -60,7 +62,8 @@ describe.skipIf(!prometheusFound)('alerts in a real Prometheus', () => {
         PORT: String(await freeLowPort()),
         ADMIN_PORT: String(await freeLowPort()),
       },
-    });
+    };
+    service = await startService(serviceOptions);
     const admin = new AdminClient(service);
     platform = await admin.createPlatform({ name: 'Shop', domain: 'shop.example', scopes: [{ name: 'orders:read' }], routes: [] });
     agent = await admin.createAgent('flooded');
@@ -299,4 +302,14 @@ describe.skipIf(!prometheusFound)('alerts in a real Prometheus', () => {
     expect([...statuses.keys()].filter((s) => ![401, 429, 503].includes(s)), JSON.stringify([...statuses])).toEqual([]);
     await waitNone(['AceHighRateLimitedRatio']);
   });
+
+  // Last: AceProcessRestarted stays firing for its 15-minute window (promtool tests that it then resolves).
+  it('a crash and a restart fire AceProcessRestarted within 60 s, at the first scrape of the new process', async () => {
+    await quiet();
+    const crashed = Date.now();
+    await service.stop('SIGKILL');
+    service = await startService(serviceOptions);
+    await waitFiring([{ alertname: 'AceProcessRestarted', pod: TARGET.pod, namespace: TARGET.namespace, severity: 'warning' }]);
+    expect(Date.now() - crashed).toBeLessThan(STATE_ALERT_WITHIN_MS);
+  }, FAULT_TEST_MS);
 });

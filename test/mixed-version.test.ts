@@ -1,6 +1,6 @@
 // A rolling update: the previous release (built from git history, scripts/previous-release.mjs) and
 // this build run side by side on one Postgres database and one Redis, as pods of both do while a
-// Deployment rolls. The compatibility policy (docs/operations.md, Mixed versions) is checked from outside:
+// Deployment rolls. The compatibility policy (docs/operations.md, Rollouts) is checked from outside:
 // one set of signing keys (each one's tokens verify with the other's JWKS, same issuer and lifetime),
 // one rate limit per key across both, a deactivation through either one refused by both, and the
 // revocation feed: both refuse it without a feed token, a feed token made through either serves the same
