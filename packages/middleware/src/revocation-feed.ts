@@ -4,7 +4,10 @@
 // head: a head above our sequence means SETs were lost (a proxy dropping them) and we poll at once; while
 // no head at or below our sequence arrives, the copy ages and failMode applies after staleAfterSeconds.
 // Checks are in memory: a request costs two map lookups, never a call to the service.
-import { jwtVerify, type JWSHeaderParameters, type JWTPayload } from 'jose';
+// jose's per-operation modules: its root entry also loads the JWE code, whose compression support makes
+// edge bundlers (Next.js) warn.
+import { jwtVerify } from 'jose/jwt/verify';
+import type { JWSHeaderParameters, JWTPayload } from 'jose';
 import {
   EVENT_PLATFORM_TOKENS_REVOKED,
   EVENT_SESSION_REVOKED,

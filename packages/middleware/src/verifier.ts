@@ -5,7 +5,11 @@
 // path (scope-map.ts); whatever maps to no rule, or to no single rule, is refused.
 // Runtime-neutral: no `node:` module, no file, no `ws`, no code generated at run time; it needs only the
 // `fetch`, `WebSocket` (optional: else the feed is polled), `crypto.subtle` and timer globals.
-import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+// jose's per-operation modules, not its root entry: that one also loads the JWE code, whose compression
+// support makes edge bundlers (Next.js) warn.
+import { jwtVerify } from 'jose/jwt/verify';
+import * as joseErrors from 'jose/errors';
+import type { JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
 import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, withResourceMetadata, type Refusal } from './challenge.js';
 import { normaliseResource } from './resource.js';
