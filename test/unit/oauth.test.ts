@@ -76,7 +76,7 @@ describe('OAuth 2.0 client credentials and discovery', () => {
     // An authorization endpoint for clients whose schema requires one (the MCP SDK): it exists, never
     // redirects, and says what is true: no response type is supported (RFC 6749 §4.1.2.1).
     expect(metadata.authorization_endpoint).toBe(`${service.publicUrl}/oauth2/authorize`);
-    const authorize = await fetch(`${metadata.authorization_endpoint}?response_type=code&client_id=x&redirect_uri=https://evil.example/cb`, { redirect: 'manual' });
+    const authorize = await service.fetch(`${metadata.authorization_endpoint}?response_type=code&client_id=x&redirect_uri=https://evil.example/cb`, { redirect: 'manual' });
     expect(authorize.status).toBe(400);
     expect(authorize.headers.get('location')).toBeNull();
     expect(((await authorize.json()) as Record<string, unknown>).error).toBe('unsupported_response_type');
