@@ -31,7 +31,7 @@ const HTTPS_RESOURCE = `https://mcp-${crypto.randomUUID().slice(0, 8)}.example.c
 describe('MCP: resource identifiers, aud, and the official SDK end to end', () => {
   let service: ServiceHandle;
   let admin: AdminClient;
-  let platform: PlatformRecord & { resources: string[] };
+  let platform: PlatformRecord;
   let agent: AgentCredentials;
   let loopbackResource: string;
   let expressPort: number;
@@ -49,7 +49,7 @@ describe('MCP: resource identifiers, aud, and the official SDK end to end', () =
       routes: ['POST', 'GET', 'DELETE'].map((method) => ({ method, path: '/mcp', scopes: ['mcp:call'] })).concat([{ method: 'GET', path: '/orders/{id}', scopes: ['orders:read'] }]),
       // Any spelling; stored in normal form (scheme and host lower case, no default port, no trailing slash).
       resources: [`HTTP://127.0.0.1:${expressPort}/mcp/`, HTTPS_RESOURCE.replace('https://', 'HTTPS://').replace('.com/', '.com:443/')],
-    })) as PlatformRecord & { resources: string[] };
+    }));
     agent = await admin.createAgent('mcp-agent');
     await admin.grant(agent.agent_id, platform.platform_id, ['mcp:call', 'orders:read']);
     scopesYaml = await (await fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`)).text();
