@@ -19,7 +19,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import Fastify from 'fastify';
 import { createVerifier, expressRouteGuard, honoAgentAuth, type AgentEnv, type Verifier } from '@agent-credential-exchange/middleware';
+import { fastifyAgentAuth } from '@agent-credential-exchange/middleware/fastify';
 import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { freePort } from '../kit/ports.js';
 import { startService, type ServiceHandle } from './support/service.js';
@@ -191,7 +193,7 @@ describe('MCP: resource identifiers, aud, and the official SDK end to end', () =
     expect(result.structuredContent).toMatchObject({ agent_id: agent.agent_id, resource: HTTPS_RESOURCE, expires_at: expect.any(Number) });
   });
 
-  it('the Express route guard serves the RFC 9728 metadata (resource, no jwks_uri, scopes from the scope file, bearer methods)', async () => {
+  it('the Express route guard and Fastify serve the RFC 9728 metadata (resource, no jwks_uri, scopes from the scope file, bearer methods)', async () => {
     const verifier = verifierFor(HTTPS_RESOURCE);
     const guard = expressRouteGuard(verifier);
     const app = express();
@@ -209,6 +211,17 @@ describe('MCP: resource identifiers, aud, and the official SDK end to end', () =
     const challenge = await fetch(`http://127.0.0.1:${port}/orders/1`);
     expect(challenge.status).toBe(401);
     expect(challenge.headers.get('www-authenticate')).toContain(`resource_metadata="${new URL(HTTPS_RESOURCE).origin}/.well-known/oauth-protected-resource/mcp"`);
+
+    // Fastify: the hook runs for a path no route declares (its 404) and answers the metadata there too.
+    const fastify = Fastify();
+    await fastify.register(fastifyAgentAuth(verifier));
+    fastify.get('/orders/:id', async () => 'ok');
+    await fastify.listen({ port: 0, host: '127.0.0.1' });
+    closers.push(() => fastify.close());
+    const fastifyPort = (fastify.server.address() as AddressInfo).port;
+    const fromFastify = await fetch(`http://127.0.0.1:${fastifyPort}/.well-known/oauth-protected-resource/mcp`);
+    expect(fromFastify.status).toBe(200);
+    expect(((await fromFastify.json()) as { resource: string }).resource).toBe(HTTPS_RESOURCE);
   });
 
   it('ready() rejects a resource option the service issues no token for; a token for another platform resource is refused', async () => {
