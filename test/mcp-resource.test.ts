@@ -20,7 +20,7 @@ import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import Fastify from 'fastify';
-import { createVerifier, expressRouteGuard, honoAgentAuth, type AgentEnv, type Verifier } from '@agent-credential-exchange/middleware';
+import { createVerifier, expressRouteGuard, honoAgentAuth, protectNodeHandler, type AgentEnv, type Verifier } from '@agent-credential-exchange/middleware';
 import { fastifyAgentAuth } from '@agent-credential-exchange/middleware/fastify';
 import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { freePort } from '../kit/ports.js';
@@ -242,6 +242,12 @@ describe('MCP: resource identifiers, aud, and the official SDK end to end', () =
       ok: true,
       claims: { platformId: platform.platform_id, resource: loopbackResource },
     });
+    // node:http: the listener finds the MCP SDK's AuthInfo on req.auth as well (its Node transport reads it there).
+    const port = await listen(
+      http.createServer(protectNodeHandler(verifier, (req, res) => res.end(JSON.stringify({ clientId: req.auth?.clientId, resource: req.auth?.resource?.href, extra: req.auth?.extra })))),
+    );
+    const seen = await fetch(`http://127.0.0.1:${port}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${own.body.access_token}` } });
+    expect(await seen.json()).toEqual({ clientId: agent.api_key_id, resource: loopbackResource, extra: { agentId: agent.agent_id, platformId: platform.platform_id, tokenId: expect.any(String) } });
   });
 
   it('an unknown resource is refused like a wrong secret: the same answer with or without it, after the credential check', async () => {
