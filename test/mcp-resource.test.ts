@@ -233,7 +233,12 @@ describe('MCP: resource identifiers, aud, and the official SDK end to end', () =
     // Another platform's resource: its token does not pass here, though signed by the same service.
     const other = await admin.createPlatform({ name: 'Other', scopes: [{ name: 'mcp:call' }], resources: ['https://other.example.com/mcp'] });
     await admin.grant(agent.agent_id, other.platform_id, ['mcp:call']);
-    const foreign = await tokenFor('https://other.example.com/mcp');
+    // The token endpoint's resource index re-reads on a miss at most once a second: a resource registered
+    // a moment ago is found on the next try after that.
+    let foreign = await tokenFor('https://other.example.com/mcp');
+    for (const deadline = Date.now() + 4000; foreign.status === 400 && Date.now() < deadline; foreign = await tokenFor('https://other.example.com/mcp')) {
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+    }
     expect(foreign.status, JSON.stringify(foreign.body)).toBe(200);
     const verifier = verifierFor(HTTPS_RESOURCE);
     expect(await verifier.authorize({ method: 'POST', path: '/mcp', authorization: `Bearer ${foreign.body.access_token}` })).toMatchObject({ ok: false, status: 401 });
