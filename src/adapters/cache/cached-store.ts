@@ -203,7 +203,7 @@ export class CachedStore implements Store {
   }
 
   getPlatform(platformId: string): Promise<PlatformRecord | null> {
-    return this.readThrough(this.platforms, platformId, this.platformKey(platformId), () => this.inner.getPlatform(platformId));
+    return this.readThrough(this.platforms, platformId, this.platformKey(platformId), () => this.inner.getPlatform(platformId)).then(withResources);
   }
 
   // Secret hashes are never cached (docs/decisions.md: never in Redis in any form).
@@ -431,4 +431,9 @@ export class CachedStore implements Store {
 /** SCAN MATCH treats * ? [ ] \ as pattern characters: a key prefix holding them is matched literally. */
 function globEscape(text: string): string {
   return text.replace(/[*?[\]\\]/g, '\\$&');
+}
+
+/** A record Redis kept from before platforms had `resources` (it expires with its TTL) reads as having none. */
+function withResources(platform: PlatformRecord | null): PlatformRecord | null {
+  return platform && !Array.isArray(platform.resources) ? { ...platform, resources: [] } : platform;
 }
