@@ -36,6 +36,8 @@ export interface ServerOptions {
    * address for it.
    */
   guards?: Partial<Record<Exclude<RouteAuth, 'none'>, Guard>>;
+  /** The uWS app to serve on, when it was made before the server (the revocation transmitter publishes on its topics); else a new one. */
+  app?: uWS.TemplatedApp;
 }
 
 const STATUS_LINES = new Map<number, string>();
@@ -102,7 +104,7 @@ export class HttpServer {
 
   constructor(routes: Route[], private readonly options: ServerOptions) {
     this.proxy = { ...options.proxy, onUntrustedPeer: (peer) => this.untrustedPeer(peer) };
-    this.app = uWS.App();
+    this.app = options.app ?? uWS.App();
     const served = new Map<Route, ServedRoute>();
     for (const route of routes) {
       const guarded = route.auth !== undefined && route.auth !== 'none';
