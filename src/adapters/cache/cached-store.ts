@@ -55,7 +55,8 @@ export class CachedStore implements Store {
     this.views = new BoundedCache(options.localMaxEntries, options.localTtlMs);
     this.platforms = new BoundedCache(Math.min(options.localMaxEntries, 10_000), options.localTtlMs);
     options.bus.subscribe((message) => this.applyInvalidation(message));
-    options.metrics.setRedisCacheTrusted(options.redis !== undefined);
+    if (options.redis) options.metrics.setRedisCacheTrusted(true);
+    else options.metrics.noRedisCache();
     if (options.redis) watchResets(options.redis, (why) => this.distrust(true, why));
   }
 
