@@ -198,6 +198,11 @@ export class FeedCredentialService {
     return this.index?.get(platformId)?.some((c) => c.id === credentialId) ?? false;
   }
 
+  /** Whether the platform has a live credential (after its last one is deleted, its feed answers are released). */
+  hasCredentials(platformId: string): boolean {
+    return (this.index?.get(platformId)?.length ?? 0) > 0;
+  }
+
   /** Called after a reload: with the platform whose credentials changed, or undefined after a full reload. */
   onChange(listener: (platformId: string | undefined) => void): void {
     this.listeners.push(listener);
