@@ -10,9 +10,9 @@ import { loadConfig, type Config } from '../../src/config/config.js';
 import { createLogger, type Logger } from '../../src/adapters/telemetry/logger.js';
 import { Metrics } from '../../src/adapters/telemetry/metrics.js';
 import { CoreTelemetry } from '../../src/adapters/telemetry/core-telemetry.js';
+import { declareKeyMetrics } from '../../src/adapters/telemetry/key-metrics.js';
 import { RevocationMetrics } from '../../src/adapters/telemetry/revocation-metrics.js';
 import { RsaKeyMaterial } from '../../src/adapters/crypto/key-material.js';
-import { RevocationFeed } from '../../src/adapters/http/revocation-feed.js';
 import { ScopeFiles } from '../../src/adapters/http/scope-file.js';
 import type { InjectRequest, InjectResponse } from '../../src/adapters/http/inject.js';
 import type { HttpServer } from '../../src/adapters/http/server.js';
@@ -26,7 +26,7 @@ import type { MemoryAuditSink } from './memory/memory-store.js';
 
 export const IN_PROCESS_ADMIN_TOKEN = 'in-process-admin-token-0123456789abcdef';
 /** The origins app.fetch answers for (nothing listens there). */
-export const PUBLIC_URL = 'http://public.in-process';
+export const PUBLIC_URL = 'https://public.in-process';
 export const ADMIN_URL = 'http://admin.in-process';
 
 export interface InProcessOptions {
@@ -104,40 +104,34 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
   const logger = options.logger ?? createLogger('silent');
   const metrics = new Metrics();
   const cleanups = new Cleanups();
+  // Tokens and the revocation feed's SETs alike (servers.ts makes the feed's transmitter with it).
+  const signer = new InThreadSigner();
   const core = await memoryCore({
     material: new RsaKeyMaterial(randomBytes(32)),
-    signer: new InThreadSigner(),
+    signer,
     issuer: config.issuer,
     apiKeyPrefix: config.apiKeyPrefix,
     tokenTtlSeconds: config.tokenTtlSeconds,
     tokenPoints: config.rateLimitTokenPoints,
     authFailPoints: config.rateLimitAuthFailPoints,
+    tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
+    authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
     argon2MaxPerAddress: config.argon2MaxPerAddress,
     propagationSeconds: config.keyPropagationSeconds,
     telemetry: new CoreTelemetry(metrics, logger),
   });
   cleanups.add(() => core.stop());
-  metrics.registerKeyInfo(() => core.keys.keyInfo());
+  declareKeyMetrics(metrics.registry, () => core.keys.keyInfo());
   const revocationMetrics = new RevocationMetrics(metrics.registry);
-  const revocationFeed = new RevocationFeed({
-    log: core.log,
-    keys: core.keys,
-    bus: core.bus,
-    metrics: revocationMetrics,
-    onError: (what, error) => logger.error({ what, err: { message: (error as Error).message } }, 'background failure'),
-    issuer: config.issuer,
-    pollMs: config.revocationPollMs,
-    documentReuseMs: 1000,
-    heartbeatMs: config.revocationHeartbeatSeconds * 1000,
-  });
   const domain: ServedDomain = {
-    pools: { ping: async () => true },
+    pools: { ping: async () => true, signToken: (...args) => signer.signToken(...args) },
     keys: core.keys,
     authenticator: core.authenticator,
     audit: { sink: core.audit, store: new MemoryAuditStore(core.audit), trail: undefined, close: async () => {} },
     tokens: core.tokens,
-    revocationFeed,
+    revocationLog: core.log,
     revocationMetrics,
+    backgroundFailure: (what, error) => logger.error({ what, err: { message: (error as Error).message } }, 'background failure'),
     feedCredentials: core.feedCredentials,
     platforms: core.platforms,
     scopeFiles: new ScopeFiles(core.platforms),
@@ -151,7 +145,8 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
       stores: {
         redis: undefined,
         redisStatus: undefined,
-        store: { redisCacheTrusted: false },
+        store: core.store,
+        bus: core.bus,
         primary: { check: async () => ({ writable: !core.memory.down, server: 'memory' }) },
       },
       domain,

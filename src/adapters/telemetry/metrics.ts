@@ -41,12 +41,6 @@ export class Metrics {
   private readonly auditBatch: client.Histogram;
   private readonly auditFailed: client.Counter;
   private readonly auditSpool: client.Gauge;
-  private queueDepthSource: () => Record<string, number> = () => ({});
-  private keyInfoSource: () => { activeAgeSeconds: number; rotationIntervalSeconds: number; byState: Record<string, number> } = () => ({
-    activeAgeSeconds: 0,
-    rotationIntervalSeconds: 0,
-    byState: {},
-  });
 
   constructor() {
     const registers = [this.registry];
@@ -70,16 +64,6 @@ export class Metrics {
       labelNames: ['outcome'],
       registers,
       collect: () => this.tokenCounts.flushInto(this.tokens),
-    });
-    const self = this;
-    new client.Gauge({
-      name: 'ace_worker_queue_depth',
-      help: 'Tasks waiting for a crypto worker thread, per pool.',
-      labelNames: ['pool'],
-      registers,
-      collect() {
-        for (const [pool, depth] of Object.entries(self.queueDepthSource())) this.set({ pool }, depth);
-      },
     });
     this.workerTask = new client.Histogram({
       name: 'ace_worker_task_duration_seconds',
@@ -131,7 +115,8 @@ export class Metrics {
     });
     this.forwardedIgnored = new client.Counter({
       name: 'ace_forwarded_for_ignored_total',
-      help: 'Requests whose X-Forwarded-For was ignored because the direct peer is not a trusted proxy (TRUST_PROXY_PEERS, TRUST_PROXY_CIDRS): non-zero with TRUST_PROXY_HOPS set means clients reach the service without the proxy.',
+      help: 'Requests whose X-Forwarded-For was ignored, by reason: untrusted_peer (the direct peer is not a trusted proxy, TRUST_PROXY_PEERS / TRUST_PROXY_CIDRS: clients reach the service without the proxy), trust_proxy_off (TRUST_PROXY_HOPS=0 and no TRUST_PROXY_CIDRS: a proxy in front is unannounced, every client behind it counts as one address).',
+      labelNames: ['reason'],
       registers,
     });
     this.storeUp = new client.Gauge({
@@ -169,35 +154,6 @@ export class Metrics {
       aggregator: 'max', // degraded in any process counts
     });
     for (const component of ['postgres', 'redis'] satisfies DegradedComponent[]) this.degraded.set({ component }, 0);
-    new client.Gauge({
-      name: 'ace_signing_key_active_age_seconds',
-      help: 'Age of the active signing key since it became active.',
-      registers,
-      aggregator: 'max', // every process sees the same keys: summing would multiply
-      collect() {
-        this.set(self.keyInfoSource().activeAgeSeconds);
-      },
-    });
-    new client.Gauge({
-      name: 'ace_signing_key_rotation_interval_seconds',
-      help: 'Configured automatic rotation interval (0 when off).',
-      registers,
-      aggregator: 'max',
-      collect() {
-        this.set(self.keyInfoSource().rotationIntervalSeconds);
-      },
-    });
-    new client.Gauge({
-      name: 'ace_signing_keys',
-      help: 'Signing keys per state.',
-      labelNames: ['state'],
-      registers,
-      aggregator: 'max',
-      collect() {
-        const byState = self.keyInfoSource().byState;
-        for (const state of ['next', 'active', 'retiring', 'retired']) this.set({ state }, byState[state] ?? 0);
-      },
-    });
     this.auditWritten = new client.Counter({
       name: 'ace_audit_events_written_total',
       help: 'Audit events made durable, by where: postgres, or the local spool while Postgres is unreachable.',
@@ -224,6 +180,7 @@ export class Metrics {
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
     for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
     for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
+    for (const reason of ['untrusted_peer', 'trust_proxy_off']) this.forwardedIgnored.inc({ reason }, 0);
     for (const pool of ['argon2', 'sign']) {
       this.workerRejected.inc({ pool }, 0);
       this.workerReplaced.inc({ pool }, 0);
@@ -271,8 +228,8 @@ export class Metrics {
     this.adminAuthFailures.inc();
   }
 
-  forwardedForIgnored(): void {
-    this.forwardedIgnored.inc();
+  forwardedForIgnored(reason: 'untrusted_peer' | 'trust_proxy_off'): void {
+    this.forwardedIgnored.inc({ reason });
   }
 
   credentialChecked(): void {
@@ -323,13 +280,5 @@ export class Metrics {
 
   auditSpoolDepth(depth: number): void {
     this.auditSpool.set(depth);
-  }
-
-  registerQueueDepth(source: () => Record<string, number>): void {
-    this.queueDepthSource = source;
-  }
-
-  registerKeyInfo(source: Metrics['keyInfoSource']): void {
-    this.keyInfoSource = source;
   }
 }

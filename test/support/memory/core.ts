@@ -35,6 +35,8 @@ export class MemoryKeyMaterial implements KeyMaterial {
 export interface CoreOptions {
   tokenPoints?: number;
   authFailPoints?: number;
+  tokenWindowSeconds?: number;
+  authFailWindowSeconds?: number;
   argon2MaxPerAddress?: number;
   propagationSeconds?: number;
   /** Real key material and signer (RSA, jose) where tokens must verify; default: the memory ones. */
@@ -76,9 +78,9 @@ export async function memoryCore(options: CoreOptions = {}) {
       redis: undefined,
       keyPrefix: `core-${randomBytes(4).toString('hex')}:`,
       tokenPoints: options.tokenPoints ?? 1000,
-      tokenWindowSeconds: 60,
+      tokenWindowSeconds: options.tokenWindowSeconds ?? 60,
       authFailPoints: options.authFailPoints ?? 1000,
-      authFailWindowSeconds: 60,
+      authFailWindowSeconds: options.authFailWindowSeconds ?? 60,
     },
     (limiter) => {
       refusals.push(limiter);
