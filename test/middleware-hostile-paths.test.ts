@@ -97,12 +97,12 @@ beforeAll(async () => {
 
   const expressApp = express();
   expressApp.use(expressAgentAuth(verifier));
-  expressApp.use((req, res) => void res.json({ agent: req.agent.agentId, url: req.url }));
+  expressApp.use((req, res) => void res.json({ agent: req.agent?.agentId, url: req.url }));
   await listen('express', http.createServer(expressApp));
 
   const guarded = express();
   const guard = expressRouteGuard(verifier);
-  for (const template of ['/orders/:id', '/files/:name.json', '/v/:a-:b-:c.json']) guarded.get(template, guard, (req, res) => void res.json({ agent: req.agent.agentId }));
+  for (const template of ['/orders/:id', '/files/:name.json', '/v/:a-:b-:c.json']) guarded.get(template, guard, (req, res) => void res.json({ agent: req.agent?.agentId }));
   await listen('express-guard', http.createServer(guarded));
 
   const fastify = Fastify({ routerOptions: { maxParamLength: 100_000 } });

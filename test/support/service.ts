@@ -40,6 +40,8 @@ export interface StartOptions {
    * the service process itself, the wrapper's child, not to the wrapper.
    */
   wrapWith?: string[];
+  /** Another build's entry point (the previous release's dist/src/main.js); this build's when omitted. */
+  main?: string;
 }
 
 export interface ServiceHandle {
@@ -100,7 +102,7 @@ async function startOnce(options: StartOptions): Promise<ServiceHandle> {
       : {}),
     ...options.env,
   };
-  const service = spawnService({ env, nodeArgs: options.faultWorker ? ['--import', FAULT_HOOKS] : [], wrapWith: options.wrapWith });
+  const service = spawnService({ env, nodeArgs: options.faultWorker ? ['--import', FAULT_HOOKS] : [], wrapWith: options.wrapWith, main: options.main });
   const child = service.child;
   const wrapped = (options.wrapWith ?? []).length > 0;
   // With a wrapper, the service is the wrapper's child: that is the process to signal.

@@ -5,7 +5,7 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { createVerifier } from '../../packages/middleware/src/edge.js';
 
 const PLATFORM = '6f1c7f0e-1d2b-4c3a-9e8f-0a1b2c3d4e5f';
-const ISSUER = 'http://ace.test';
+const ISSUER = 'https://ace.test';
 
 describe('the fail-open warning', () => {
   it('names openForAtMostSeconds and the instant from which tokens are refused', async () => {

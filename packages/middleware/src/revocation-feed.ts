@@ -6,7 +6,10 @@
 // lists live SETs we lack (a proxy dropping them) makes it poll at once; the copy is not fresh until they
 // are held, so it ages towards failMode like a cut feed. Checks are in memory: a request costs two map
 // lookups, never a call to the service.
-import { jwtVerify, type JWSHeaderParameters, type JWTPayload } from 'jose';
+// jose's per-operation modules: its root entry also loads the JWE code, whose compression support makes
+// edge bundlers (Next.js) warn.
+import { jwtVerify } from 'jose/jwt/verify';
+import type { JWSHeaderParameters, JWTPayload } from 'jose';
 import { EVENT_STREAM_HEAD, SET_TYP, revocationJti, seqOfJti, type PollAnswer, type SetPayload } from './feed-document.js';
 import type { JwksCache } from './jwks-cache.js';
 import { readStreamHead, RevocationRules } from './revocation-rules.js';

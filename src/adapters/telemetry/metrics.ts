@@ -3,6 +3,7 @@
 import client from 'prom-client';
 import { RequestSeries } from './request-series.js';
 import { PendingCounts } from './pending-counts.js';
+import { StateDuration } from './state-duration.js';
 import { ERRORS } from '../../core/errors.js';
 import type { BackgroundTask } from '../../core/ports/telemetry.js';
 
@@ -41,6 +42,14 @@ export class Metrics {
   private readonly auditBatch: client.Histogram;
   private readonly auditFailed: client.Counter;
   private readonly auditSpool: client.Gauge;
+  private readonly storeUnavailable: StateDuration<'store'>;
+  private readonly redisCacheBypassed: StateDuration;
+  private readonly auditSpooling: StateDuration;
+  private readonly auditRefusing: StateDuration;
+  // The cache layer is bypassed while Redis fails its checks (every read would fail) as well as while
+  // the layer is distrusted (cached-store.ts), which begins only at the next cache call or reconnect.
+  private redisUp = true;
+  private redisCacheIsTrusted = true;
 
   constructor() {
     const registers = [this.registry];
@@ -176,6 +185,36 @@ export class Metrics {
       help: 'Audit events waiting in the local spool for Postgres.',
       registers,
     });
+    // The states the state-based alert rules watch, each as how long it has lasted (state-duration.ts).
+    this.storeUnavailable = new StateDuration({
+      name: 'ace_store_unavailable_seconds',
+      help: 'How long the store has failed its checks (ace_store_up 0), in seconds; 0 while it answers.',
+      labelNames: ['store'],
+      registers,
+    });
+    this.redisCacheBypassed = new StateDuration({
+      name: 'ace_redis_cache_bypassed_seconds',
+      help: 'How long the Redis cache layer has been bypassed (Redis fails its checks, or ace_redis_cache_trusted 0), in seconds; 0 while it is read, and without Redis.',
+      registers,
+    });
+    this.auditSpooling = new StateDuration({
+      name: 'ace_audit_spooling_seconds',
+      help: 'How long audit events have gone to the local spool instead of Postgres, or waited there to be drained, in seconds; 0 when not.',
+      registers,
+    });
+    this.auditRefusing = new StateDuration({
+      name: 'ace_audit_refusing_seconds',
+      help: 'How long neither Postgres nor the spool has taken an audit batch, in seconds (token requests answer 503 until one is written); 0 when not.',
+      registers,
+    });
+    this.redisCacheBypassed.set(false);
+    this.auditSpooling.set(false);
+    this.auditRefusing.set(false);
+    // prom-client's process_start_time_seconds is left out of the cluster aggregate; this one reports the
+    // newest process, so the restart of any process of the pod changes it.
+    new client.Gauge({ name: 'ace_process_start_time_seconds', help: 'Start time of the (newest) service process, Unix seconds.', registers, aggregator: 'max' }).set(
+      Math.floor((Date.now() - process.uptime() * 1000) / 1000),
+    );
     for (const sink of ['postgres', 'spool']) this.auditWritten.inc({ sink }, 0);
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
     for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
@@ -242,6 +281,11 @@ export class Metrics {
 
   setStoreUp(store: StoreName, up: boolean): void {
     this.storeUp.set({ store }, up ? 1 : 0);
+    this.storeUnavailable.set(!up, { store });
+    if (store === 'redis') {
+      this.redisUp = up;
+      this.redisCacheBypassed.set(!this.redisUp || !this.redisCacheIsTrusted);
+    }
   }
 
   /** The Redis topology and its current master(s); replaces what was reported before. */
@@ -250,8 +294,15 @@ export class Metrics {
     for (const primary of primaries.length > 0 ? primaries : ['unknown']) this.redisTopology.set({ topology, primary }, 1);
   }
 
+  /** No Redis configured: the cache layer is absent, not bypassed (nothing to alert on). */
+  noRedisCache(): void {
+    this.redisCacheTrusted.set(0);
+  }
+
   setRedisCacheTrusted(trusted: boolean): void {
     this.redisCacheTrusted.set(trusted ? 1 : 0);
+    this.redisCacheIsTrusted = trusted;
+    this.redisCacheBypassed.set(!this.redisUp || !this.redisCacheIsTrusted);
   }
 
   redisFailed(operation: RedisOperation): void {
@@ -280,5 +331,15 @@ export class Metrics {
 
   auditSpoolDepth(depth: number): void {
     this.auditSpool.set(depth);
+  }
+
+  /** The trail sends batches to the spool, or the spool still holds events to drain. */
+  setAuditSpooling(spooling: boolean): void {
+    this.auditSpooling.set(spooling);
+  }
+
+  /** The last audit batch was taken by neither Postgres nor the spool (its requests were refused). */
+  setAuditRefusing(refusing: boolean): void {
+    this.auditRefusing.set(refusing);
   }
 }

@@ -18,6 +18,15 @@ const Domain = Type.String({
   description: 'DNS host name of the platform.',
 });
 
+const Resource = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  description:
+    'Resource identifier (RFC 8707 / RFC 9728) a server of the platform answers as, e.g. an MCP server\'s URI https://api.example.com/mcp: ' +
+    'absolute, https (http only on a loopback host: localhost, 127.0.0.0/8, [::1]), no fragment, no query, no user information. ' +
+    'Stored normalised (scheme and host in lower case, no default port, no trailing slash); unique across platforms.',
+});
+
 export const AdminScopeInput = Type.Object(
   { name: ScopeName, description: Type.Optional(Type.String({ maxLength: 1024 })) },
   { additionalProperties: false },
@@ -40,6 +49,7 @@ export const PlatformCreate = Type.Object(
     verification_status: Type.Optional(VerificationStatus),
     scopes: Type.Array(AdminScopeInput, { maxItems: 1000 }),
     routes: Type.Optional(Type.Array(AdminRouteInput, { maxItems: 5000 })),
+    resources: Type.Optional(Type.Array(Resource, { maxItems: 20 })),
   },
   { $id: 'PlatformCreate', additionalProperties: false },
 );
@@ -83,6 +93,7 @@ export const PlatformView = Type.Object(
     verification_status: VerificationStatus,
     scopes: Type.Array(Type.Object({ name: Type.String(), description: Type.String() })),
     routes: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), scopes: Type.Array(Type.String()) })),
+    resources: Type.Array(Type.String(), { description: 'The resource identifiers of the platform, normalised.' }),
     created_at: Timestamp,
     updated_at: Timestamp,
   },
