@@ -279,12 +279,15 @@ describe.each(VARIANTS)('k8s %s', (variant) => {
     }
   });
 
-  it('drains before the kubelet kills: grace period > preStop pause + SHUTDOWN_TIMEOUT_MS', () => {
+  it('drains before the kubelet kills: grace period > preStop pause + SHUTDOWN_DRAIN_SECONDS + SHUTDOWN_TIMEOUT_MS', () => {
     const pod = deployment(variant).spec.template.spec;
     const preStop = preStopSeconds(container(variant));
+    const config = podConfig(variant);
     expect(preStop).toBeGreaterThanOrEqual(3);
-    // 5 s margin: a cluster primary gives its workers SHUTDOWN_TIMEOUT_MS + 4 s before it exits.
-    expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(preStop + podConfig(variant).shutdownTimeoutMs / 1000 + 5);
+    // Balancers that poll /readyz (every 1-5 s) see the 503 and move off before the port closes.
+    expect(config.shutdownDrainSeconds).toBeGreaterThanOrEqual(3);
+    // 5 s margin: a cluster primary gives its workers the drain + SHUTDOWN_TIMEOUT_MS + 4 s before it exits.
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(preStop + config.shutdownDrainSeconds + config.shutdownTimeoutMs / 1000 + 5);
   });
 
   it('requests and limits: 2 CPUs; 256Mi/384Mi on external stores, room for PGlite when embedded', () => {

@@ -29,6 +29,9 @@ import { startAudit, type RunningAudit } from './audit.js';
 import type { Stores } from './stores.js';
 import type { Cleanups } from './cleanups.js';
 
+/** Bound on the worker threads' first module load at start-up (a cold image on a contended node). */
+const WORKER_LOAD_TIMEOUT_MS = 60_000;
+
 export interface Domain {
   pools: CryptoPools;
   limiters: Limiters;
@@ -53,6 +56,8 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   const telemetry = new CoreTelemetry(metrics, logger);
   const pools = new CryptoPools(config, metrics);
   cleanups.add(() => pools.close());
+  // Before the first task with a deadline (the authenticator's decoy hash, the first signature).
+  await pools.loadAll(WORKER_LOAD_TIMEOUT_MS);
   const limiters = new Limiters(
     {
       redis,

@@ -90,6 +90,8 @@ async function startOnce(options: StartOptions): Promise<ServiceHandle> {
     KEY_ENCRYPTION_KEY: '11'.repeat(32),
     ARGON2_THREADS: '1',
     SIGN_THREADS: '1',
+    // No drain after SIGTERM unless a test asks for one: suites stop services often.
+    SHUTDOWN_DRAIN_SECONDS: '0',
     ...(options.mode === 'real'
       ? {
           DATABASE_URL: database!.url,

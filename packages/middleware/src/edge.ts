@@ -18,7 +18,7 @@ export { DocumentRejectedError, FeedUnauthorizedError } from './revocation-feed.
 export type { FeedSocket, FeedSocketConstructor, RevocationFeedOptions, RevocationFeedStats } from './revocation-feed.js';
 export { loadScopeFile, RouteTable, ScopeFileError } from './scope-map.js';
 export type { RouteMatch, RouteResolution, ScopeTextSource, TemplateSyntax } from './scope-map.js';
-export { canonicalizeTarget } from './canonical-path.js';
+export { canonicalizeTarget, DEFAULT_MAX_PATH_LENGTH, DEFAULT_MAX_SEGMENT_LENGTH } from './canonical-path.js';
 export type { CanonicalTarget } from './canonical-path.js';
 export { fetchAgentAuth, refusalResponse, withAgentAuth } from './adapters/fetch.js';
 export type { AgentFetchHandler, FetchAuthorized, FetchVerdict } from './adapters/fetch.js';

@@ -231,7 +231,7 @@ export class RevocationReceiver {
       this.lastWarnAt = now;
       const lastContact = this.rules.lastContactAt;
       this.warn(
-        `revocation feed unreachable: accepting tokens without revocation checks (failMode "open") until ${new Date(this.rules.openUntil()).toISOString()}, then refusing them (503)`,
+        `revocation feed unreachable: accepting tokens without revocation checks (failMode "open") until ${new Date(this.rules.openUntil()).toISOString()} (openForAtMostSeconds: ${(this.options.openForAtMostSeconds ?? 300)} s past staleAfterSeconds), then refusing them with 503`,
         { platform_id: this.deps.platformId, last_contact: lastContact ? new Date(lastContact).toISOString() : null },
       );
     }

@@ -7,7 +7,8 @@
 // `fetch`, `WebSocket` (optional: else the feed is polled), `crypto.subtle` and timer globals.
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
-import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, withResourceMetadata, type Refusal } from './challenge.js';
+import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, uriTooLong, withResourceMetadata, type Refusal } from './challenge.js';
+import { DEFAULT_MAX_PATH_LENGTH, DEFAULT_MAX_SEGMENT_LENGTH, pathTooLong, type PathLimits } from './canonical-path.js';
 import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource, type TemplateSyntax } from './scope-map.js';
 import { RevocationReceiver, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
 
@@ -18,7 +19,7 @@ export interface VerifierBaseOptions {
   jwksUrl?: string;
   /** Expected `iss` claim. Defaults to serviceUrl without a trailing slash (the service's default ISSUER). */
   issuer?: string;
-  /** This platform's id; defaults to the scope file's platform_id and must equal it when given. */
+  /** This platform's id. Defaults to the scope file's platform_id; must equal it when given. */
   platformId?: string;
   /**
    * This platform's resource identifier (RFC 9728): its public base URL, e.g. `https://shop.example.com`
@@ -35,6 +36,14 @@ export interface VerifierBaseOptions {
    * - "authenticate": any valid token of this platform may pass, no scope needed.
    */
   unmatchedRoutes?: 'deny' | 'authenticate';
+  /**
+   * Longest request path (query excluded) the verifier reads, in characters. A longer one is answered 414
+   * before the token or the path is looked at, so no request can make the path check costly.
+   * Default 4096 (DEFAULT_MAX_PATH_LENGTH).
+   */
+  maxPathLength?: number;
+  /** Longest path segment (between two "/"), in characters; a longer one is answered 414. Default 1024 (DEFAULT_MAX_SEGMENT_LENGTH). */
+  maxSegmentLength?: number;
   /** Leeway for exp/nbf against clock drift between the service and this platform. Default 5. */
   clockToleranceSeconds?: number;
   /** Minimum seconds between two JWKS fetches (forged-kid floods cannot go beyond this). Default 5. */
@@ -52,8 +61,9 @@ export interface VerifierBaseOptions {
    */
   now?: () => number;
   /**
-   * The service's revocation feed for this platform (tokens taken back before they expire). On by
-   * default; `false` turns it off (tokens then stay valid until they expire, whatever the operator does).
+   * The service's revocation feed for this platform (tokens taken back before they expire), and its options
+   * (below). Default: on; `false` turns it off (tokens then stay valid until they expire, whatever the
+   * operator does).
    */
   revocationFeed?: RevocationFeedOptions | false;
   /**
@@ -111,7 +121,10 @@ export type RouteTarget =
 
 export interface AuthorizeInput {
   method: string;
-  /** Request target as received (path, optionally with a query string); shorthand for target {kind: 'path'}. */
+  /**
+   * Request target as received (path, optionally with a query string): checked against the path length
+   * limits whatever the target kind, and the route target itself when `target` is absent.
+   */
   path?: string;
   target?: RouteTarget;
   authorization: string | string[] | undefined;
@@ -184,6 +197,10 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
   const now = options.now ?? Date.now;
   const cooldownMs = (options.jwksCooldownSeconds ?? 5) * 1000;
   const routes = new RouteTable(scopeFile.routes);
+  const pathLimits: PathLimits = {
+    maxPathLength: positiveInteger('maxPathLength', options.maxPathLength ?? DEFAULT_MAX_PATH_LENGTH),
+    maxSegmentLength: positiveInteger('maxSegmentLength', options.maxSegmentLength ?? DEFAULT_MAX_SEGMENT_LENGTH),
+  };
   const jwks = new JwksCache({
     url: options.jwksUrl ?? `${serviceUrl}/.well-known/jwks.json`,
     fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init),
@@ -248,6 +265,10 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
   const metadataAnswer = metadata && resourceMetadataAnswer(metadata);
 
   async function authorize(input: AuthorizeInput): Promise<AuthorizeResult> {
+    // Before anything else reads the target (the token check included): its cost is bounded from here on.
+    const received = input.path ?? (input.target && input.target.kind !== 'template' ? input.target.path : undefined);
+    const tooLong = received === undefined ? undefined : pathTooLong(received, pathLimits);
+    if (tooLong !== undefined) return uriTooLong(tooLong);
     if (metadataAnswer && (input.method === 'GET' || input.method === 'HEAD')) {
       const { target } = input;
       // A template (Fastify, Express route guards) reaches here only for a route the application declared.
@@ -389,6 +410,11 @@ export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource';
 
 const REVOKED = 'The access token was revoked.';
 const TOO_LARGE = `The access token is larger than ${MAX_TOKEN_LENGTH} bytes.`;
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`createVerifier: ${name} must be a positive integer, got ${String(value)}`);
+  return value;
+}
 
 /** The token's key is void in the revocation feed. */
 class RevokedError extends Error {}

@@ -15,6 +15,8 @@ const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', '
 export type RedisOperation = 'cache_get' | 'cache_set' | 'cache_delete' | 'cache_sweep' | 'publish' | 'rate_limit_refund' | 'admin_limit_read' | 'reconnect';
 export type CacheName = 'local' | 'redis' | 'verified';
 export type StoreName = 'postgres' | 'redis';
+/** What an instance that is still ready can be serving without (ace_degraded's `component`). */
+export type DegradedComponent = 'postgres' | 'redis';
 
 export class Metrics {
   readonly registry = new client.Registry();
@@ -35,6 +37,7 @@ export class Metrics {
   private readonly redisCacheTrusted: client.Gauge;
   private readonly redisFailures: client.Counter<'operation'>;
   private readonly ready: client.Gauge;
+  private readonly degraded: client.Gauge<'component'>;
   private readonly auditWritten: client.Counter<'sink'>;
   private readonly auditBatch: client.Histogram;
   private readonly auditFailed: client.Counter;
@@ -121,7 +124,8 @@ export class Metrics {
     });
     this.forwardedIgnored = new client.Counter({
       name: 'ace_forwarded_for_ignored_total',
-      help: 'Requests whose X-Forwarded-For was ignored because the direct peer is not a trusted proxy (TRUST_PROXY_PEERS, TRUST_PROXY_CIDRS): non-zero with TRUST_PROXY_HOPS set means clients reach the service without the proxy.',
+      help: 'Requests whose X-Forwarded-For was ignored, by reason: untrusted_peer (the direct peer is not a trusted proxy, TRUST_PROXY_PEERS / TRUST_PROXY_CIDRS: clients reach the service without the proxy), trust_proxy_off (TRUST_PROXY_HOPS=0 and no TRUST_PROXY_CIDRS: a proxy in front is unannounced, every client behind it counts as one address).',
+      labelNames: ['reason'],
       registers,
     });
     this.storeUp = new client.Gauge({
@@ -151,6 +155,14 @@ export class Metrics {
       registers,
     });
     this.ready = new client.Gauge({ name: 'ace_ready', help: '1 when the instance is ready for traffic.', registers, aggregator: 'min' });
+    this.degraded = new client.Gauge({
+      name: 'ace_degraded',
+      help: '1 while the instance is ready but serves without this component (postgres: no writable primary, tokens come from the caches and the audit spool; redis: configured but not answering, limits are per process).',
+      labelNames: ['component'],
+      registers,
+      aggregator: 'max', // degraded in any process counts
+    });
+    for (const component of ['postgres', 'redis'] satisfies DegradedComponent[]) this.degraded.set({ component }, 0);
     this.auditWritten = new client.Counter({
       name: 'ace_audit_events_written_total',
       help: 'Audit events made durable, by where: postgres, or the local spool while Postgres is unreachable.',
@@ -207,6 +219,7 @@ export class Metrics {
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
     for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
     for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
+    for (const reason of ['untrusted_peer', 'trust_proxy_off']) this.forwardedIgnored.inc({ reason }, 0);
     for (const pool of ['argon2', 'sign']) {
       this.workerRejected.inc({ pool }, 0);
       this.workerReplaced.inc({ pool }, 0);
@@ -254,8 +267,8 @@ export class Metrics {
     this.adminAuthFailures.inc();
   }
 
-  forwardedForIgnored(): void {
-    this.forwardedIgnored.inc();
+  forwardedForIgnored(reason: 'untrusted_peer' | 'trust_proxy_off'): void {
+    this.forwardedIgnored.inc({ reason });
   }
 
   credentialChecked(): void {
@@ -298,6 +311,10 @@ export class Metrics {
 
   setReady(ready: boolean): void {
     this.ready.set(ready ? 1 : 0);
+  }
+
+  setDegraded(component: DegradedComponent, degraded: boolean): void {
+    this.degraded.set({ component }, degraded ? 1 : 0);
   }
 
   auditWrittenTo(sink: 'postgres' | 'spool', events: number): void {

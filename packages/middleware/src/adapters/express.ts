@@ -61,7 +61,7 @@ function run(
   next: ExpressLikeNext,
   target: RouteTarget,
 ): void {
-  verifier.authorize({ method: req.method, target, authorization: req.headers.authorization }).then((result: AuthorizeResult) => {
+  verifier.authorize({ method: req.method, path: req.originalUrl ?? req.url, target, authorization: req.headers.authorization }).then((result: AuthorizeResult) => {
     if (!result.ok) {
       res.status(result.status).set({ ...result.headers, 'content-type': 'application/json', 'cache-control': 'no-store' }).send(result.body);
       return;

@@ -33,6 +33,7 @@ export function fastifyOnRequest(verifier: Verifier) {
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<unknown> => {
     const result = await verifier.authorize({
       method: request.method,
+      path: request.url,
       target: { kind: 'template', template: request.routeOptions?.url, syntax: 'fastify' },
       authorization: request.headers.authorization,
     });

@@ -2,13 +2,15 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { AgentStatus, PlatformStatus, VerificationStatus } from './public.js';
 import { RoutePath, ScopeName } from '@agent-credential-exchange/middleware/scopes-file';
+import { UNSAFE_NAME_CHARACTERS } from '../../../support/unsafe-text.js';
 
 /**
- * Names are shown in terminals (`ace agent list`) and logs: no C0 or C1 control character, no DEL, so a
- * name cannot carry a terminal escape sequence or a line break.
+ * Names are shown in terminals (`ace agent list`), logs and consoles: none of the characters that would not
+ * show as themselves (support/unsafe-text.ts: controls, bidirectional controls, zero-width characters,
+ * line and paragraph separators).
  */
-export const NO_CONTROL_CHARACTERS = '^[^\\u0000-\\u001F\\u007F-\\u009F]*$';
-const Name = Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARACTERS });
+export const PRINTABLE_NAME = `^[^${UNSAFE_NAME_CHARACTERS}]*$`;
+const Name = Type.String({ minLength: 1, maxLength: 200, pattern: PRINTABLE_NAME });
 const Domain = Type.String({
   minLength: 1,
   maxLength: 253,
