@@ -64,6 +64,13 @@ export interface Config {
   localCacheTtlMs: number;
   localCacheMaxEntries: number;
   verifiedCacheTtlSeconds: number;
+  clientAssertionMaxLifetimeSeconds: number;
+  workloadTokenMaxLifetimeSeconds: number;
+  clientAssertionClockToleranceSeconds: number;
+  jwksUriAllowLoopback: boolean;
+  jwksUriAllowPrivate: boolean;
+  jwksUriTimeoutMs: number;
+  jwksUriCacheSeconds: number;
   verifiedCacheMaxEntries: number;
   storeTimeoutMs: number;
   enrichmentTimeoutMs: number;
