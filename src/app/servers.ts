@@ -24,12 +24,16 @@ export interface Servers {
   admin: HttpServer;
 }
 
+/** What the listeners use of the stores and the domain (tests in process pass memory ports: test/support/in-process.ts). */
+export type ServedStores = Pick<Stores, 'redis' | 'redisStatus'> & { primary: Pick<Stores['primary'], 'check'> };
+export type ServedDomain = Omit<Domain, 'pools' | 'limiters' | 'revocations'> & { pools: Pick<Domain['pools'], 'ping'> };
+
 export interface ServerContext {
   config: Config;
   logger: Logger;
   metrics: Metrics;
-  stores: Stores;
-  domain: Domain;
+  stores: ServedStores;
+  domain: ServedDomain;
   adminToken: string;
   /** /metrics body (cluster workers answer with the sum over every process). */
   metricsText: () => Promise<{ contentType: string; body: string }>;

@@ -10,6 +10,7 @@ import { clientAddress, type ProxyTrust } from '../../support/client-address.js'
 import { framingRefusal, type FramingFields } from './framing.js';
 import { InFlight, type Completion } from './in-flight.js';
 import { LingeringRefusal } from './lingering-refusal.js';
+import { inject, PathRouter, type InjectRequest, type InjectResponse, type ServedHandler, type ServedRequest, type ServedResponse } from './inject.js';
 import { allowHeader, refusalReply, routesByPath, type Guard, type HttpReply, type HttpRequest, type RequestHeaders, type Route, type RouteAuth } from './types.js';
 
 /** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
@@ -63,7 +64,7 @@ const decoder = new TextDecoder();
 
 /** One request being answered: what `send` needs besides the reply (one per request). */
 interface Exchange {
-  res: uWS.HttpResponse;
+  res: ServedResponse;
   state: Completion;
   /** Low-cardinality route name (metrics, access log). */
   routeName: string;
@@ -81,6 +82,8 @@ export class HttpServer {
   private readonly proxy: ProxyTrust;
   /** Ignored X-Forwarded-For headers since the last warning, and when that was. */
   private untrusted = { count: 0, warnedAt: -Infinity };
+  /** The same handlers uWS routes to, for requests served without a socket (inject). */
+  private readonly router = new PathRouter();
 
   constructor(routes: Route[], private readonly options: ServerOptions) {
     this.proxy = { ...options.proxy, onUntrustedPeer: (peer) => this.untrustedPeer(peer) };
@@ -94,7 +97,7 @@ export class HttpServer {
     for (const [path, group] of routesByPath(routes)) {
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
       const methodNotAllowed = refusalReply(new ServiceError('method_not_allowed', undefined, { Allow: allowHeader(group) }), true);
-      this.app.any(path, (res, req) => {
+      this.serve(path, (res, req) => {
         const fields = readFields(req);
         if (this.refusedFraming(res, req, fields)) return;
         const method = knownMethod(req.getMethod());
@@ -108,10 +111,23 @@ export class HttpServer {
     }
     // Made once: a flood of unknown paths builds no error, no stack, no JSON.
     const notFound = refusalReply(new ServiceError('not_found'), true);
-    this.app.any('/*', (res, req) => {
+    this.serve('/*', (res, req) => {
       if (this.refusedFraming(res, req, readFields(req))) return;
       this.answerError(res, req, 'unmatched', notFound);
     });
+  }
+
+  private serve(pattern: string, handler: ServedHandler): void {
+    this.app.any(pattern, handler);
+    this.router.add(pattern, handler);
+  }
+
+  /**
+   * Serves a request without a socket, through the handlers uWS calls (framing checks, body limit, guards,
+   * hooks, metrics): what a client would get from this listener, for tests in process (inject.ts).
+   */
+  inject(request: InjectRequest): Promise<InjectResponse> {
+    return inject(this.router, request);
   }
 
   /**
@@ -126,7 +142,7 @@ export class HttpServer {
    * request follows on it (without our 400: the refusal is then the closed connection); if none
    * follows, the answer goes out next turn and the connection closes after it.
    */
-  private refusedFraming(res: uWS.HttpResponse, req: uWS.HttpRequest, fields: HeaderFields): boolean {
+  private refusedFraming(res: ServedResponse, req: ServedRequest, fields: HeaderFields): boolean {
     const refusal = framingRefusal(fields);
     if (!refusal) return false;
     const method = knownMethod(req.getMethod());
@@ -225,7 +241,7 @@ export class HttpServer {
     };
   }
 
-  private handle(res: uWS.HttpResponse, req: uWS.HttpRequest, route: Route, paramNames: string[], method: string, fields: HeaderFields): void {
+  private handle(res: ServedResponse, req: ServedRequest, route: Route, paramNames: string[], method: string, fields: HeaderFields): void {
     const started = performance.now();
     // Everything from `req` must be read now: it is invalid after this synchronous part.
     const headers = this.readHeaders(fields, route);
@@ -305,7 +321,7 @@ export class HttpServer {
     return refusalReply(serviceError);
   }
 
-  private answerError(res: uWS.HttpResponse, req: uWS.HttpRequest, routeName: string, reply: HttpReply): void {
+  private answerError(res: ServedResponse, req: ServedRequest, routeName: string, reply: HttpReply): void {
     const method = knownMethod(req.getMethod());
     const started = performance.now();
     const requestId = randomUUID();
@@ -351,7 +367,7 @@ export class HttpServer {
  * header and uWS ends the response with no length of its own. uWS cannot close the connection after
  * such an answer, so a closing one (shutdown) says `Connection: close` and the final close ends it.
  */
-function endWithoutBody(res: uWS.HttpResponse, length: number, close: boolean): void {
+function endWithoutBody(res: ServedResponse, length: number, close: boolean): void {
   res.writeHeader('Content-Length', String(length));
   if (close) res.writeHeader('Connection', 'close');
   res.endWithoutBody();
@@ -370,7 +386,7 @@ interface HeaderFields extends FramingFields {
   forwardedFor?: string;
 }
 
-function readFields(req: uWS.HttpRequest): HeaderFields {
+function readFields(req: ServedRequest): HeaderFields {
   const fields: HeaderFields = { contentLength: [], transferEncoding: [] };
   req.forEach((name, value) => {
     switch (name) {
