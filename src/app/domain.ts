@@ -139,6 +139,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     allowPrivate: config.jwksUriAllowPrivate,
     timeoutMs: config.jwksUriTimeoutMs,
     jwksCacheSeconds: config.jwksUriCacheSeconds,
+    jwksCooldownSeconds: config.jwksUriCooldownSeconds,
   });
   const assertions = new AssertionAuthenticator({
     index: clientKeyIndex,

@@ -71,6 +71,7 @@ export interface Config {
   jwksUriAllowPrivate: boolean;
   jwksUriTimeoutMs: number;
   jwksUriCacheSeconds: number;
+  jwksUriCooldownSeconds: number;
   verifiedCacheMaxEntries: number;
   storeTimeoutMs: number;
   enrichmentTimeoutMs: number;

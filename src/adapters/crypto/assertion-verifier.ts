@@ -18,6 +18,8 @@ const REMOTE_SETS_MAX = 1000;
 export interface JoseAssertionVerifierOptions extends Omit<GuardedFetchOptions, 'maxBytes'> {
   /** How long a fetched JWK Set is used before it is fetched again (seconds). */
   jwksCacheSeconds: number;
+  /** An unknown kid fetches the set again at once, at most this often (seconds): random kids cannot flood the issuer. */
+  jwksCooldownSeconds: number;
 }
 
 /** A key set nobody holds the private half of: what an unknown client's assertion is verified against. */
@@ -105,7 +107,7 @@ export class JoseAssertionVerifier implements AssertionVerifier {
       if (this.remote.size >= REMOTE_SETS_MAX) this.remote.delete(this.remote.keys().next().value!);
       set = createRemoteJWKSet(new URL(source.jwksUri), {
         timeoutDuration: this.options.timeoutMs,
-        cooldownDuration: 30_000,
+        cooldownDuration: this.options.jwksCooldownSeconds * 1000,
         cacheMaxAge: this.options.jwksCacheSeconds * 1000,
         [customFetch]: this.fetchJwks,
       });

@@ -68,7 +68,9 @@ export class AssertionAuthenticator {
         throw new AssertionRejected(plan ? 'subject_not_bound' : 'unknown_client');
       }
       const verified = await this.ports.verifier.verify(caller.assertion, plan.expect, caller.signal);
-      if (verified.jti !== undefined && !(await this.ports.replays.firstUse(`${verified.issuer}\n${verified.jti}`, verified.expiresAt * 1000))) {
+      // Single use for private_key_jwt only: a workload presents the token its platform mounted until it is
+      // rotated (Kubernetes: about an hour), whatever its jti.
+      if (plan.expect.requireJti && !(await this.ports.replays.firstUse(`${verified.issuer}\n${verified.jti}`, verified.expiresAt * 1000))) {
         throw new AssertionRejected('jti_replayed');
       }
       const view = await this.ports.store.getAgentView(plan.apiKeyId);

@@ -119,7 +119,7 @@ export async function memoryCore(options: CoreOptions = {}) {
     telemetry: record,
   });
   await authenticator.init();
-  const verifier = new JoseAssertionVerifier({ allowLoopback: true, allowPrivate: false, timeoutMs: 2000, jwksCacheSeconds: 60 });
+  const verifier = new JoseAssertionVerifier({ allowLoopback: true, allowPrivate: false, timeoutMs: 2000, jwksCacheSeconds: 60, jwksCooldownSeconds: 0 });
   const clientKeyIndex = new ClientKeyIndex({ store: memoryUow.clientKeys, bus, telemetry: record });
   await clientKeyIndex.init();
   const assertions = new AssertionAuthenticator({
