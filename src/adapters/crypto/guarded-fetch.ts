@@ -28,10 +28,15 @@ for (const [net, prefix] of [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24],
   ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
 ] as const) SPECIAL.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [['::', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32], ['::ffff:0:0', 96]] as const) SPECIAL.addSubnet(net, prefix, 'ipv6');
+for (const [net, prefix] of [['::', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32]] as const) SPECIAL.addSubnet(net, prefix, 'ipv6');
 
 /** Why `address` may not be connected to, or undefined. */
-export function refusedAddress(address: string, options: Pick<GuardedFetchOptions, 'allowLoopback' | 'allowPrivate'>): string | undefined {
+export function refusedAddress(given: string, options: Pick<GuardedFetchOptions, 'allowLoopback' | 'allowPrivate'>): string | undefined {
+  // An IPv4-mapped IPv6 address (::ffff:10.0.0.1) is the IPv4 address it carries.
+  const dotted = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(given);
+  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(given);
+  const fromHex = (h: string) => [parseInt(h, 16) >> 8, parseInt(h, 16) & 255];
+  const address = dotted ? dotted[1]! : hex ? [...fromHex(hex[1]!), ...fromHex(hex[2]!)].join('.') : given;
   const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
   if (LOOPBACK.check(address, family)) return options.allowLoopback ? undefined : 'a loopback address';
   if (SPECIAL.check(address, family)) return options.allowPrivate ? undefined : 'a private or special-purpose address';
