@@ -94,7 +94,7 @@ describe.skipIf(!python)('python3-authlib + PyJWT against /oauth2/token', () => 
   for (const alg of ['RS256', 'ES256', 'PS256'] as const) {
     it(`private_key_jwt (${alg}), an agent without a secret: authlib gets a token PyJWT accepts`, async () => {
       const admin = new AdminClient(service);
-      const { publicKey, privateKey } = generateKeyPairSync(alg === 'ES256' ? 'ec' : 'rsa', alg === 'ES256' ? { namedCurve: 'P-256' } : { modulusLength: 2048 });
+      const { publicKey, privateKey } = alg === 'ES256' ? generateKeyPairSync('ec', { namedCurve: 'P-256' }) : generateKeyPairSync('rsa', { modulusLength: 2048 });
       const jwk = { ...publicKey.export({ format: 'jwk' }), kid: `authlib-${alg}`, alg };
       const agent = await admin.call('POST', '/admin/v1/agents', { name: `authlib-${alg}`, token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [jwk] } }, 201);
       await admin.grant(agent.agent_id, platformId, ['orders:read']);

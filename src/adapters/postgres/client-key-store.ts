@@ -75,6 +75,10 @@ export function clientKeyWrites(sql: Sql | TransactionSql): ClientKeyWrites {
       const rows = await sql<Row[]>`SELECT id, issuer, audience, jwks, jwks_uri, created_at FROM workload_issuers WHERE id = ${id}`;
       return rows[0] ? toIssuer(rows[0]) : null;
     },
+    async trustedIssuerNamed(issuer) {
+      const rows = await sql<Row[]>`SELECT id, issuer, audience, jwks, jwks_uri, created_at FROM workload_issuers WHERE issuer = ${issuer} FOR UPDATE`;
+      return rows[0] ? toIssuer(rows[0]) : null;
+    },
     async insertBinding(row) {
       const rows = await sql`INSERT INTO workload_bindings (issuer_id, subject, agent_id, created_at) VALUES (${row.issuerId}, ${row.subject}, ${row.agentId}, ${row.createdAt})
         ON CONFLICT DO NOTHING RETURNING subject`;

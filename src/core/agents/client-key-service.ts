@@ -101,7 +101,7 @@ export class ClientKeyService {
     if (input.audience.length === 0 || input.audience.length > 512) throw invalid('audience must be 1 to 512 characters.');
     const row: TrustedIssuer = { id: randomUUID(), issuer: input.issuer, audience: input.audience, source: input.source, createdAt: new Date() };
     return this.ports.uow.run(async (tx) => {
-      if ((await this.ports.store.listTrustedIssuers()).some((i) => i.issuer === row.issuer)) throw new ServiceError('conflict', 'This issuer is already trusted.');
+      if (await tx.clientKeys.trustedIssuerNamed(row.issuer)) throw new ServiceError('conflict', 'This issuer is already trusted.');
       await tx.clientKeys.insertTrustedIssuer(row);
       await tx.audit.insert(auditEvents.adminChange('workload_issuer.created', { ...by, issuerId: row.id, fields: ['issuer', 'audience', row.source.keys ? 'jwks' : 'jwks_uri'] }));
       tx.afterCommit(() => this.ports.bus.publish({ kind: 'client_keys' }));

@@ -48,6 +48,8 @@ export interface ClientKeyWrites {
   /** false: no such issuer. Its bindings go with it. */
   deleteTrustedIssuer(id: string): Promise<boolean>;
   getTrustedIssuer(id: string): Promise<TrustedIssuer | null>;
+  /** The issuer trusted under this exact `iss`, if any. */
+  trustedIssuerNamed(issuer: string): Promise<TrustedIssuer | null>;
   /** false: the pair is already bound. */
   insertBinding(row: WorkloadBinding): Promise<boolean>;
   /** The agent the pair was bound to, or null when it was not bound. */

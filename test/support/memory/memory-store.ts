@@ -428,6 +428,12 @@ export class MemoryClientKeys implements ClientKeyStore, ClientKeyWrites {
     return row ? clone(row) : null;
   }
 
+  async trustedIssuerNamed(issuer: string): Promise<TrustedIssuer | null> {
+    this.check();
+    const row = [...this.issuers.values()].find((i) => i.issuer === issuer);
+    return row ? clone(row) : null;
+  }
+
   async insertBinding(row: WorkloadBinding): Promise<boolean> {
     this.check();
     const key = `${row.issuerId}\n${row.subject}`;
