@@ -36,6 +36,8 @@ const invalid = (detail: string) => new ServiceError('validation_error', detail)
 
 export class ClientKeyService {
   private readonly revocations: Revocations;
+  /** The hash of a random secret nobody ever saw, made once per process: key agents' rows share it. */
+  private unusableHash: Promise<string> | undefined;
 
   constructor(private readonly ports: ClientKeyServicePorts) {
     this.revocations = ports.revocations ?? NO_REVOCATIONS;
@@ -44,16 +46,23 @@ export class ClientKeyService {
   /** A new agent that authenticates with private_key_jwt: no secret is made, shown or usable. */
   async createKeyAgent(name: string, source: KeySource, by: ChangeBy): Promise<AgentRecord> {
     await this.checkSource(source);
-    // The row needs a hash: one of a random secret nobody ever sees, so the secret door refuses it
-    // like any wrong secret (same cost, same answer).
-    const unusable = randomBytes(32).toString('base64url');
-    const secretHash = await this.ports.hasher.hashSecret(unusable, hintedSalt(unusable));
+    // The row needs a hash: one of a random secret nobody ever sees, so the secret door refuses it like
+    // any wrong secret (same cost, same answer). One per process: registering a key agent costs no argon2.
+    const secretHash = await (this.unusableHash ??= this.hashOfNothing());
     return this.ports.uow.run(async (tx) => {
       const agent = await tx.store.createAgent({ name, apiKeyId: generateApiKeyId(this.ports.apiKeyPrefix), secretHash });
       await tx.clientKeys.putAgentKeys(agent.id, source);
       await tx.audit.insert(auditEvents.adminChange('agent.created', { ...by, agentId: agent.id, fields: by.fields ?? ['name', source.keys ? 'jwks' : 'jwks_uri'], status: agent.status }));
       this.told(tx, agent.apiKeyId);
       return agent;
+    });
+  }
+
+  private hashOfNothing(): Promise<string> {
+    const unusable = randomBytes(32).toString('base64url');
+    return this.ports.hasher.hashSecret(unusable, hintedSalt(unusable)).catch((error: unknown) => {
+      this.unusableHash = undefined; // a pool that was busy: the next registration tries again
+      throw error;
     });
   }
 
