@@ -69,11 +69,12 @@ export class AssertionAuthenticator {
       }
       const verified = await this.ports.verifier.verify(caller.assertion, plan.expect, caller.signal);
       // Single use for private_key_jwt only: a workload presents the token its platform mounted until it is
-      // rotated (Kubernetes: about an hour), whatever its jti.
-      if (plan.expect.requireJti && !(await this.ports.replays.firstUse(`${verified.issuer}\n${verified.jti}`, verified.expiresAt * 1000))) {
-        throw new AssertionRejected('jti_replayed');
-      }
-      const view = await this.ports.store.getAgentView(plan.apiKeyId);
+      // rotated (Kubernetes: about an hour), whatever its jti. The view is read meanwhile (one round trip).
+      const [firstUse, view] = await Promise.all([
+        plan.expect.requireJti ? this.ports.replays.firstUse(`${verified.issuer}\n${verified.jti}`, verified.expiresAt * 1000) : true,
+        this.ports.store.getAgentView(plan.apiKeyId),
+      ]);
+      if (!firstUse) throw new AssertionRejected('jti_replayed');
       if (!view || view.agentId !== plan.agentId) throw new AssertionRejected('agent_changed');
       refund();
       this.ports.telemetry.record({ type: 'client_assertion', method, outcome: 'accepted' });
