@@ -105,7 +105,9 @@ describe('ace: agents without secrets', () => {
     const issuerKey = path.join(dir, 'issuer.jwks');
     writeFileSync(issuerKey, JSON.stringify({ keys: [{ ...generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' }), kid: 'k8s-1' }] }));
     const issuer = await json(['issuer', 'add', '--issuer', 'https://kubernetes.default.svc.cluster.local', '--audience', ISSUER, '--key', issuerKey]);
-    const agent = await json(['agent', 'create', 'cli-workload']);
+    const agent = await json(['agent', 'create', 'cli-workload', '--no-secret']);
+    expect(agent.secret).toBeUndefined();
+    expect((await json(['agent', 'keys', agent.agent_id])).jwks.keys).toEqual([]);
     const binding = await json(['binding', 'add', issuer.issuer_id, 'system:serviceaccount:jobs:nightly', agent.agent_id]);
     expect(binding).toMatchObject({ subject: 'system:serviceaccount:jobs:nightly', agent_id: agent.agent_id });
     expect((await json(['binding', 'list', issuer.issuer_id])).bindings).toHaveLength(1);

@@ -34,6 +34,10 @@ function printKeys(ctx: Context, keys: ClientKeys) {
 
 /** `--key FILE` (one or more keys) or `--jwks-uri URL`, exactly one: RFC 7591's jwks / jwks_uri. */
 function keySource(values: Record<string, unknown>, command: string[]): { jwks: { keys: unknown[] } } | { jwks_uri: string } {
+  if (values['no-secret'] === true) {
+    if (values.key !== undefined || values['jwks-uri'] !== undefined) throw new UsageError('--no-secret goes without --key and --jwks-uri', command);
+    return { jwks: { keys: [] } };
+  }
   const file = typeof values.key === 'string' ? values.key : undefined;
   const uri = typeof values['jwks-uri'] === 'string' ? (values['jwks-uri'] as string) : undefined;
   if ((file === undefined) === (uri === undefined)) throw new UsageError('give exactly one of --key FILE and --jwks-uri URL', command);
@@ -44,6 +48,9 @@ const KEY_OPTIONS = {
   key: { type: 'string', value: 'FILE', description: 'Public key(s): a JWK, a JWK Set or a PEM public key (kid: its RFC 7638 thumbprint when absent)' },
   'jwks-uri': { type: 'string', value: 'URL', description: 'https URL of a JWK Set, instead of --key' },
 } as const;
+
+/** agent create only: an agent with neither secret nor keys (a workload binding is its only way in). */
+const NO_SECRET_OPTION = { 'no-secret': { type: 'boolean', description: 'No secret and no key: the agent authenticates only as a bound workload (ace binding add)' } } as const;
 
 export const clientKeyCommands: Command[] = [
   {
@@ -154,4 +161,4 @@ export const clientKeyCommands: Command[] = [
   },
 ];
 
-export { KEY_OPTIONS, keySource };
+export { KEY_OPTIONS, NO_SECRET_OPTION, keySource };

@@ -45,7 +45,8 @@ export class ClientKeyService {
 
   /** A new agent that authenticates with private_key_jwt: no secret is made, shown or usable. */
   async createKeyAgent(name: string, source: KeySource, by: ChangeBy): Promise<AgentRecord> {
-    await this.checkSource(source);
+    // No keys at all is allowed here: such an agent authenticates only through a workload binding.
+    await this.checkSource(source, { allowEmpty: true });
     // The row needs a hash: one of a random secret nobody ever sees, so the secret door refuses it like
     // any wrong secret (same cost, same answer). One per process: registering a key agent costs no argon2.
     const secretHash = await (this.unusableHash ??= this.hashOfNothing());
@@ -171,13 +172,13 @@ export class ClientKeyService {
     return { agent, source };
   }
 
-  private async checkSource(source: KeySource): Promise<void> {
+  private async checkSource(source: KeySource, options: { allowEmpty?: boolean } = {}): Promise<void> {
     if (source.jwksUri !== undefined) {
       const problem = this.ports.verifier.checkJwksUri(source.jwksUri);
       if (problem) throw invalid(`jwks_uri: ${problem}`);
       return;
     }
-    if (source.keys.length === 0) throw invalid('jwks.keys must hold at least one key.');
+    if (source.keys.length === 0 && !options.allowEmpty) throw invalid('jwks.keys must hold at least one key.');
     if (source.keys.length > MAX_KEYS_PER_AGENT) throw invalid(`jwks.keys holds at most ${MAX_KEYS_PER_AGENT} keys.`);
     const kids = new Set<string>();
     for (const [i, key] of source.keys.entries()) {

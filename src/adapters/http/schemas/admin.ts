@@ -51,7 +51,7 @@ const PublicJwkInput = Type.Object(
   { kty: Type.String({ maxLength: 8 }), kid: Type.String({ minLength: 1, maxLength: 128 }) },
   { additionalProperties: Type.Union([Type.String({ maxLength: 2048 }), Type.Array(Type.String({ maxLength: 64 }), { maxItems: 16 })]), description: 'A public JWK (RFC 7517) with a kid: EC P-256 (ES256), RSA >= 2048 bits (RS256, PS256) or OKP Ed25519 (EdDSA).' },
 );
-const JwkSetInput = Type.Object({ keys: Type.Array(PublicJwkInput, { minItems: 1, maxItems: 10 }) }, { additionalProperties: false });
+const JwkSetInput = Type.Object({ keys: Type.Array(PublicJwkInput, { maxItems: 10 }) }, { additionalProperties: false, description: 'An agent with no keys authenticates only through a workload binding (or keys added later).' });
 const JwksUri = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL of a JWK Set (http on loopback only with JWKS_URI_ALLOW_LOOPBACK).' });
 
 /** RFC 7591 client metadata: without token_endpoint_auth_method the agent gets a secret (client_secret_basic). */
