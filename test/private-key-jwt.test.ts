@@ -252,16 +252,23 @@ describe('private_key_jwt on the embedded default', () => {
     await embedded?.dispose();
   });
 
-  it('issues a token for a key assertion once, and refuses its replay', async () => {
+  it('accepts ES256, RS256 and EdDSA assertions once each; refuses replayed, expired, mis-addressed, alg none', async () => {
     const local = new AdminClient(embedded);
     const p = await local.createPlatform({ name: 'Local', scopes: [{ name: 'read' }] });
-    const pair = await keyPair('ES256');
-    const created = await local.call('POST', '/admin/v1/agents', { name: 'embedded-key-agent', token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [pair.jwk] } }, 201);
+    const pairs = await Promise.all((['ES256', 'RS256', 'EdDSA'] as const).map((alg) => keyPair(alg)));
+    const created = await local.call('POST', '/admin/v1/agents', { name: 'embedded-key-agent', token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: pairs.map((k) => k.jwk) } }, 201);
     await local.grant(created.agent_id, p.platform_id, ['read']);
-    const agent: KeyAgent = { agentId: created.agent_id, apiKeyId: created.api_key_id, keys: { ES256: pair } };
-    const jwt = await assertion(agent);
-    const form = { ...assertionForm(jwt), audience: p.platform_id };
-    expect((await oauthToken(embedded, form)).status).toBe(200);
-    expect((await oauthToken(embedded, form)).status).toBe(401);
+    const agent: KeyAgent = { agentId: created.agent_id, apiKeyId: created.api_key_id, keys: Object.fromEntries(pairs.map((k) => [k.alg, k])) };
+    const send = async (jwt: string) => (await oauthToken(embedded, { ...assertionForm(jwt), audience: p.platform_id })).status;
+    for (const alg of ['ES256', 'RS256', 'EdDSA'] as const) {
+      const jwt = await assertion(agent, { alg });
+      expect(await send(jwt), alg).toBe(200);
+      expect(await send(jwt), `${alg} replayed`).toBe(401);
+    }
+    expect(await send(await assertion(agent, { expIn: -120, iatOffset: -300 }))).toBe(401);
+    expect(await send(await assertion(agent, { aud: 'https://elsewhere.example' }))).toBe(401);
+    const part = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const now = Math.floor(Date.now() / 1000);
+    expect(await send(`${part({ alg: 'none', kid: agent.keys.ES256!.kid })}.${part({ iss: agent.apiKeyId, sub: agent.apiKeyId, aud: ISSUER, iat: now, exp: now + 60, jti: randomUUID() })}.`)).toBe(401);
   });
 });
