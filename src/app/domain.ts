@@ -12,6 +12,7 @@ import { loadOrCreateKeyEncryptionKey } from '../adapters/crypto/key-encryption.
 import { Limiters } from '../adapters/ratelimit/limiters.js';
 import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.js';
 import { PostgresUnitOfWork } from '../adapters/postgres/unit-of-work.js';
+import { ClockSkewMonitor } from '../adapters/postgres/clock-skew.js';
 import { PostgresFeedCredentialStore } from '../adapters/postgres/feed-credential-store.js';
 import { FeedCredentialService } from '../core/feed/feed-credential-service.js';
 import { RevocationFeed } from '../adapters/http/revocation-feed.js';
@@ -30,6 +31,8 @@ import type { Cleanups } from './cleanups.js';
 
 /** Revocation documents are signed at most once a second for the same (platform, since, head). */
 const FEED_DOCUMENT_REUSE_MS = 1000;
+/** How often each process reads the database's clock (one SELECT). */
+const CLOCK_CHECK_EVERY_MS = 5000;
 
 export interface Domain {
   pools: CryptoPools;
@@ -122,6 +125,20 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     telemetry,
   });
   await authenticator.init();
+  const clock = new ClockSkewMonitor({
+    sql: stores.sql,
+    maxSeconds: config.clockSkewMaxSeconds,
+    timeoutMs: config.storeTimeoutMs,
+    registry: metrics.registry,
+    onVerdict: (refusing, skewSeconds, reason) =>
+      refusing
+        ? logger.error({ skewSeconds, maxSeconds: config.clockSkewMaxSeconds }, `clock skew: refusing to issue tokens (503): ${reason}`)
+        : logger.info({ skewSeconds }, 'clock skew back within CLOCK_SKEW_MAX_SECONDS: issuing tokens again'),
+    onFailure: (error) => telemetry.record({ type: 'background_failure', what: 'clock_skew_check', error }),
+  });
+  await clock.check();
+  clock.start(CLOCK_CHECK_EVERY_MS);
+  cleanups.add(() => clock.stop());
   const tokens = new TokenService({
     authenticator,
     limits: limiters,
@@ -130,6 +147,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     audit: audit.sink,
     issuer: config.issuer,
     tokenTtlSeconds: config.tokenTtlSeconds,
+    clock,
   });
 
   const revocationMetrics = new RevocationMetrics(metrics.registry);

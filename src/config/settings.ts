@@ -145,6 +145,7 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'ENRICHMENT_TIMEOUT_MS', key: 'enrichmentTimeoutMs', type: 'int', default: 100, min: 1, max: 10_000, defaultText: '`100`', meaning: 'budget for name/hostname in the platform listing' },
   { env: 'SHUTDOWN_TIMEOUT_MS', key: 'shutdownTimeoutMs', type: 'int', default: 10_000, min: 100, max: 300_000, defaultText: '`10000`', meaning: 'graceful drain bound' },
   { env: 'REVOCATION_ISSUED_SLACK_SECONDS', key: 'revocationIssuedSlackSeconds', type: 'int', default: 2, min: 0, max: 60, defaultText: '`2`', meaning: 'a revocation also voids tokens issued up to this long after it (instances not yet told)' },
+  { env: 'CLOCK_SKEW_MAX_SECONDS', key: 'clockSkewMaxSeconds', type: 'int', default: 1, min: 1, max: 3600, defaultText: '`1`', meaning: 'clock skew (vs Postgres) that stops issuing' },
   { env: 'REVOCATION_POLL_MS', key: 'revocationPollMs', type: 'int', default: 1000, min: 100, max: 60_000, defaultText: '`1000`', meaning: 'how often each process checks its subscribed feeds\' heads in Postgres (lost pub/sub messages)' },
   { env: 'REVOCATION_HEARTBEAT_SECONDS', key: 'revocationHeartbeatSeconds', type: 'int', default: 5, min: 1, max: 300, defaultText: '`5`', meaning: 'how often the signed stream head is re-signed and pushed (staleAfterSeconds must exceed 1.5 × this)' },
   { env: 'REVOCATION_WS_MAX_PER_ADDRESS', key: 'revocationWsMaxPerAddress', type: 'int', default: 16, min: 1, max: 100_000, defaultText: '`16`', meaning: 'feed WebSockets per client address per process' },

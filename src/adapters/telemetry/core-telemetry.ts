@@ -11,6 +11,7 @@ const FAILURE_MESSAGES = {
   admin_after_commit: 'an invalidation after a committed admin change failed (caches expire by TTL)',
   listing_enrichment: 'platform metadata for a listing could not be read; answered without it',
   feed_credentials_reload: 'reloading the revocation feed credentials failed (tried again by the next check)',
+  clock_skew_check: "reading the database's clock failed (the last clock-skew verdict stands until a reading succeeds)",
 } as const;
 
 export class CoreTelemetry implements Telemetry {

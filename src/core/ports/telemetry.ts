@@ -24,7 +24,8 @@ export type BackgroundTask =
   | 'revocation_purge'
   | 'admin_after_commit'
   | 'listing_enrichment'
-  | 'feed_credentials_reload';
+  | 'feed_credentials_reload'
+  | 'clock_skew_check';
 
 export interface Telemetry {
   record(event: TelemetryEvent): void;

@@ -15,6 +15,7 @@ import type { GeneratedKey, KeyMaterial } from '../../../src/core/ports/crypto.j
 import type { LimiterName, TelemetryEvent } from '../../../src/core/ports/telemetry.js';
 import { RevocationService } from '../../../src/core/revocation/revocation-service.js';
 import { TokenService } from '../../../src/core/tokens/token-service.js';
+import { ANY_CLOCK } from '../../../src/core/ports/clock.js';
 import { MemoryAuditSink, MemoryHasher, MemoryRevocationLog, MemorySigner, MemoryStore } from './memory-store.js';
 import { MemoryUnitOfWork } from './unit-of-work.js';
 import { FeedCredentialService } from '../../../src/core/feed/feed-credential-service.js';
@@ -98,7 +99,7 @@ export async function memoryCore(options: CoreOptions = {}) {
     telemetry: record,
   });
   await authenticator.init();
-  const tokens = new TokenService({ authenticator, limits, keys, signer, audit, issuer: ISSUER, tokenTtlSeconds: TOKEN_TTL_SECONDS });
+  const tokens = new TokenService({ authenticator, limits, keys, signer, audit, issuer: ISSUER, tokenTtlSeconds: TOKEN_TTL_SECONDS, clock: ANY_CLOCK });
   const agents = new AgentService({ store, uow, hasher, revocations, apiKeyPrefix: API_KEY_PREFIX });
   const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: 200 });
   const feedCredentials = new FeedCredentialService({ store: memoryUow.feedCredentials, uow, bus });
