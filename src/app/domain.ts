@@ -8,7 +8,8 @@ import { CoreTelemetry } from '../adapters/telemetry/core-telemetry.js';
 import { RevocationMetrics } from '../adapters/telemetry/revocation-metrics.js';
 import { CryptoPools } from '../adapters/crypto/pools.js';
 import { RsaKeyMaterial } from '../adapters/crypto/key-material.js';
-import { loadOrCreateKeyEncryptionKey } from '../adapters/crypto/key-encryption.js';
+import { deriveKey, loadOrCreateKeyEncryptionKey } from '../adapters/crypto/key-encryption.js';
+import { RedisVerifiedMemory } from '../adapters/cache/verified-memory.js';
 import { Limiters } from '../adapters/ratelimit/limiters.js';
 import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.js';
 import { PostgresUnitOfWork } from '../adapters/postgres/unit-of-work.js';
@@ -115,7 +116,25 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   cleanups.add(() => keys.stop());
   metrics.registerKeyInfo(() => keys.keyInfo());
 
+  // Secrets verified by any instance, so a new pod or a restart costs no argon2 for warm agents.
+  const shared = redis
+    ? new RedisVerifiedMemory({
+        redis,
+        keyPrefix: `${config.redisKeyPrefix}v:`,
+        hmacKey: deriveKey(kek, 'verified-secret memory v1'),
+        ttlMs: config.verifiedCacheTtlSeconds * 1000,
+        onFailure: (operation) => metrics.redisFailed(operation),
+      })
+    : undefined;
+  if (shared) {
+    // Hygiene, not safety: an entry names the hash it matched, so a rotation already voids it.
+    bus.subscribe((message) => {
+      if (message.kind === 'agent') void shared.forget([message.apiKeyId]);
+      else if (message.kind === 'agents') void shared.forget(message.apiKeyIds);
+    });
+  }
   const authenticator = new Authenticator({
+    shared,
     store,
     hasher: pools,
     limits: limiters,

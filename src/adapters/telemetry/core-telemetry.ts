@@ -24,6 +24,8 @@ export class CoreTelemetry implements Telemetry {
     switch (event.type) {
       case 'verified_memory':
         return this.metrics.cache('verified', event.hit);
+      case 'verified_shared':
+        return this.metrics.cache('verified_shared', event.hit);
       case 'credential_checked':
         return this.metrics.credentialChecked();
       case 'rate_limited':

@@ -6,6 +6,8 @@ export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_sh
 export type TelemetryEvent =
   /** The verified-secret memory answered (hit) or not. */
   | { type: 'verified_memory'; hit: boolean }
+  /** The shared verified-secret memory (Redis) was asked about a secret the process did not remember. */
+  | { type: 'verified_shared'; hit: boolean }
   /** One argon2 credential check ran (a task refused by a full queue did not). */
   | { type: 'credential_checked' }
   | { type: 'rate_limited'; limiter: LimiterName }
