@@ -245,7 +245,18 @@ const revocation = (seq, subId, events, overrides = {}) => ({
 });
 const agentSubject = (sub, iss = ISSUER) => ({ format: 'iss_sub', iss, sub });
 const sessionRevoked = (iatMax = NOW - 30, expiresAt = NOW - 30 + TTL + 60) => ({ [SESSION_REVOKED]: { event_timestamp: NOW - 30, iat_max: iatMax, expires_at: expiresAt } });
-const head = (seq, iat = NOW - 1) => ({ iss: ISSUER, aud: PLATFORM, iat, jti: `${PLATFORM}:head`, sub_id: { format: 'opaque', id: PLATFORM }, events: { [STREAM_HEAD]: { seq } } });
+/**
+ * A stream head: `live` the ranges the transmitter still serves (default: every sequence 1..seq); null for a
+ * head of a transmitter of an earlier release, which has no `live`.
+ */
+const head = (seq, iat = NOW - 1, live = seq > 0 ? [[1, seq]] : []) => ({
+  iss: ISSUER,
+  aud: PLATFORM,
+  iat,
+  jti: `${PLATFORM}:head`,
+  sub_id: { format: 'opaque', id: PLATFORM },
+  events: { [STREAM_HEAD]: live === null ? { seq } : { seq, live } },
+});
 
 /** options.key signs (default the active key); options.kid is the header's kid (default the active key's). */
 const agentSet = (seq, sub, options = {}) =>
@@ -253,7 +264,7 @@ const agentSet = (seq, sub, options = {}) =>
 const platformSet = (seq) =>
   jws(setHeader(), revocation(seq, { format: 'opaque', id: PLATFORM }, { [PLATFORM_REVOKED]: { event_timestamp: NOW - 30, iat_max: NOW - 30, expires_at: NOW - 30 + TTL + 60 } }));
 const keySet = (seq, kid) => jws(setHeader(), revocation(seq, { format: 'opaque', id: kid }, { [KEY_RETIRED]: { event_timestamp: NOW - 30, expires_at: NOW - 30 + TTL + 60 } }));
-const headSet = (seq, iat) => jws(setHeader(), head(seq, iat));
+const headSet = (seq, iat, live) => jws(setHeader(), head(seq, iat, live));
 
 // Token checks after SETs are applied: the token is described by sub, iat and kid (signature and claims
 // are assumed valid); "revoked" means the platform must refuse it, "accept" that the feed does not.
@@ -284,6 +295,22 @@ setVector('stream-head-current', 'The signed stream head at our sequence (0): th
 });
 setVector('stream-head-replayed-old', 'A stream head signed two minutes ago: valid, but it proves no freshness now.', headSet(0, NOW - 120), 'accept', {
   effect: { event: 'stream-head', seq: 0, fresh: false },
+  checks: [],
+});
+setVector('stream-head-all-purged', 'A head at 3 whose live is empty: SETs 1-3 expired and were purged, so an empty copy holds all it must; current.', headSet(3, NOW - 1, []), 'accept', {
+  effect: { event: 'stream-head', seq: 3, fresh: true },
+  checks: [],
+});
+setVector('stream-head-ahead', 'A head at 2 whose live is [[1, 2]] on an empty copy: two live SETs are missing, so the copy is not current (poll at once).', headSet(2, NOW - 1), 'accept', {
+  effect: { event: 'stream-head', seq: 2, fresh: false },
+  checks: [],
+});
+setVector('stream-head-without-live', 'A head at 0 from a transmitter of an earlier release (no live): nothing to hold, current.', headSet(0, NOW - 1, null), 'accept', {
+  effect: { event: 'stream-head', seq: 0, fresh: true },
+  checks: [],
+});
+setVector('stream-head-without-live-ahead', 'A head at 2 without live (an earlier release) on an empty copy: it proves no purge, so the copy is not current.', headSet(2, NOW - 1, null), 'accept', {
+  effect: { event: 'stream-head', seq: 2, fresh: false },
   checks: [],
 });
 setVector('session-revoked-expired-relevance', 'A valid session-revoked whose expires_at has passed: no token it could hit is still valid; it changes nothing.', agentSet(1, AGENT, { iatMax: NOW - 30, expiresAt: NOW - 60 }), 'accept', {
@@ -317,6 +344,9 @@ rejectSet('set-jti-of-another-stream', 'aud is this platform but the jti is anot
 rejectSet('set-without-events', 'No events claim.', jws(setHeader(), revocation(1, agentSubject(AGENT), undefined)), 'malformed');
 rejectSet('set-without-iat', 'No iat claim.', jws(setHeader(), revocation(1, agentSubject(AGENT), sessionRevoked(), { iat: undefined })), 'malformed');
 rejectSet('set-head-seq-not-integer', 'A stream head whose seq is a string.', jws(setHeader(), { ...head(0), events: { [STREAM_HEAD]: { seq: '0' } } }), 'malformed');
+rejectSet('set-head-live-descending', 'A stream head whose live ranges are not ascending ([[3, 3], [1, 1]]): the whole head is refused.', headSet(3, NOW - 1, [[3, 3], [1, 1]]), 'malformed');
+rejectSet('set-head-live-beyond-seq', 'A stream head at 3 whose live range reaches 4: the whole head is refused.', headSet(3, NOW - 1, [[1, 4]]), 'malformed');
+rejectSet('set-head-live-not-pairs', 'A stream head whose live is a list of numbers, not [from, to] pairs.', headSet(3, NOW - 1, [1, 2, 3]), 'malformed');
 
 // ---- poll exchanges (RFC 8936) ------------------------------------------------------------------------
 
@@ -372,33 +402,70 @@ const polls = [
   },
   {
     name: 'poll-gap-closed-by-head',
-    description: 'Only SET 5 and the head 5: SETs 1-4 expired and were purged. The head at the end of a complete answer moves the sequence to 5.',
-    exchanges: [{ request: { ack: [] }, answer: answer([[jti(5), agentSet(5, AGENT)], [HEAD_JTI, headSet(5)]]) }],
+    description: 'Only SET 5 and the head 5 whose live is [[5, 5]]: SETs 1-4 expired and were purged, the head says so, and the sequence moves to 5.',
+    exchanges: [{ request: { ack: [] }, answer: answer([[jti(5), agentSet(5, AGENT)], [HEAD_JTI, headSet(5, NOW - 1, [[5, 5]])]]) }],
     expect: { next_ack: [jti(5)], rejected: [], revoked_subjects: [AGENT], void_kids: [], fresh: true, checks: [check(AGENT, BEFORE, 'revoked')] },
   },
   {
-    name: 'poll-with-forged-set',
-    description: 'A forged SET in an answer is rejected; the rest of the answer still applies.',
-    exchanges: [{ request: { ack: [] }, answer: answer([[jti(1), agentSet(1, AGENT)], [jti(2), agentSet(2, OTHER_AGENT, { key: forger })], [HEAD_JTI, headSet(2)]]) }],
+    name: 'poll-purged-between-live',
+    description: 'SETs 1 and 3 and the head 3 whose live is [[1, 1], [3, 3]]: SET 2 was purged, so the copy holds everything live and is current at 3.',
+    exchanges: [{ request: { ack: [] }, answer: answer([[jti(1), agentSet(1, AGENT)], [jti(3), agentSet(3, OTHER_AGENT)], [HEAD_JTI, headSet(3, NOW - 1, [[1, 1], [3, 3]])]]) }],
+    expect: { next_ack: [jti(3)], rejected: [], revoked_subjects: [AGENT, OTHER_AGENT], void_kids: [], fresh: true, checks: [check(AGENT, BEFORE, 'revoked'), check(OTHER_AGENT, BEFORE, 'revoked')] },
+  },
+  {
+    name: 'poll-stripped-answer',
+    description:
+      'A proxy stripped SET 2 (which revokes the other agent) from the answer and from the next one, passing the heads: the head 2 lists 2 as live, so ' +
+      'the copy stays at 1 and is NOT current (a token SET 2 revokes must not be accepted as current: failMode applies), and it polls again at once.',
+    exchanges: [{ request: { ack: [] }, answer: answer([[jti(1), agentSet(1, AGENT)], [HEAD_JTI, headSet(2)]]) }],
+    then_poll_again: { request: { ack: [jti(1)] }, answer: answer([[HEAD_JTI, headSet(2)]]) },
+    expect: { next_ack: [jti(1)], rejected: [], revoked_subjects: [AGENT], void_kids: [], fresh: false, checks: [check(AGENT, BEFORE, 'revoked')] },
+  },
+  {
+    name: 'poll-stripped-then-whole',
+    description: 'SET 2 stripped from the first answer (not current, poll again at once); the next answer carries it: the copy is current at 2 and the other agent revoked.',
+    exchanges: [{ request: { ack: [] }, answer: answer([[jti(1), agentSet(1, AGENT)], [HEAD_JTI, headSet(2)]]) }],
+    then_poll_again: { request: { ack: [jti(1)] }, answer: answer([[jti(2), agentSet(2, OTHER_AGENT)], [HEAD_JTI, headSet(2)]]) },
     expect: {
       next_ack: [jti(2)],
+      rejected: [],
+      revoked_subjects: [AGENT, OTHER_AGENT],
+      void_kids: [],
+      fresh: true,
+      checks: [check(AGENT, BEFORE, 'revoked'), check(OTHER_AGENT, BEFORE, 'revoked')],
+    },
+  },
+  {
+    name: 'poll-head-without-live',
+    description:
+      'SETs 1 and 3 and a head 3 without live (a transmitter of an earlier release): 2 may have been dropped or purged, the head cannot say, so the ' +
+      'copy stays at 1 and is not current (the mixed-version policy: the safe side).',
+    exchanges: [{ request: { ack: [] }, answer: answer([[jti(1), agentSet(1, AGENT)], [jti(3), agentSet(3, OTHER_AGENT)], [HEAD_JTI, headSet(3, NOW - 1, null)]]) }],
+    expect: { next_ack: [jti(1)], rejected: [], revoked_subjects: [AGENT, OTHER_AGENT], void_kids: [], fresh: false, checks: [check(AGENT, BEFORE, 'revoked'), check(OTHER_AGENT, BEFORE, 'revoked')] },
+  },
+  {
+    name: 'poll-with-forged-set',
+    description: 'A forged SET in an answer is rejected; the rest of the answer still applies. Live SET 2 is not held, so the copy stays at 1, not current.',
+    exchanges: [{ request: { ack: [] }, answer: answer([[jti(1), agentSet(1, AGENT)], [jti(2), agentSet(2, OTHER_AGENT, { key: forger })], [HEAD_JTI, headSet(2)]]) }],
+    expect: {
+      next_ack: [jti(1)],
       rejected: [jti(2)],
       revoked_subjects: [AGENT],
       void_kids: [],
-      fresh: true,
+      fresh: false,
       checks: [check(AGENT, BEFORE, 'revoked'), check(OTHER_AGENT, BEFORE, 'accept')],
     },
   },
   {
     name: 'poll-retired-key-signs-no-more',
-    description: 'SET 1 retires a key; SET 2 is signed with that key: it is refused even though the key is still in the JWKS.',
+    description: 'SET 1 retires a key; SET 2 is signed with that key: it is refused even though the key is still in the JWKS (and, live but not held, leaves the copy at 1, not current).',
     exchanges: [{ request: { ack: [] }, answer: answer([[jti(1), keySet(1, next.kid)], [jti(2), agentSet(2, OTHER_AGENT, { key: next, kid: next.kid })], [HEAD_JTI, headSet(2)]]) }],
     expect: {
-      next_ack: [jti(2)],
+      next_ack: [jti(1)],
       rejected: [jti(2)],
       revoked_subjects: [],
       void_kids: [next.kid],
-      fresh: true,
+      fresh: false,
       checks: [check(OTHER_AGENT, BEFORE, 'accept'), check(AGENT, BEFORE, 'revoked', next.kid)],
     },
   },

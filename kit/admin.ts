@@ -4,6 +4,8 @@
 export interface AdminTarget {
   adminUrl: string;
   adminToken: string;
+  /** How requests are sent (default: the global fetch; tests in process pass app.fetch). */
+  fetch?: typeof fetch;
 }
 
 export interface Created<T = Record<string, unknown>> {
@@ -34,7 +36,7 @@ export class AdminClient {
 
   /** Any admin request; resolves with whatever status came back. */
   async request<T = any>(method: string, path: string, body?: unknown): Promise<Created<T>> {
-    const response = await fetch(`${this.service.adminUrl}${path}`, {
+    const response = await (this.service.fetch ?? fetch)(`${this.service.adminUrl}${path}`, {
       method,
       headers: {
         authorization: `Bearer ${this.service.adminToken}`,
@@ -136,8 +138,8 @@ export class AdminClient {
 }
 
 /** POSTs `body` (JSON, or a string sent as is) and returns the status, headers, text and parsed JSON. */
-export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}) {
-  const response = await fetch(url, {
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}, send: typeof fetch = fetch) {
+  const response = await send(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),

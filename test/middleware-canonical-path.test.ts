@@ -168,11 +168,11 @@ describe('verifier answers', () => {
     const fakeFetch = (async () =>
       new Response(JSON.stringify({ keys: [jwk] }), { headers: { 'content-type': 'application/json', 'cache-control': 'max-age=60' } })) as typeof fetch;
     const scopesDocument = { schema: 'SvcScopesYaml', version: 1, platform_id: PLATFORM, scopes: [], routes: ROUTES };
-    const verifier = createVerifier({ serviceUrl: 'http://ace.test', scopesDocument, fetch: fakeFetch, unmatchedRoutes, feedToken: 'acef_unused' });
+    const verifier = createVerifier({ serviceUrl: 'https://ace.test', scopesDocument, fetch: fakeFetch, unmatchedRoutes, feedToken: 'acef_unused' });
     const token = (scope: string) =>
       new SignJWT({ scope, svc_token_profile: 'svc-native-jwt' })
         .setProtectedHeader({ alg: 'RS256', kid: 'k1', typ: 'JWT' })
-        .setIssuer('http://ace.test')
+        .setIssuer('https://ace.test')
         .setAudience(PLATFORM)
         .setSubject('agent-1')
         .setIssuedAt()

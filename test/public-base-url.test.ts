@@ -55,5 +55,14 @@ describe.skipIf(!ipv6Loopback)('HOST=::1 over HTTP', () => {
     });
     expect(issued.status).toBe(200);
     expect(decodeJwt(issued.body.access_token).iss).toBe(base);
+    // The start-up log names the same issuer and base URL as the tokens and the OAuth metadata.
+    const metadata = (await (await fetch(`${base}/.well-known/oauth-authorization-server`)).json()) as { issuer: string; token_endpoint: string };
+    expect(metadata.issuer).toBe(base);
+    const ready = service
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('agent credential exchange ready'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>)[0];
+    expect(ready).toMatchObject({ issuer: base, public_url: new URL(metadata.token_endpoint).origin });
   });
 });

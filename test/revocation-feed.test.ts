@@ -6,7 +6,7 @@ import { startService, type ServiceHandle } from './support/service.js';
 import { AdminClient, type PlatformRecord } from '../kit/admin.js';
 import { call, msUntilRefused, startPlatform, token, type Platform } from './support/revocation.js';
 import { JwksCache } from '../packages/middleware/src/jwks-cache.js';
-import { DocumentRejectedError, RevocationFeed } from '../packages/middleware/src/revocation-feed.js';
+import { DocumentRejectedError, RevocationReceiver } from '../packages/middleware/src/revocation-feed.js';
 
 let service: ServiceHandle;
 let admin: AdminClient;
@@ -50,7 +50,7 @@ const payloadOf = (jws: string) => JSON.parse(Buffer.from(jws.split('.')[1], 'ba
 
 async function newFeed() {
   const jwks = new JwksCache({ url: `${service.publicUrl}/.well-known/jwks.json`, fetch, cooldownMs: 0, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 5000 });
-  return new RevocationFeed(
+  return new RevocationReceiver(
     { serviceUrl: service.publicUrl, platformId: shop.platform_id, issuer, feedToken: await feedTokenOf(shop.platform_id), jwks, fetch, clockToleranceSeconds: 5 },
     { webSocket: false, warn: () => {} },
   );

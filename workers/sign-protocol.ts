@@ -7,8 +7,8 @@ export interface SignTask {
   privateKeyPem?: string;
   /** The JWT payload, already serialised by the caller. */
   payload: string;
-  /** The JWS `typ` header; absent means `JWT` (svc-native-jwt), `at+jwt` for RFC 9068 (oauth-at-jwt). */
-  typ?: 'at+jwt';
+  /** The JWS `typ` header; absent means `JWT` (svc-native-jwt), `at+jwt` for RFC 9068 (oauth-at-jwt), `secevent+jwt` for a SET. */
+  typ?: 'at+jwt' | 'secevent+jwt';
 }
 
 /** Answer of signToken when this thread does not hold the key yet: resend the task with the PEM. */

@@ -317,15 +317,15 @@ class Feed:
                 return "revoked"
         return "accept" if self.fresh() else "unavailable"
 
-    def apply_set(self, token, complete=False):
+    def apply_set(self, token):
         """Verifies one SET and applies it; raises Refused (reason code) when it must not be trusted."""
         try:
-            self._apply(token, complete)
+            self._apply(token)
         except Refused:
             self.rejected += 1
             raise
 
-    def _apply(self, token, complete):
+    def _apply(self, token):
         header = rs256_header(token)
         # RFC 8417 section 2.3: a SET is explicitly typed, so no access token can pass as one.
         if normal_typ(header.get("typ")) != SET_TYP:
@@ -361,27 +361,48 @@ class Feed:
                 seq = head.get("seq") if isinstance(head, dict) else None
                 if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
                     raise Refused("malformed")
-                self._apply_head(seq, payload["iat"], complete)
+                live = head.get("live")
+                # A head without `live` (a service of an earlier release) proves no purge; a malformed one is refused whole.
+                if "live" in head and not live_ranges_ok(live, seq):
+                    raise Refused("malformed")
+                self._apply_head(seq, live if "live" in head else None, payload["iat"])
                 return
             seq = self.seq_of(payload.get("jti"))
             if seq is None:
                 raise Refused("wrong_jti")
             self._apply_events(payload.get("sub_id"), events)
-            if seq == self.seq + 1:
-                self.seq = seq
-                while self.seq + 1 in self.ahead:
-                    self.ahead.discard(self.seq + 1)
-                    self.seq += 1
-            elif seq > self.seq:
-                self.ahead.add(seq)
+            if seq > self.seq:
+                self.ahead.add(seq)  # held
+                self._over_held()
 
-    def _apply_head(self, head_seq, iat, complete):
-        # At the end of a complete poll answer, a sequence still missing below the head was purged (expired).
-        if complete and head_seq > self.seq:
-            self.seq = head_seq
-            self.ahead = {s for s in self.ahead if s > head_seq}
-        if head_seq > self.seq:
-            self.poll_wanted = True  # SETs were lost: poll again at once
+    def _over_held(self):
+        """The contiguous sequence moves over every sequence held just above it."""
+        while self.seq + 1 in self.ahead:
+            self.ahead.discard(self.seq + 1)
+            self.seq += 1
+
+    def _skip_to(self, seq):
+        """Every sequence up to `seq` was purged (proven by a head): nothing to wait for below it."""
+        if seq > self.seq:
+            self.seq = seq
+            self.ahead = {s for s in self.ahead if s > seq}
+
+    def _apply_head(self, head_seq, live, iat):
+        # The contiguous sequence moves over a number only when it is held, or the head proves it purged (not
+        # in `live`): a SET dropped on the way (a proxy that strips them) leaves a gap, never a jump.
+        if live is not None:
+            for first, last in live:
+                if last <= self.seq:
+                    continue
+                self._skip_to(first - 1)  # the numbers between two live ranges were purged
+                self._over_held()
+                if self.seq < last:
+                    break  # a live SET we do not hold: a gap
+            else:
+                self._skip_to(head_seq)  # past the last live range: purged
+        self._over_held()
+        if self.seq < head_seq:
+            self.poll_wanted = True  # a gap: poll again at once; the copy is not proven current
             return
         # Current as of the head's signing time (never later than now).
         self.last_contact = max(self.last_contact, min(self.now(), iat + 1))
@@ -416,22 +437,40 @@ class Feed:
         rejected = []
         for jti, token in entries:
             try:
-                self.apply_set(str(token), complete=self.seq_of(jti) is None)
+                self.apply_set(str(token))
             except Refused as error:
                 rejected.append(jti)
                 print(f"platform: revocation SET {jti} rejected ({error.reason})", file=sys.stderr)
         return bool(answer.get("moreAvailable")), rejected
 
     def poll(self, transport, max_pages=100):
-        """One RFC 8936 poll, page after page: `transport(request_body) -> answer`. Returns the refused jtis."""
+        """One RFC 8936 poll, page after page: `transport(request_body) -> answer`. Returns the refused jtis.
+        A gap left at the end sets `poll_wanted`: the caller polls again at once (a new poll, not another page)."""
         rejected = []
         for _ in range(max_pages):
             self.poll_wanted = False
             more, refused = self.apply_answer(transport({"ack": self.ack(), "maxEvents": 1000, "returnImmediately": True}))
             rejected += refused
-            if not more and not self.poll_wanted:
+            if not more:
                 break
         return rejected
+
+
+def live_ranges_ok(live, seq):
+    """A head's `live`: [from, to] integer pairs, ascending, disjoint, non-adjacent, within 1..seq."""
+    if not isinstance(live, list):
+        return False
+    previous = 0
+    for pair in live:
+        if not isinstance(pair, list) or len(pair) != 2:
+            return False
+        first, last = pair
+        if not all(isinstance(n, int) and not isinstance(n, bool) and abs(n) <= 2**53 - 1 for n in pair):
+            return False
+        if first <= (previous + 1 if previous else 0) or last < first or last > seq:
+            return False
+        previous = last
+    return True
 
 
 def merge(current, iat_max, expires_at):
@@ -589,6 +628,7 @@ def follow_feed(feed, url, feed_token, interval, stop):
         with urllib.request.urlopen(request, timeout=5) as answer:
             return json.load(answer)
 
+    again = False
     while not stop.is_set():
         try:
             feed.poll(transport)
@@ -596,7 +636,10 @@ def follow_feed(feed, url, feed_token, interval, stop):
             print(f"platform: revocation feed answered HTTP {error.code}", file=sys.stderr)
         except (OSError, ValueError) as error:
             print(f"platform: revocation feed unreachable: {error}", file=sys.stderr)
-        stop.wait(interval)
+        # A gap (a live SET the answer lacked): once more at once, then at the usual pace while it lasts
+        # (a proxy that strips SETs must not turn this loop into a flood; the copy ages towards stale meanwhile).
+        again = feed.poll_wanted and not again
+        stop.wait(0 if again else interval)
 
 
 def serve(args):

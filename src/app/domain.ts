@@ -5,6 +5,7 @@ import type { Config } from '../config/config.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
 import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { CoreTelemetry } from '../adapters/telemetry/core-telemetry.js';
+import { declareKeyMetrics } from '../adapters/telemetry/key-metrics.js';
 import { RevocationMetrics } from '../adapters/telemetry/revocation-metrics.js';
 import { CryptoPools } from '../adapters/crypto/pools.js';
 import { RsaKeyMaterial } from '../adapters/crypto/key-material.js';
@@ -12,11 +13,11 @@ import { deriveKey, loadOrCreateKeyEncryptionKey } from '../adapters/crypto/key-
 import { RedisVerifiedMemory } from '../adapters/cache/verified-memory.js';
 import { Limiters } from '../adapters/ratelimit/limiters.js';
 import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.js';
+import type { RevocationStore } from '../core/ports/revocation-log.js';
 import { PostgresUnitOfWork } from '../adapters/postgres/unit-of-work.js';
 import { ClockSkewMonitor } from '../adapters/postgres/clock-skew.js';
 import { PostgresFeedCredentialStore } from '../adapters/postgres/feed-credential-store.js';
 import { FeedCredentialService } from '../core/feed/feed-credential-service.js';
-import { RevocationFeed } from '../adapters/http/revocation-feed.js';
 import { ScopeFiles } from '../adapters/http/scope-file.js';
 import { Argon2Share } from '../core/credentials/argon2-share.js';
 import { VerifiedCredentials } from '../core/credentials/verified-cache.js';
@@ -30,8 +31,6 @@ import { startAudit, type RunningAudit } from './audit.js';
 import type { Stores } from './stores.js';
 import type { Cleanups } from './cleanups.js';
 
-/** Revocation documents are signed at most once a second for the same (platform, since, head). */
-const FEED_DOCUMENT_REUSE_MS = 1000;
 /** How often each process reads the database's clock (one SELECT). */
 const CLOCK_CHECK_EVERY_MS = 5000;
 
@@ -43,8 +42,11 @@ export interface Domain {
   audit: RunningAudit;
   tokens: TokenService;
   revocations: RevocationService;
-  revocationFeed: RevocationFeed;
+  /** The revocation log the feed's transmitter serves (made with the public listener's transport, servers.ts). */
+  revocationLog: RevocationStore;
   revocationMetrics: RevocationMetrics;
+  /** Background work that failed (counted and logged). */
+  backgroundFailure: (what: 'revocation_push' | 'revocation_purge', error: unknown) => void;
   feedCredentials: FeedCredentialService;
   platforms: PlatformService;
   scopeFiles: ScopeFiles;
@@ -114,7 +116,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   });
   await keys.start();
   cleanups.add(() => keys.stop());
-  metrics.registerKeyInfo(() => keys.keyInfo());
+  declareKeyMetrics(metrics.registry, () => keys.keyInfo());
 
   // Secrets verified by any instance, so a new pod or a restart costs no argon2 for warm agents.
   const shared = redis
@@ -170,17 +172,6 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   });
 
   const revocationMetrics = new RevocationMetrics(metrics.registry);
-  const revocationFeed = new RevocationFeed({
-    log: revocationLog,
-    keys,
-    bus,
-    metrics: revocationMetrics,
-    onError: (what, error) => telemetry.record({ type: 'background_failure', what, error }),
-    issuer: config.issuer,
-    pollMs: config.revocationPollMs,
-    documentReuseMs: FEED_DOCUMENT_REUSE_MS,
-    heartbeatMs: config.revocationHeartbeatSeconds * 1000,
-  });
   // Who may read a platform's feed: the hashes of its feed tokens, held in memory and kept current by the bus.
   const feedCredentials = new FeedCredentialService({
     store: new PostgresFeedCredentialStore(stores.sql, config.storeTimeoutMs),
@@ -198,8 +189,9 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     audit,
     tokens,
     revocations,
-    revocationFeed,
+    revocationLog,
     revocationMetrics,
+    backgroundFailure: (what, error) => telemetry.record({ type: 'background_failure', what, error }),
     feedCredentials,
     platforms,
     scopeFiles: new ScopeFiles(platforms),

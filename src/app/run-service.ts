@@ -6,7 +6,7 @@ import { redisTopologyKind } from '../config/redis-settings.js';
 import { createLogger, type Logger } from '../adapters/telemetry/logger.js';
 import { tolerateDroppedSocketErrors } from '../adapters/telemetry/dropped-socket-errors.js';
 import { assertNativeUws } from '../adapters/http/server.js';
-import { startApp } from './index.js';
+import { startApp } from './start-app.js';
 import { READY_MESSAGE } from './cluster/messages.js';
 import { runPrimary } from './cluster/primary.js';
 import { assertPortsFree } from './port-check.js';
@@ -28,8 +28,8 @@ async function runServer(config: Config, logger: Logger): Promise<void> {
   tolerateDroppedSocketErrors(logger);
   const inCluster = cluster.isWorker;
   const app = await startApp({ config, logger, sharedPorts: inCluster, metricsText: inCluster ? (m) => clusterMetricsText(m.registry) : undefined });
-  // The URL the service says it is (PUBLIC_BASE_URL) and the tokens' iss: a client configured from this
-  // log accepts the tokens (it printed http://127.0.0.1:PORT while tokens said http://localhost:PORT, #26).
+  // The URL the service says it is (PUBLIC_BASE_URL) and the tokens' iss, exactly as the tokens carry them:
+  // a client configured from this log accepts the tokens.
   logger.info(
     {
       public_url: config.publicBaseUrl,

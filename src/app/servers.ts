@@ -11,7 +11,9 @@ import { publicRoutes } from '../adapters/http/public-routes.js';
 import { oauthRoutes } from '../adapters/http/oauth-routes.js';
 import { adminBearerGuard, adminRoutes } from '../adapters/http/admin-routes.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
+import * as uWS from 'uWebSockets.js';
 import { attachRevocationSockets, revocationRoutes, revocationSocketRoute } from '../adapters/http/revocation-routes.js';
+import { RevocationTransmitter, SocketTopics } from '../adapters/revocation-feed/index.js';
 import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
 import { publicApiDocument } from '../adapters/http/openapi/api-documents.js';
 import type { Stores } from './stores.js';
@@ -19,17 +21,24 @@ import type { Domain } from './domain.js';
 import type { Cleanups } from './cleanups.js';
 import { withDeadline } from './deadline.js';
 
+/** A platform's revocation stream is re-read from the log at most once a second (bus notices sooner). */
+const FEED_STREAM_REUSE_MS = 1000;
+
 export interface Servers {
   public: HttpServer;
   admin: HttpServer;
 }
 
+/** What the listeners use of the stores and the domain (tests in process pass memory ports: test/support/in-process.ts). */
+export type ServedStores = Pick<Stores, 'redis' | 'redisStatus' | 'bus'> & { primary: Pick<Stores['primary'], 'check'>; store: Pick<Stores['store'], 'redisCacheTrusted'> };
+export type ServedDomain = Omit<Domain, 'pools' | 'limiters' | 'revocations'> & { pools: Pick<Domain['pools'], 'ping' | 'signToken'> };
+
 export interface ServerContext {
   config: Config;
   logger: Logger;
   metrics: Metrics;
-  stores: Stores;
-  domain: Domain;
+  stores: ServedStores;
+  domain: ServedDomain;
   adminToken: string;
   /** /metrics body (cluster workers answer with the sum over every process). */
   metricsText: () => Promise<{ contentType: string; body: string }>;
@@ -38,7 +47,7 @@ export interface ServerContext {
 
 export function createServers(context: ServerContext, cleanups: Cleanups): Servers {
   const { config, logger, metrics, stores, domain } = context;
-  const { tokens, authenticator, platforms, scopeFiles, keys, audit, revocationFeed, revocationMetrics, agents } = domain;
+  const { tokens, authenticator, platforms, scopeFiles, keys, audit, revocationMetrics, agents } = domain;
   const refusals = new RefusalRecorder(
     audit.sink,
     { perWindow: config.audit.refusalsPerWindow, windowSeconds: config.audit.refusalWindowSeconds },
@@ -50,10 +59,26 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   cleanups.add(() => refusals.close());
   const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics, logger, accessLog: config.accessLog };
 
+  // The public listener's uWS app first: the transmitter pushes on its topics, and its poll route is served by it.
+  const publicApp = uWS.App();
+  const topics = new SocketTopics(publicApp);
+  const transmitter = new RevocationTransmitter({
+    log: domain.revocationLog,
+    keys,
+    signer: domain.pools,
+    bus: stores.bus,
+    transport: topics,
+    metrics: revocationMetrics,
+    onError: domain.backgroundFailure,
+    issuer: config.issuer,
+    pollMs: config.revocationPollMs,
+    documentReuseMs: FEED_STREAM_REUSE_MS,
+    heartbeatMs: config.revocationHeartbeatSeconds * 1000,
+  });
   const publicRouteList: Route[] = [
     ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
     ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, platforms, metrics, refusals }),
-    ...revocationRoutes({ feed: revocationFeed, feedCredentials: domain.feedCredentials, metrics: revocationMetrics }, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
+    ...revocationRoutes({ transmitter, feedCredentials: domain.feedCredentials, metrics: revocationMetrics }, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
@@ -64,19 +89,20 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
         proxies: parseProxyList(config.trustProxyCidrs).proxies,
         peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
       },
+      app: publicApp,
     },
   );
-  const stopSockets = attachRevocationSockets(publicServer.app, revocationFeed, revocationMetrics, {
+  const stopSockets = attachRevocationSockets(publicServer.app, topics, transmitter, revocationMetrics, {
     logger,
     feedCredentials: domain.feedCredentials,
     addressOf: (res, req) => publicServer.clientAddressOf(res, req),
     maxPerAddress: config.revocationWsMaxPerAddress,
     maxTotal: config.revocationWsMax,
   });
-  revocationFeed.start();
+  transmitter.start();
   cleanups.add(() => {
     stopSockets();
-    revocationFeed.stop();
+    transmitter.stop();
   });
 
   const authLimiter = new AdminAuthLimiter(
@@ -103,8 +129,8 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
 }
 
 /**
- * How often each process evaluates its readiness on its own. Without it ace_ready and ace_store_up moved
- * only when something asked /readyz, so Prometheus kept reading 1 through a Postgres outage (issue #25).
+ * How often each process evaluates its readiness on its own: ace_ready and ace_store_up must move with
+ * an outage even when nothing asks /readyz, or Prometheus keeps reading 1 through it.
  * One check is a Postgres primary check (one SELECT), a Redis PING and a no-op task per worker pool.
  */
 const READINESS_EVERY_MS = 1000;
@@ -159,7 +185,13 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
       postgres: postgresUp,
       postgres_primary: postgres.server,
       redis: redisStatus ? redisUp : 'not configured',
-      ...(redisStatus ? { redis_topology: redis ? redis.detail : { topology: redisStatus.topology.kind, problem: 'no answer within 1 s' } } : {}),
+      ...(redisStatus
+        ? {
+            redis_topology: redis
+              ? { ...redis.detail, cache: stores.store.redisCacheTrusted ? 'in use' : 'bypassed until swept' }
+              : { topology: redisStatus.topology.kind, problem: 'no answer within 1 s' },
+          }
+        : {}),
       worker_pools: poolsUp,
       signing_key: signingKey,
       shutting_down: draining,

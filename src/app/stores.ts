@@ -104,7 +104,6 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
     onTrust: (trusted, why) =>
       trusted ? logger.info('Redis cache swept: in use again') : logger.warn({ why }, 'Redis cache bypassed until swept (reads go to Postgres)'),
   });
-  redisStatus?.attachCache(store);
   return { databaseUrl: database.url, embedded, sql, postgres, primary, redis, redisStatus, bus, store };
 }
 
@@ -139,7 +138,6 @@ export class RedisStatus {
   private verified = false;
   private refusal: RedisSettingError | undefined;
   private lastError: Error | undefined;
-  private cache: CachedStore | undefined;
 
   constructor(
     readonly topology: RedisTopology,
@@ -160,10 +158,6 @@ export class RedisStatus {
   /** Has Redis answered and been verified since start? */
   get verifiedOnce(): boolean {
     return this.verified;
-  }
-
-  attachCache(cache: CachedStore): void {
-    this.cache = cache;
   }
 
   /** Waits up to `timeoutMs` for Redis; throws RedisSettingError for a configuration that cannot work. */
@@ -206,7 +200,6 @@ export class RedisStatus {
       detail: {
         topology: report.topology,
         primaries: report.primaries,
-        cache: this.cache?.redisCacheTrusted ? 'in use' : 'bypassed until swept',
         ...(problem ? { problem } : {}),
       },
     };

@@ -5,7 +5,7 @@ export type Cell = string | number | boolean | null | undefined;
 
 // Strings from the service (names, details, descriptions) may hold control characters: an ESC starts a
 // terminal escape sequence (colours, cursor moves, window titles, even clipboard writes), a line break
-// forges table rows. Names stored before the admin API refused them still exist (issue #23), so every
+// forges table rows. Names stored before the admin API refused control characters may still exist, so every
 // byte the CLI prints passes here. The escapes are JSON's, so a JSON line stays valid JSON.
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
 const CONTROL_BUT_LAYOUT = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;

@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import { ERRORS } from '../../src/core/errors.js';
+import { ERROR_STATUS } from '../../src/adapters/http/errors.js';
 import { freePort } from '../../kit/ports.js';
 import { memoryBytes, processTree } from '../../kit/proc.js';
 import { sleep, waitFor } from '../../kit/wait.js';
@@ -347,7 +348,9 @@ export function httpRequest(
 // ---------------------------------------------------------------------------------------------------
 // The error contract.
 
-const CATALOG = ERRORS as Record<string, { status: number; detail: string }>;
+const CATALOG: Record<string, { status: number; detail: string }> = Object.fromEntries(
+  Object.entries(ERRORS).map(([code, { detail }]) => [code, { status: ERROR_STATUS[code as keyof typeof ERROR_STATUS], detail }]),
+);
 
 /**
  * Null when `status`/`contentType`/`body` is a well-formed contract error: JSON with exactly

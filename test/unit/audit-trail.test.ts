@@ -166,7 +166,7 @@ describe('GET /admin/v1/events parameters', () => {
       error = e;
     }
     expect(error).toBeInstanceOf(ServiceError);
-    expect((error as ServiceError).status).toBe(422);
+    expect((error as ServiceError).code).toBe('validation_error');
     expect((error as ServiceError).message.startsWith(`${name} `)).toBe(true);
   });
 });

@@ -91,9 +91,12 @@ describe('feed credentials (core)', () => {
     const { credential, token } = await here.create(p.id, by);
     expect(await there.verify(p.id, token)).toBe(credential.id);
     expect(there.isLive(p.id, credential.id)).toBe(true);
+    expect(there.hasCredentials(p.id)).toBe(true);
     await here.delete(p.id, credential.id, by);
     expect(await there.verify(p.id, token)).toBeUndefined();
     expect(there.isLive(p.id, credential.id)).toBe(false);
+    // Its last credential gone: the feed releases what it kept for the platform.
+    expect(there.hasCredentials(p.id)).toBe(false);
     expect(changed).toContain(p.id);
   });
 

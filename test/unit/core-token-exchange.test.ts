@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HTTP_METHODS } from '@agent-credential-exchange/middleware/scopes-file';
-import { Refusal, ServiceError, StoreUnavailableError } from '../../src/core/errors.js';
+import { CredentialRefusal, ServiceError, StoreUnavailableError } from '../../src/core/errors.js';
 import { ROUTE_METHODS } from '../../src/core/platforms/platform-service.js';
 import type { ExchangeOutcome, TokenRequest } from '../../src/core/tokens/token-service.js';
 import { BY, ISSUER, memoryCore, TOKEN_TTL_SECONDS, type CoreOptions, type MemoryCore } from '../support/memory/core.js';
@@ -93,7 +93,7 @@ describe('token exchange (core, memory ports)', () => {
     expect(refusedCode(wrong)).toBe('invalid_credentials');
     expect(refusedCode(unknown)).toBe('invalid_credentials');
     expect(core.hasher.verifications - v0).toBe(2);
-    expect('refused' in wrong && wrong.refused).toBeInstanceOf(Refusal);
+    expect('refused' in wrong && wrong.refused).toBeInstanceOf(CredentialRefusal);
     expect(wrong.agentId).toBe(agent.id);
     expect(unknown.agentId).toBeUndefined();
   });
@@ -175,7 +175,7 @@ describe('token exchange (core, memory ports)', () => {
 
   it('a full verification line refuses a cold check with 503 before any store read or limiter point', async () => {
     const { request } = await agentOnPlatform(core);
-    core.hasher.full = new ServiceError('service_unavailable', 'busy', { 'Retry-After': '3' });
+    core.hasher.full = new ServiceError('service_unavailable', 'busy', 3);
     const outcome = await exchange(core, request());
     expect(refusedCode(outcome)).toBe('service_unavailable');
     expect(core.hasher.verifications).toBe(0 + 0); // the decoy was hashed at init, nothing verified

@@ -2,7 +2,7 @@
 // stored one by one, what is summed, and that a flood of addresses or agents stays bounded.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AuditEvent, AuditSink } from '../../src/core/audit/events.js';
-import { RefusalRecorder, type Refusal } from '../../src/adapters/audit-trail/refusals.js';
+import { RefusalRecorder, type TokenRefusal } from '../../src/adapters/audit-trail/refusals.js';
 
 const AGENT = '6ba7b810-9dad-11d1-80b4-00c04fd430c8';
 
@@ -17,7 +17,7 @@ function recorder(perWindow: number, extra: { maxTracked?: number; processPerWin
 const open: RefusalRecorder[] = [];
 afterEach(() => open.splice(0).forEach((r) => r.close()));
 
-const wrong = (clientAddress: string, agentId?: string): Refusal => ({ errorCode: 'invalid_credentials', agentId, clientAddress, checked: true });
+const wrong = (clientAddress: string, agentId?: string): TokenRefusal => ({ errorCode: 'invalid_credentials', agentId, clientAddress, checked: true });
 const types = (events: AuditEvent[]) => events.map((e) => e.type);
 
 describe('RefusalRecorder', () => {

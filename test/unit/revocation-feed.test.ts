@@ -1,10 +1,12 @@
-// The middleware's revocation feed logic in process (no service; the JWKS and poll answers are served by a
-// fetch stand-in): which tokens a SET hits, expiry, void keys, rejected SETs, the signed head as the only
-// proof of freshness (gap -> poll at once), the staleness bounds, and the unknown-kid fetch of key retirement.
+// The middleware's revocation receiver in process (no service; the JWKS and poll answers are served by a
+// fetch stand-in, sockets by stand-ins): which tokens a SET hits, void keys, rejected SETs, the signed head as
+// the only proof of freshness (gap -> poll at once, spaced), the staleness bounds, the unknown-kid fetch of
+// key retirement, and a transport that cannot hang: polls while an upgrade hangs or a socket is silent, an
+// unanswered upgrade abandoned and counted. The rules alone, on a fake clock: revocation-rules.test.ts.
 import { describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { JwksCache } from '../../packages/middleware/src/jwks-cache.js';
-import { DocumentRejectedError, RevocationFeed, type RevocationFeedOptions } from '../../packages/middleware/src/revocation-feed.js';
+import { DocumentRejectedError, RevocationReceiver, type RevocationFeedOptions } from '../../packages/middleware/src/revocation-feed.js';
 
 const PLATFORM = '11111111-1111-4111-8111-111111111111';
 const AGENT = '22222222-2222-4222-8222-222222222222';
@@ -31,7 +33,7 @@ async function setup(options: RevocationFeedOptions = {}, jwksCooldownMs = 0) {
     return new Response(JSON.stringify({ sets: {} }), { status: 200, headers: { 'content-type': 'application/json' } });
   };
   const jwks = new JwksCache({ url: 'http://jwks', fetch: fetchStub, cooldownMs: jwksCooldownMs, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 1000 });
-  const feed = new RevocationFeed(
+  const feed = new RevocationReceiver(
     { serviceUrl: 'http://service', platformId: PLATFORM, issuer: ISSUER, feedToken: 'acef_test', jwks, fetch: fetchStub, clockToleranceSeconds: 0 },
     { webSocket: false, warn: () => {}, ...options },
   );
@@ -41,7 +43,8 @@ async function setup(options: RevocationFeedOptions = {}, jwksCooldownMs = 0) {
       .sign(key);
   const agentSet = (seq: number, agent: string, iatMax: number, expiresAt = now() + 900) =>
     sign({ jti: `${PLATFORM}:${seq}`, sub_id: { format: 'iss_sub', iss: ISSUER, sub: agent }, events: { [SESSION_REVOKED]: { event_timestamp: now(), iat_max: iatMax, expires_at: expiresAt } } });
-  const head = (seq: number, iat = now()) => sign({ iat, jti: `${PLATFORM}:head`, sub_id: { format: 'opaque', id: PLATFORM }, events: { [HEAD]: { seq } } });
+  const head = (seq: number, iat = now(), live?: [number, number][]) =>
+    sign({ iat, jti: `${PLATFORM}:head`, sub_id: { format: 'opaque', id: PLATFORM }, events: { [HEAD]: live === undefined ? { seq } : { seq, live } } });
   const polls = () => calls.filter((c) => c.url.endsWith('/revocations'));
   return { feed, sign, agentSet, head, polls, calls, publishK2: () => published.push(jwk2), k2: second.privateKey };
 }
@@ -148,6 +151,98 @@ describe('revocation feed (in process)', () => {
   });
 });
 
+/** A WebSocket stand-in: opens only when told (`open()`), or never (an upgrade a proxy swallows). */
+function fakeSockets() {
+  const made: FakeSocket[] = [];
+  class FakeSocket {
+    onopen: ((event: unknown) => void) | null = null;
+    onmessage: ((event: { data: unknown }) => void) | null = null;
+    onclose: ((event: unknown) => void) | null = null;
+    onerror: ((event: unknown) => void) | null = null;
+    closed = false;
+    constructor(readonly url: string) {
+      made.push(this);
+    }
+    open() {
+      this.onopen?.({});
+    }
+    close() {
+      this.closed = true;
+    }
+  }
+  return { made, FakeSocket };
+}
+
+async function until(what: string, probe: () => boolean) {
+  for (let i = 0; i < 1000 && !probe(); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(probe(), what).toBe(true);
+}
+
+describe('revocation feed transport: nothing can make it hang', () => {
+  it('an upgrade never answered: abandoned after the handshake timeout, counted as a drop, and polled meanwhile', async () => {
+    const { made, FakeSocket } = fakeSockets();
+    const { feed, polls } = await setup({ webSocket: FakeSocket as never, handshakeTimeoutSeconds: 0.05, pollIntervalSeconds: 0.02, reconnectBaseSeconds: 0.01, reconnectMaxSeconds: 0.02 });
+    await feed.start();
+    await until('two sockets abandoned', () => feed.stats().socketDrops >= 2);
+    await until('polls while no socket is open', () => polls().length >= 4);
+    expect(feed.stats()).toMatchObject({ connected: false, lastSocketDrop: 'handshake timeout' });
+    expect(made[0].closed).toBe(true);
+    feed.close();
+  });
+
+  it('while an upgrade hangs (long before its timeout), the feed is polled every period', async () => {
+    const { made, FakeSocket } = fakeSockets();
+    const { feed, polls } = await setup({ webSocket: FakeSocket as never, handshakeTimeoutSeconds: 600, pollIntervalSeconds: 0.02 });
+    await feed.start();
+    await until('a socket connecting', () => made.length === 1);
+    const before = polls().length;
+    await until('polls while the socket connects', () => polls().length >= before + 3);
+    expect(made).toHaveLength(1);
+    expect(feed.stats()).toMatchObject({ connected: false, socketDrops: 0 });
+    feed.close();
+  });
+
+  it('an open socket that brings nothing (or no head that proves the copy current) does not stop the polls', async () => {
+    const { made, FakeSocket } = fakeSockets();
+    const { feed, polls } = await setup({ webSocket: FakeSocket as never, pollIntervalSeconds: 0.02 });
+    await feed.start();
+    await until('a socket', () => made.length === 1);
+    made[0].open();
+    expect(feed.stats().connected).toBe(true);
+    const before = polls().length;
+    await until('polls while the open socket is silent', () => polls().length >= before + 3);
+    feed.close();
+  });
+
+  it('an open socket that proves the copy current with every head stops the polls', async () => {
+    const { made, FakeSocket } = fakeSockets();
+    const { feed, polls, head } = await setup({ webSocket: FakeSocket as never, pollIntervalSeconds: 0.05 });
+    await feed.start();
+    await until('a socket', () => made.length === 1);
+    made[0].open();
+    // Heads as often as the service would send them, relative to the poll period.
+    const heads = setInterval(async () => made[0].onmessage?.({ data: await head(0) }), 20);
+    try {
+      await until('a head applied', () => feed.stats().lastContactAt > 0);
+      const before = polls().length;
+      await new Promise((r) => setTimeout(r, 300)); // several poll periods: the timer skips its turns
+      expect(polls().length).toBeLessThanOrEqual(before + 1);
+    } finally {
+      clearInterval(heads);
+      feed.close();
+    }
+  });
+
+  it('heads that keep showing a gap (a proxy stripping SETs) make it poll at once, but never spin', async () => {
+    const { feed, head, polls } = await setup({ pollIntervalSeconds: 60 });
+    for (let i = 0; i < 30; i++) await feed.applySet(await head(3, undefined, [[1, 3]]));
+    await until('the first gap poll', () => polls().length >= 1);
+    expect(polls().length).toBeLessThanOrEqual(2);
+    expect(feed.stats()).toMatchObject({ seq: 0, gap: true, stale: true });
+    feed.close();
+  });
+});
+
 describe('revocation feed socket', () => {
   it('reconnects after a connection that fails with only an error event (Node 22 WebSocket)', async () => {
     const attempts: string[] = [];
@@ -178,7 +273,7 @@ describe('revocation feed socket', () => {
       return new Response(JSON.stringify({ sets: {} }), { status: 200, headers: { 'content-type': 'application/json' } });
     };
     const jwks = new JwksCache({ url: 'http://jwks', fetch: fetchStub, cooldownMs: 0, defaultMaxAgeMs: 60_000, maxMaxAgeMs: 60_000, timeoutMs: 1000 });
-    const feed = new RevocationFeed(
+    const feed = new RevocationReceiver(
       { serviceUrl: 'http://service', platformId: PLATFORM, issuer: ISSUER, feedToken: 'acef_test', jwks, fetch: fetchStub, clockToleranceSeconds: 0 },
       { webSocket: false, warn: () => {}, pollIntervalSeconds: 0.02 },
     );

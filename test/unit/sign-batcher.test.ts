@@ -89,8 +89,8 @@ describe('SignBatcher', () => {
     void batcher.sign('k', 'pem', 'q2');
     const refused = await batcher.sign('k', 'pem', 'q3').catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ServiceError);
-    expect((refused as ServiceError).status).toBe(503);
-    expect((refused as ServiceError).headers?.['Retry-After']).toBeDefined();
+    expect((refused as ServiceError).code).toBe('service_unavailable');
+    expect((refused as ServiceError).retryAfterSeconds).toBeDefined();
   });
 
   it('refuses with the error its owner gives (the pools count it in their metrics)', async () => {

@@ -12,8 +12,9 @@ export const EVENT_PLATFORM_TOKENS_REVOKED = 'urn:agent-credential-exchange:sece
 /** Ours: every token signed with the key (`sub_id` `{format:"opaque", id: kid}`) is void. */
 export const EVENT_SIGNING_KEY_RETIRED = 'urn:agent-credential-exchange:secevent:signing-key-retired';
 /**
- * Ours: the stream's head, re-signed every few seconds. A receiver whose last sequence is below `seq` has
- * missed SETs and must poll at once; the head's `iat` is how fresh the receiver's knowledge is.
+ * Ours: the stream's head, re-signed every few seconds: `seq` the last sequence, `live` the sequences the
+ * transmitter still serves (StreamHeadBody). A receiver that does not hold every live sequence up to `seq`
+ * has missed SETs and must poll at once; otherwise the head's `iat` is how fresh its copy is.
  */
 export const EVENT_STREAM_HEAD = 'urn:agent-credential-exchange:secevent:stream-head';
 
@@ -42,7 +43,7 @@ export interface SetPayload {
   /** `<platform_id>:<seq>` for revocations (seq: the platform's sequence number), `<platform_id>:head` for the head. */
   jti: string;
   sub_id: SubjectId;
-  events: Record<string, RevocationEventBody | { seq: number }>;
+  events: Record<string, RevocationEventBody | StreamHeadBody>;
 }
 
 /** RFC 8936 poll request and answer. */
@@ -67,3 +68,53 @@ export function seqOfJti(jti: unknown, platformId: string): number | undefined {
   if (!/^(0|[1-9]\d{0,15})$/.test(tail)) return undefined;
   return Number(tail);
 }
+
+// --- the stream head's body, and the transport's names ---
+
+/** Inclusive range of sequence numbers, `[from, to]`. */
+export type LiveRange = [from: number, to: number];
+
+/**
+ * EVENT_STREAM_HEAD's body. `live`: the sequences whose SETs the transmitter still serves, as ascending,
+ * disjoint, non-adjacent ranges within 1..seq; a sequence <= seq outside them was purged (expired). Absent
+ * from a transmitter of an earlier release: such a head proves no purge.
+ */
+export interface StreamHeadBody {
+  seq: number;
+  live?: LiveRange[];
+}
+
+/** Ascending distinct sequence numbers as live ranges: [1, 2, 3, 7] -> [[1, 3], [7, 7]]. */
+export function liveRangesOf(ascending: readonly number[]): LiveRange[] {
+  const ranges: LiveRange[] = [];
+  for (const seq of ascending) {
+    const last = ranges[ranges.length - 1];
+    if (last !== undefined && seq === last[1] + 1) last[1] = seq;
+    else ranges.push([seq, seq]);
+  }
+  return ranges;
+}
+
+/** A head's `live` when well-formed for head `seq` (safe-integer pairs, ascending, disjoint, non-adjacent, within 1..seq), else undefined. */
+export function parseLiveRanges(value: unknown, seq: number): LiveRange[] | undefined {
+  if (!Array.isArray(value)) return undefined;
+  let previous = 0;
+  for (const range of value) {
+    if (!Array.isArray(range) || range.length !== 2) return undefined;
+    const [from, to] = range as unknown[];
+    if (!Number.isSafeInteger(from) || !Number.isSafeInteger(to)) return undefined;
+    // from > previous + 1: after the previous range with a gap (adjacent ranges would be one range).
+    if ((from as number) <= previous + (previous === 0 ? 0 : 1) || (to as number) < (from as number) || (to as number) > seq) return undefined;
+    previous = to as number;
+  }
+  return value as LiveRange[];
+}
+
+/** HTTP paths of a platform's feed (`:platform_id` gives the route pattern). */
+export const feedPollPath = (platformId: string) => `/api/v1/platforms/${platformId}/revocations`;
+export const feedSocketPath = (platformId: string) => `/api/v1/platforms/${platformId}/revocations/ws`;
+/** The WebSocket subprotocol a receiver offers (with FEED_TOKEN_SUBPROTOCOL_PREFIX + its token beside it). */
+export const FEED_SUBPROTOCOL = 'ace-feed';
+export const FEED_TOKEN_SUBPROTOCOL_PREFIX = 'ace-feed-token.';
+/** Close code of a socket whose feed credential was deleted (4000-4999: for applications, RFC 6455 section 7.4.2). */
+export const CLOSE_CREDENTIAL_REVOKED = 4401;

@@ -1,23 +1,15 @@
-// The middleware's copy of its platform's revocation feed: the service's SSF stream of Security Event
-// Tokens (feed-document.ts). Kept current over a WebSocket (push), with RFC 8936 polling while the socket is
-// down, and resumed from the last sequence after any gap. Freshness is proven only by the signed stream
-// head: a head above our sequence means SETs were lost (a proxy dropping them) and we poll at once; while
-// no head at or below our sequence arrives, the copy ages and failMode applies after staleAfterSeconds.
-// Checks are in memory: a request costs two map lookups, never a call to the service.
+// The receiver of the platform's revocation feed: the service's SSF stream of Security Event Tokens
+// (feed-document.ts), kept current over a WebSocket (push) with RFC 8936 polls whenever the socket is not
+// open and proving freshness (connecting, backing off, silent), and resumed from the last sequence after
+// any gap. This is the connection: it checks each SET's signature and hands it to the rules
+// (revocation-rules.ts: what a SET changes, which token is refused, when the copy is current). A head that
+// lists live SETs we lack (a proxy dropping them) makes it poll at once; the copy is not fresh until they
+// are held, so it ages towards failMode like a cut feed. Checks are in memory: a request costs two map
+// lookups, never a call to the service.
 import { jwtVerify, type JWSHeaderParameters, type JWTPayload } from 'jose';
-import {
-  EVENT_PLATFORM_TOKENS_REVOKED,
-  EVENT_SESSION_REVOKED,
-  EVENT_SIGNING_KEY_RETIRED,
-  EVENT_STREAM_HEAD,
-  SET_TYP,
-  revocationJti,
-  seqOfJti,
-  type PollAnswer,
-  type RevocationEventBody,
-  type SetPayload,
-} from './feed-document.js';
+import { EVENT_STREAM_HEAD, SET_TYP, revocationJti, seqOfJti, type PollAnswer, type SetPayload } from './feed-document.js';
 import type { JwksCache } from './jwks-cache.js';
+import { readStreamHead, RevocationRules } from './revocation-rules.js';
 
 /** The subset of the WebSocket API used here (browser/undici WebSocket and the `ws` package both have it). */
 export interface FeedSocket {
@@ -61,14 +53,18 @@ export interface RevocationFeedOptions {
    */
   failMode?: 'open' | 'closed';
   /**
-   * How old the last signed head (at or below our sequence) may be before failMode applies. Default 15
-   * (the service re-signs the head every REVOCATION_HEARTBEAT_SECONDS, default 5). This is the bound on how
-   * long a revoked token can be accepted when the feed is cut or its SETs are dropped (failMode "closed").
+   * How old the last proof of freshness may be before failMode applies: a signed head whose live SETs are
+   * all held. Default 15 (the service re-signs the head every REVOCATION_HEARTBEAT_SECONDS, default 5).
+   * This is the bound on how long a revoked token can be accepted when the feed is cut or its SETs are
+   * dropped (failMode "closed").
    */
   staleAfterSeconds?: number;
   /** failMode "open": how long past `staleAfterSeconds` tokens are still accepted. Default 300. */
   openForAtMostSeconds?: number;
-  /** Polling period of the signed document while the WebSocket is down. Default 5. */
+  /**
+   * Polling period while the WebSocket is not open and proving the copy current (connecting, backing off,
+   * silent, or bringing no head that proves freshness), and always with `webSocket: false`. Default 5.
+   */
   pollIntervalSeconds?: number;
   /** false: poll only, never open a WebSocket. Default: the global WebSocket, else the `ws` package. */
   webSocket?: FeedSocketConstructor | false;
@@ -77,20 +73,27 @@ export interface RevocationFeedOptions {
   reconnectMaxSeconds?: number;
   /** A socket silent this long (the service sends a signed head every 5 s by default) is replaced. Default 20. */
   socketSilenceSeconds?: number;
+  /**
+   * A WebSocket upgrade not answered within this is abandoned (counted in stats().socketDrops) and tried
+   * again later; the feed is polled meanwhile. Default 5.
+   */
+  handshakeTimeoutSeconds?: number;
   /** Timeout of a document fetch. Default 5000. */
   timeoutMs?: number;
-  /** Called on loud events (feed stale, document rejected). Default console.warn. */
+  /** Called on loud events (feed stale, a gap, SET rejected, feed token refused). Default console.warn. */
   warn?: (message: string, detail?: Record<string, unknown>) => void;
 }
 
 export interface RevocationFeedStats {
   /** The WebSocket is open. */
   connected: boolean;
-  /** Last sequence applied: the feed resumes from here. */
+  /** Highest contiguous sequence (every SET up to it held, or proven expired by a signed head): polls resume from here. */
   seq: number;
-  /** ms since the epoch: the copy is proven current as of then (the last signed head we were in sync with; 0: never). */
+  /** The last signed head lists SETs this copy lacks (dropped in transit): it is not fresh until they arrive. */
+  gap: boolean;
+  /** ms since the epoch: the copy is proven current as of then (the last signed head whose live SETs were all held; 0: never). */
   lastContactAt: number;
-  /** Unreachable for longer than the bound. */
+  /** Not proven current for longer than staleAfterSeconds (feed cut, or a gap): failMode applies. */
   stale: boolean;
   /** Tokens accepted while stale (failMode "open"). */
   acceptedWhileStale: number;
@@ -101,6 +104,9 @@ export interface RevocationFeedStats {
   /** Polls that failed (network, HTTP status, a malformed answer); the message of the last one. */
   pollFailures: number;
   lastPollError?: string;
+  /** WebSockets lost: failed or refused, closed, silent, or an upgrade not answered in time; the reason of the last one. */
+  socketDrops: number;
+  lastSocketDrop?: string;
   liveEntries: number;
 }
 
@@ -113,11 +119,6 @@ export class DocumentRejectedError extends Error {
     super(`revocation feed SET rejected: ${reason}`);
     this.name = 'DocumentRejectedError';
   }
-}
-
-interface Cutoff {
-  iatMax: number;
-  expiresAt: number;
 }
 
 export interface FeedDependencies {
@@ -135,14 +136,13 @@ export interface FeedDependencies {
   fallbackWebSocket?: () => Promise<FeedSocketConstructor | undefined>;
 }
 
-export class RevocationFeed {
-  private seq = 0;
-  /** Revocation SETs received above `seq` (a gap below them): applied already, counted once the gap closes. */
-  private readonly ahead = new Set<number>();
-  private lastContact = 0;
-  private readonly agents = new Map<string, Cutoff>();
-  private platform: Cutoff | undefined;
-  private readonly kids = new Map<string, number>();
+/** Gap polls (a head lists SETs we lack) are at least this far apart: a proxy that strips them cannot make us spin. */
+const GAP_POLL_SPACING_MS = 1000;
+/** A socket counts as proving freshness while its last proving head is at most a poll period + this old. */
+const PROOF_SLACK_MS = 2000;
+
+export class RevocationReceiver {
+  private readonly rules: RevocationRules;
   private socket: FeedSocket | undefined;
   private connected = false;
   private attempt = 0;
@@ -150,18 +150,18 @@ export class RevocationFeed {
   private started: Promise<void> | undefined;
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
   private pollTimer: ReturnType<typeof setInterval> | undefined;
-  private watchdog: ReturnType<typeof setInterval> | undefined;
-  private lastMessageAt = 0;
+  private gapPollTimer: ReturnType<typeof setTimeout> | undefined;
+  private lastGapPollAt = 0;
+  /** Date.now() of the last head that proved the copy current (whatever carried it). */
+  private lastProofAt = 0;
   private fetching: Promise<void> | undefined;
   private pollAgain: Promise<void> | undefined;
   private lastWarnAt = 0;
   private lastUnauthorizedWarnAt = 0;
-  private readonly counters = { acceptedWhileStale: 0, refused: 0, documentsRejected: 0, pollFailures: 0 };
+  private lastGapWarnAt = 0;
+  private readonly counters = { documentsRejected: 0, pollFailures: 0, socketDrops: 0 };
   private lastPollError: string | undefined;
-  private readonly failMode: 'open' | 'closed';
-  private readonly staleAfterMs: number;
-  private readonly openForMs: number;
-  private readonly createdAt: number;
+  private lastSocketDrop: string | undefined;
   private readonly now: () => number;
   private readonly pollMs: number;
   private readonly feedUrl: string;
@@ -172,24 +172,29 @@ export class RevocationFeed {
     private readonly options: RevocationFeedOptions = {},
   ) {
     this.now = deps.now ?? Date.now;
-    this.createdAt = this.now();
-    this.failMode = options.failMode ?? 'open';
-    this.staleAfterMs = (options.staleAfterSeconds ?? 15) * 1000;
-    this.openForMs = (options.openForAtMostSeconds ?? 300) * 1000;
+    this.rules = new RevocationRules({
+      issuer: deps.issuer,
+      clockToleranceSeconds: deps.clockToleranceSeconds,
+      failMode: options.failMode ?? 'open',
+      staleAfterMs: (options.staleAfterSeconds ?? 15) * 1000,
+      openForMs: (options.openForAtMostSeconds ?? 300) * 1000,
+      now: this.now,
+    });
     this.pollMs = (options.pollIntervalSeconds ?? 5) * 1000;
     this.feedUrl = `${deps.serviceUrl}/api/v1/platforms/${deps.platformId}/revocations`;
     this.warn = options.warn ?? ((message, detail) => console.warn(`[agent-credential-exchange] ${message}`, detail ?? ''));
   }
 
-  /** Starts the feed once (socket, or polling) and resolves with the first synchronisation's outcome. */
+  /** Starts the feed once (polling, and the socket) and resolves with the first synchronisation's outcome. */
   start(): Promise<void> {
     if (!this.started) {
       this.started = this.pollNow();
-      // Whatever the first synchronisation's outcome (it reaches the caller of start()), the feed goes on.
+      // Whatever the first synchronisation's outcome (it reaches the caller of start()), the feed goes on:
+      // the poll timer runs from now on (it skips its turn while an open socket proves the copy current).
       const goOn = () => {
         if (this.closed) return;
-        if (this.options.webSocket === false) this.startPolling();
-        else void this.connect();
+        this.startPolling();
+        if (this.options.webSocket !== false) void this.connect();
       };
       this.started.then(goOn, goOn);
     }
@@ -204,50 +209,31 @@ export class RevocationFeed {
   close(): void {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
+    clearTimeout(this.gapPollTimer);
     clearInterval(this.pollTimer);
-    clearInterval(this.watchdog);
-    this.socket?.close();
+    const socket = this.socket;
+    this.socket = undefined; // so that its close is not counted as a drop
+    this.connected = false;
+    socket?.close();
   }
 
   /** A void kid is refused before its signature is even checked, whatever the JWKS cache holds. */
   isVoidKey(kid: unknown): boolean {
-    if (!this.keyIsVoid(kid)) return false;
-    this.counters.refused++;
-    return true;
-  }
-
-  private keyIsVoid(kid: unknown): boolean {
-    if (typeof kid !== 'string') return false;
-    const expiresAt = this.kids.get(kid);
-    if (expiresAt === undefined) return false;
-    if (expiresAt * 1000 + this.deps.clockToleranceSeconds * 1000 < this.now()) {
-      this.kids.delete(kid);
-      return false;
-    }
-    return true;
+    return this.rules.refuseVoidKey(kid);
   }
 
   /** The verdict for a verified token's payload. */
   check(payload: JWTPayload): FeedVerdict {
-    const iat = typeof payload.iat === 'number' ? payload.iat : 0;
+    const verdict = this.rules.check(payload);
+    if (verdict !== 'ok-while-stale') return verdict;
     const now = this.now();
-    if (this.platform && iat <= this.platform.iatMax && !this.expired(this.platform, now)) return this.refuse();
-    const agent = typeof payload.sub === 'string' ? this.agents.get(payload.sub) : undefined;
-    if (agent) {
-      if (this.expired(agent, now)) this.agents.delete(payload.sub as string);
-      else if (iat <= agent.iatMax) return this.refuse();
-    }
-    if (this.isStale(now)) {
-      // The open bound counts from the last proof of freshness, or from the start for a feed never synchronised.
-      if (this.failMode === 'closed' || now - Math.max(this.lastContact, this.createdAt) > this.staleAfterMs + this.openForMs) return 'unavailable';
-      this.counters.acceptedWhileStale++;
-      if (now - this.lastWarnAt > 60_000) {
-        this.lastWarnAt = now;
-        this.warn('revocation feed unreachable: accepting tokens without revocation checks (failMode "open")', {
-          platform_id: this.deps.platformId,
-          last_contact: this.lastContact ? new Date(this.lastContact).toISOString() : null,
-        });
-      }
+    if (now - this.lastWarnAt > 60_000) {
+      this.lastWarnAt = now;
+      const lastContact = this.rules.lastContactAt;
+      this.warn(
+        `revocation feed unreachable: accepting tokens without revocation checks (failMode "open") until ${new Date(this.rules.openUntil()).toISOString()}, then refusing them (503)`,
+        { platform_id: this.deps.platformId, last_contact: lastContact ? new Date(lastContact).toISOString() : null },
+      );
     }
     return 'ok';
   }
@@ -255,26 +241,29 @@ export class RevocationFeed {
   stats(): RevocationFeedStats {
     return {
       connected: this.connected,
-      seq: this.seq,
-      lastContactAt: this.lastContact,
-      stale: this.isStale(this.now()),
+      seq: this.rules.seq,
+      gap: this.rules.hasGap,
+      lastContactAt: this.rules.lastContactAt,
+      stale: this.rules.isStale(),
+      acceptedWhileStale: this.rules.acceptedWhileStale,
+      refused: this.rules.refused,
       ...this.counters,
       ...(this.lastPollError === undefined ? {} : { lastPollError: this.lastPollError }),
-      liveEntries: this.agents.size + this.kids.size + (this.platform ? 1 : 0),
+      ...(this.lastSocketDrop === undefined ? {} : { lastSocketDrop: this.lastSocketDrop }),
+      liveEntries: this.rules.liveEntries,
     };
   }
 
   /**
    * Checks one SET (signature via the JWKS, typ, issuer, audience = this platform) and applies it: a
-   * revocation is applied at once (applying one twice, or early, changes nothing); the stream head proves
-   * freshness, or reveals a gap that is closed by polling at once. Throws DocumentRejectedError when the
-   * SET must not be trusted.
+   * revocation at once; a stream head proves freshness, or shows a gap that a poll at once should close.
+   * Throws DocumentRejectedError when the SET must not be trusted.
    */
-  async applySet(jws: string, complete = false): Promise<void> {
+  async applySet(jws: string): Promise<void> {
     let payload: SetPayload;
     try {
       ({ payload } = (await jwtVerify(jws, (header: JWSHeaderParameters) => {
-        if (this.keyIsVoid(header.kid)) throw new Error('signed with a void key');
+        if (this.rules.isVoidKey(header.kid)) throw new Error('signed with a void key');
         return this.deps.jwks.keyForFeed(header);
       }, { algorithms: ['RS256'], issuer: this.deps.issuer, audience: this.deps.platformId, typ: SET_TYP, currentDate: new Date(this.now()) })) as unknown as { payload: SetPayload });
     } catch (error) {
@@ -282,45 +271,17 @@ export class RevocationFeed {
     }
     const events = payload.events;
     if (!events || typeof events !== 'object' || typeof payload.iat !== 'number') return this.reject('malformed');
-    const head = events[EVENT_STREAM_HEAD] as { seq?: unknown } | undefined;
-    if (head) {
-      if (!Number.isSafeInteger(head.seq)) return this.reject('malformed head');
-      return this.applyHead(head.seq as number, payload.iat, complete);
+    if (Object.hasOwn(events, EVENT_STREAM_HEAD)) {
+      const head = readStreamHead(events[EVENT_STREAM_HEAD]);
+      if (!head) return this.reject('malformed head');
+      if (this.rules.applyHead(head, payload.iat) === 'current') this.lastProofAt = Date.now();
+      // SETs were lost (or are still on their way): fetch them now, whatever carries the socket.
+      else this.pollSoon();
+      return;
     }
     const seq = seqOfJti(payload.jti, this.deps.platformId);
     if (seq === undefined) return this.reject('jti is not one of this stream');
-    // An event type we do not know is ignored, as SSF asks, but its SET still counts in the sequence (it is
-    // acknowledged like the others: otherwise it would stay a gap until the next complete poll answer).
-    this.applyEvents(payload);
-    if (seq === this.seq + 1) {
-      this.seq = seq;
-      while (this.ahead.delete(this.seq + 1)) this.seq++;
-    } else if (seq > this.seq) {
-      this.ahead.add(seq);
-    }
-  }
-
-  /** @deprecated since the SET feed: use applySet. */
-  applyDocument(jws: string): Promise<void> {
-    return this.applySet(jws);
-  }
-
-  /**
-   * `complete`: the head came at the end of a poll answer that held every live SET above our sequence, so
-   * any sequence still missing below it belongs to an entry that has expired (purged): nothing to wait for.
-   */
-  private applyHead(headSeq: number, iat: number, complete: boolean): void {
-    if (complete && headSeq > this.seq) {
-      this.seq = headSeq;
-      for (const seq of this.ahead) if (seq <= headSeq) this.ahead.delete(seq);
-    }
-    if (headSeq > this.seq) {
-      // SETs were lost (or are still on their way): fetch them now, whatever carries the socket.
-      this.pollInBackground();
-      return;
-    }
-    // In sync as of the head's signing time (never later than now: a service clock ahead proves nothing more).
-    this.lastContact = Math.max(this.lastContact, Math.min(this.now(), (iat + 1) * 1000));
+    this.rules.applyRevocation(seq, payload);
   }
 
   /** The feed token was refused (a 401, or a socket closed because its credential was deleted): warned once a minute. */
@@ -334,9 +295,9 @@ export class RevocationFeed {
   }
 
   /** A SET from a poll answer or the socket: one that is rejected is counted and warned about (reject). */
-  private async applyCounted(jws: string, complete = false): Promise<void> {
+  private async applyCounted(jws: string): Promise<void> {
     try {
-      await this.applySet(jws, complete);
+      await this.applySet(jws);
     } catch (error) {
       // A DocumentRejectedError was counted and warned about in reject(); anything else is counted the same way.
       if (error instanceof DocumentRejectedError) return;
@@ -356,50 +317,24 @@ export class RevocationFeed {
     );
   }
 
+  /** A head showed a gap: poll at once, but at most once per GAP_POLL_SPACING_MS while the gap lasts. */
+  private pollSoon(): void {
+    if (this.closed || this.gapPollTimer) return;
+    const wait = this.lastGapPollAt + GAP_POLL_SPACING_MS - Date.now();
+    const poll = () => {
+      this.gapPollTimer = undefined;
+      this.lastGapPollAt = Date.now();
+      this.pollInBackground();
+    };
+    if (wait <= 0) return poll();
+    this.gapPollTimer = setTimeout(poll, wait);
+    this.gapPollTimer.unref?.();
+  }
+
   private reject(reason: string): never {
     this.counters.documentsRejected++;
     this.warn(`revocation feed SET rejected (${reason})`, { platform_id: this.deps.platformId });
     throw new DocumentRejectedError(reason);
-  }
-
-  /** Applies the revocation events of a SET; false when it holds none we know. */
-  private applyEvents(payload: SetPayload): boolean {
-    let known = false;
-    const subject = payload.sub_id as Record<string, unknown> | undefined;
-    for (const [type, raw] of Object.entries(payload.events)) {
-      const event = raw as Partial<RevocationEventBody>;
-      if (!event || typeof event.expires_at !== 'number') continue;
-      if (type === EVENT_SIGNING_KEY_RETIRED && subject?.format === 'opaque' && typeof subject.id === 'string') {
-        this.kids.set(subject.id, Math.max(this.kids.get(subject.id) ?? 0, event.expires_at));
-        known = true;
-      } else if (type === EVENT_PLATFORM_TOKENS_REVOKED && typeof event.iat_max === 'number') {
-        this.platform = merge(this.platform, event.iat_max, event.expires_at);
-        known = true;
-      } else if (
-        type === EVENT_SESSION_REVOKED &&
-        typeof event.iat_max === 'number' &&
-        subject?.format === 'iss_sub' &&
-        subject.iss === this.deps.issuer &&
-        typeof subject.sub === 'string'
-      ) {
-        this.agents.set(subject.sub, merge(this.agents.get(subject.sub), event.iat_max, event.expires_at));
-        known = true;
-      }
-    }
-    return known;
-  }
-
-  private refuse(): FeedVerdict {
-    this.counters.refused++;
-    return 'revoked';
-  }
-
-  private expired(cutoff: Cutoff, now: number): boolean {
-    return cutoff.expiresAt * 1000 + this.deps.clockToleranceSeconds * 1000 < now;
-  }
-
-  private isStale(now: number): boolean {
-    return now - this.lastContact > this.staleAfterMs;
   }
 
   /**
@@ -417,10 +352,11 @@ export class RevocationFeed {
     }
     this.fetching = (async () => {
       for (let page = 0; page < 100; page++) {
+        const seq = this.rules.seq;
         const response = await this.deps.fetch(this.feedUrl, {
           method: 'POST',
           headers: { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${this.deps.feedToken}` },
-          body: JSON.stringify({ ack: this.seq > 0 ? [revocationJti(this.deps.platformId, this.seq)] : [], maxEvents: 1000, returnImmediately: true }),
+          body: JSON.stringify({ ack: seq > 0 ? [revocationJti(this.deps.platformId, seq)] : [], maxEvents: 1000, returnImmediately: true }),
           signal: AbortSignal.timeout(this.options.timeoutMs ?? 5000),
         });
         if (response.status === 401) {
@@ -439,13 +375,25 @@ export class RevocationFeed {
         const entries = Object.entries(answer.sets).map(([jti, jws]) => ({ seq: seqOfJti(jti, this.deps.platformId) ?? Infinity, jws }));
         entries.sort((a, b) => a.seq - b.seq);
         // A rejected SET is counted and warned about in applySet; the rest of the answer still applies.
-        for (const { jws, seq } of entries) await this.applyCounted(String(jws), seq === Infinity);
-        if (!answer.moreAvailable) return;
+        for (const { jws } of entries) await this.applyCounted(String(jws));
+        if (!answer.moreAvailable) break;
       }
+      if (this.rules.hasGap) this.warnGap();
     })().finally(() => {
       this.fetching = undefined;
     });
     return this.fetching;
+  }
+
+  /** A poll answer whose head lists SETs the answer lacked: something between us and the service drops them. */
+  private warnGap(): void {
+    const now = Date.now();
+    if (now - this.lastGapWarnAt < 60_000) return;
+    this.lastGapWarnAt = now;
+    this.warn('revocation feed: the signed head lists SETs the poll answer did not carry (a proxy dropping them?): the copy is not current and goes stale', {
+      platform_id: this.deps.platformId,
+      seq: this.rules.seq,
+    });
   }
 
   private async socketConstructor(): Promise<FeedSocketConstructor | undefined> {
@@ -460,32 +408,61 @@ export class RevocationFeed {
   private async connect(): Promise<void> {
     if (this.closed) return;
     const Socket = await this.socketConstructor();
+    if (this.closed) return;
     if (!Socket) {
       this.warn('no WebSocket implementation available: polling the revocation feed instead');
-      return this.startPolling();
+      return;
     }
-    const url = `${this.feedUrl.replace(/^http/, 'ws')}/ws?since=${this.seq}`;
+    const url = `${this.feedUrl.replace(/^http/, 'ws')}/ws?since=${this.rules.seq}`;
     let socket: FeedSocket;
     try {
       socket = new Socket(url, [FEED_SUBPROTOCOL, `${FEED_TOKEN_SUBPROTOCOL_PREFIX}${this.deps.feedToken}`]);
-    } catch {
+    } catch (error) {
+      this.counters.socketDrops++;
+      this.lastSocketDrop = `not opened: ${(error as Error)?.message ?? String(error)}`;
       return this.scheduleReconnect();
     }
     this.socket = socket;
+    let lastMessageAt = 0;
+    let watchdog: ReturnType<typeof setInterval> | undefined;
+    // An upgrade a proxy accepts and never answers would otherwise hold this socket in "connecting" forever.
+    const handshake = setTimeout(() => lost('handshake timeout'), (this.options.handshakeTimeoutSeconds ?? 5) * 1000);
+    handshake.unref?.();
+    const lost = (reason: string) => {
+      if (this.socket !== socket) return; // handled already (error and close both report one loss), or closed by us
+      this.socket = undefined;
+      this.connected = false;
+      clearTimeout(handshake);
+      clearInterval(watchdog);
+      this.counters.socketDrops++;
+      this.lastSocketDrop = reason;
+      // Abandoned by us (timeout, silence): dropped without waiting for a closing handshake the peer may
+      // never answer (`ws` has terminate; others close). The handlers stay, and see it is no longer ours.
+      if (reason === 'handshake timeout' || reason === 'silent') {
+        const abandoned = socket as FeedSocket & { terminate?: () => void };
+        if (typeof abandoned.terminate === 'function') abandoned.terminate();
+        else socket.close();
+      }
+      if (this.closed) return;
+      // Whatever was on its way may be lost: poll now (spaced), then every period until a socket proves the copy.
+      this.pollSoon();
+      this.scheduleReconnect();
+    };
     socket.onopen = () => {
+      if (this.socket !== socket) return;
+      clearTimeout(handshake);
       this.connected = true;
       this.attempt = 0;
-      this.lastMessageAt = Date.now();
-      this.stopPolling();
-      clearInterval(this.watchdog);
+      lastMessageAt = Date.now();
       const silenceMs = (this.options.socketSilenceSeconds ?? 20) * 1000;
-      this.watchdog = setInterval(() => {
-        if (Date.now() - this.lastMessageAt > silenceMs) socket.close();
+      watchdog = setInterval(() => {
+        if (Date.now() - lastMessageAt > silenceMs) lost('silent');
       }, Math.min(silenceMs, 5000));
-      this.watchdog.unref?.();
+      watchdog.unref?.();
     };
     socket.onmessage = (event) => {
-      this.lastMessageAt = Date.now();
+      if (this.socket !== socket) return;
+      lastMessageAt = Date.now();
       void messageText(event.data).then((text) => {
         if (text === undefined) return;
         // A rejected SET is counted and warned about in applySet; nothing more to do here. Only a signed
@@ -493,21 +470,13 @@ export class RevocationFeed {
         void this.applyCounted(text.trim());
       });
     };
-    const lost = () => {
-      if (this.socket !== socket) return; // handled already (error and close both report one loss)
-      this.socket = undefined;
-      this.connected = false;
-      clearInterval(this.watchdog);
-      if (this.closed) return;
-      this.startPolling();
-      this.scheduleReconnect();
-    };
     // Node 22's WebSocket (undici) reports a connection that fails to open with `error` and no `close`:
     // waiting for `close` alone would never reconnect.
-    socket.onerror = lost;
+    socket.onerror = () => lost('error');
     socket.onclose = (event) => {
-      if ((event as { code?: unknown } | null)?.code === CLOSE_CREDENTIAL_REVOKED) this.unauthorized();
-      lost();
+      const code = (event as { code?: unknown } | null)?.code;
+      if (code === CLOSE_CREDENTIAL_REVOKED && this.socket === socket) this.unauthorized();
+      lost(typeof code === 'number' ? `closed (${code})` : 'closed');
     };
   }
 
@@ -521,21 +490,19 @@ export class RevocationFeed {
     this.reconnectTimer.unref?.();
   }
 
+  /**
+   * Every poll period: a poll, unless an open socket brought a head that proved the copy current within
+   * the period (plus slack). So the feed is polled while the socket connects, backs off, is silent, or
+   * carries only heads that show a gap.
+   */
   private startPolling(): void {
     if (this.pollTimer || this.closed) return;
-    this.pollTimer = setInterval(() => this.pollInBackground(), this.pollMs);
+    this.pollTimer = setInterval(() => {
+      if (this.connected && Date.now() - this.lastProofAt <= this.pollMs + PROOF_SLACK_MS) return;
+      this.pollInBackground();
+    }, this.pollMs);
     this.pollTimer.unref?.();
   }
-
-  private stopPolling(): void {
-    clearInterval(this.pollTimer);
-    this.pollTimer = undefined;
-  }
-}
-
-function merge(current: Cutoff | undefined, iatMax: number, expiresAt: number): Cutoff {
-  if (!current) return { iatMax, expiresAt };
-  return { iatMax: Math.max(current.iatMax, iatMax), expiresAt: Math.max(current.expiresAt, expiresAt) };
 }
 
 /** A frame's text: string frames as they are, binary ones (ArrayBuffer, a view, `ws`'s Buffer, a Blob) decoded. */

@@ -9,7 +9,7 @@ import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
 import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, withResourceMetadata, type Refusal } from './challenge.js';
 import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource, type TemplateSyntax } from './scope-map.js';
-import { RevocationFeed, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
+import { RevocationReceiver, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
 
 export interface VerifierBaseOptions {
   /** Base URL of the credential exchange service, e.g. https://ace.example.com. */
@@ -61,6 +61,12 @@ export interface VerifierBaseOptions {
    * `revocationFeed.feedToken` (either may be given).
    */
   feedToken?: string | undefined;
+  /**
+   * `serviceUrl` and `jwksUrl` must be `https://` unless their host is loopback (127.0.0.0/8, ::1,
+   * localhost): anyone on a plain-HTTP path can rewrite the JWKS and mint tokens this platform accepts.
+   * `true` allows `http://` anyway (a private network you trust, a test rig), with a loud warning at start.
+   */
+  allowInsecureServiceUrl?: boolean;
 }
 
 /** The runtime-neutral verifier's options: the scope file as text or parsed document. */
@@ -169,6 +175,8 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
   }
   const platformId = scopeFile.platform_id;
   const serviceUrl = options.serviceUrl.replace(/\/+$/, '');
+  requireSecureUrl('serviceUrl', serviceUrl, options);
+  if (options.jwksUrl !== undefined) requireSecureUrl('jwksUrl', options.jwksUrl, options);
   const issuer = options.issuer ?? serviceUrl;
   const realm = options.realm ?? platformId;
   const unmatched = options.unmatchedRoutes ?? 'deny';
@@ -195,7 +203,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
   const feed =
     options.revocationFeed === false
       ? undefined
-      : new RevocationFeed(
+      : new RevocationReceiver(
           {
             serviceUrl,
             platformId,
@@ -347,6 +355,34 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     revocationStats: () => feed?.stats(),
     protectedResourceMetadata: () => (metadata ? { ...metadata } : undefined),
   };
+}
+
+/**
+ * Refuses a service URL that anyone on the network path could read or rewrite (plain HTTP to a host that
+ * is not loopback), unless `allowInsecureServiceUrl` says otherwise: then it warns, loudly, once.
+ */
+function requireSecureUrl(name: string, url: string, options: VerifierBaseOptions): void {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TypeError(`createVerifier: ${name} is not a URL: ${JSON.stringify(url)}`);
+  }
+  if (parsed.protocol === 'https:') return;
+  if (parsed.protocol !== 'http:') throw new TypeError(`createVerifier: ${name} must be an https:// URL (got ${parsed.protocol})`);
+  if (isLoopbackHost(parsed.hostname)) return;
+  const risk = `${name} ${parsed.origin} is plain http:// to a host that is not loopback: anyone on that path can rewrite the JWKS and the revocation feed, and mint tokens this platform accepts`;
+  if (options.allowInsecureServiceUrl !== true) {
+    throw new TypeError(`createVerifier: ${risk}. Use https://, or set allowInsecureServiceUrl: true if that network is yours alone`);
+  }
+  const warn = (options.revocationFeed && options.revocationFeed.warn) || ((message: string) => console.warn(`[agent-credential-exchange] ${message}`));
+  warn(`INSECURE: ${risk} (allowInsecureServiceUrl: true)`);
+}
+
+/** 127.0.0.0/8, ::1 and localhost, as the URL parser writes them (it normalises 127.1, 0x7f.1, [0:0::1], ...). */
+function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.toLowerCase();
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
 export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource';

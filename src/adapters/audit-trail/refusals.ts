@@ -1,5 +1,5 @@
-// What a refused token request leaves behind (issue #23). A durable row per refusal let one client write
-// rows as fast as it could send bad requests (107,000 rows, 18 MB, in 10 s at 32 connections), so:
+// What a refused token request leaves behind, bounded: a durable row per refusal would let one client write
+// rows as fast as it can send bad requests (107,000 rows, 18 MB, in 10 s at 32 connections, measured), so:
 // - a refusal before any credential check (415, 422, 400, a bad profile, a 429 of the per-address
 //   limits, 503) is counted in the metrics (ace_tokens_issued_total{outcome}) and in one sampled log
 //   line per window, never stored;
@@ -20,7 +20,7 @@ export interface RefusalBounds {
   processPerWindow?: number;
 }
 
-export interface Refusal {
+export interface TokenRefusal {
   errorCode: string;
   /** The agent behind the presented key id, when it exists. */
   agentId?: string;
@@ -66,7 +66,7 @@ export class RefusalRecorder {
     this.timer.unref();
   }
 
-  refused(refusal: Refusal): void {
+  refused(refusal: TokenRefusal): void {
     if (!refusal.checked) {
       this.unchecked.set(refusal.errorCode, (this.unchecked.get(refusal.errorCode) ?? 0) + 1);
       if (!this.uncheckedExample) this.uncheckedExample = refusal.clientAddress;

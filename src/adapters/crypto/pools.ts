@@ -2,6 +2,7 @@
 // and signing (fed in batches by the SignBatcher). Separate pools so warm-credential requests never wait
 // behind argon2 work.
 import { Piscina } from 'piscina';
+import client from 'prom-client';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Metrics } from '../telemetry/index.js';
@@ -90,7 +91,16 @@ export class CryptoPools {
       options.argon2MaxQueue,
       () => this.shed('argon2'),
     );
-    metrics.registerQueueDepth(() => ({ argon2: this.argon2Line.queued, sign: this.signBatcher.queued }));
+    const lines = { argon2: this.argon2Line, sign: this.signBatcher };
+    new client.Gauge({
+      name: 'ace_worker_queue_depth',
+      help: 'Tasks waiting for a crypto worker thread, per pool.',
+      labelNames: ['pool'],
+      registers: [metrics.registry],
+      collect() {
+        for (const [pool, line] of Object.entries(lines)) this.set({ pool }, line.queued);
+      },
+    });
   }
 
   async verifySecret(task: VerifyTask, signal?: AbortSignal): Promise<number> {

@@ -41,7 +41,8 @@ import { parseEventQuery, presentEvent, readEvents } from './audit-query.js';
 import type { AuditStore } from '../../core/ports/audit-store.js';
 import { parseJsonBody } from './json-body.js';
 import { JSON_BODY_REFUSALS, refusals, type RefusalNotes } from './responses.js';
-import { allowHeader, bindRoutes, json, routesByPath, type Guard, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
+import { HttpError } from './errors.js';
+import { allowHeader, bindRoutes, json, refusalReply, routesByPath, type Guard, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
 
 export interface AdminGuardDeps {
   adminToken: string;
@@ -119,7 +120,7 @@ export function adminBearerGuard(deps: AdminGuardDeps): Guard {
       deps.onAuthFailure(request.address);
       deps.audit.emit(auditEvents.adminAuthFailed({ clientAddress: request.address, method: request.method, path: request.path }));
       await deps.authLimiter.recordFailure(request.address);
-      throw new ServiceError('unauthorized', undefined, { 'WWW-Authenticate': 'Bearer realm="admin"' });
+      throw new HttpError('unauthorized', undefined, { 'WWW-Authenticate': 'Bearer realm="admin"' });
     }
   };
 }
@@ -342,9 +343,7 @@ export function adminRoutes(deps: AdminDeps): Route[] {
     routes.push({
       ...admin, method: 'ANY', path, name: group[0].name, summary: 'Any other method',
       responses: refusals({ ...GUARD_REFUSALS, method_not_allowed: '' }),
-      handler: () => {
-        throw new ServiceError('method_not_allowed', undefined, { Allow: allow });
-      },
+      handler: () => refusalReply(new ServiceError('method_not_allowed'), { headers: { Allow: allow } }),
     });
   }
   return routes;

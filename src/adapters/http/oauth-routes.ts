@@ -5,10 +5,11 @@
 // its refusal codes become OAuth error codes (RFC 6749 §5.2, RFC 8707). This file only reads the form and
 // renders answers.
 import type { ErrorCode, ServiceError } from '../../core/errors.js';
-import { OAUTH_PROFILE, type TokenService } from '../../core/tokens/token-service.js';
+import { OAUTH_PROFILE, type TokenRequest, type TokenService } from '../../core/tokens/token-service.js';
 import type { PlatformService } from '../../core/platforms/platform-service.js';
 import type { Metrics } from '../telemetry/index.js';
-import { TokenDoor, type TokenRefusals } from './token-door.js';
+import { httpStatus } from './errors.js';
+import { TokenDoor, type SeenRequest, type TokenRefusals } from './token-door.js';
 import { FormError, formDecode, parseFormBody } from './form-body.js';
 import { UUID_PATTERN } from './schemas/public.js';
 import { bindRoutes, json, MAX_BODY_BYTES, type HttpReply, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
@@ -51,11 +52,6 @@ export interface OAuthDeps {
   metrics: Metrics;
   /** The contract door's refusal reporting (recorded when a credential check ran, else counted). */
   refusals: TokenRefusals;
-  /**
-   * Hook for the revocation events (the `ssf` work): members merged into the RFC 8414 document, e.g.
-   * the SSF configuration's address. Until it is set, the document names the revocation feed itself.
-   */
-  revocationMetadata?: () => Record<string, unknown>;
 }
 
 /** An OAuth error answer: RFC 6749 §5.2 members, plus the contract's `detail`/`error_code` pair. */
@@ -89,7 +85,7 @@ interface ClientCredentials {
 }
 
 /** RFC 8414 metadata. `issuer` is exactly the tokens' `iss`. */
-export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'publicBaseUrl' | 'revocationMetadata'>): Record<string, unknown> {
+export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'publicBaseUrl'>): Record<string, unknown> {
   const base = deps.publicBaseUrl;
   return {
     issuer: deps.issuer,
@@ -106,7 +102,7 @@ export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'pu
     ace_audience_parameter: 'audience=<platform_id>',
     ace_scope_file_template: `${base}/api/v1/platforms/{platform_id}/scopes.yaml`,
     ace_token_profile: OAUTH_PROFILE,
-    ...(deps.revocationMetadata ? deps.revocationMetadata() : { ace_revocation_feed_template: `${base}/api/v1/platforms/{platform_id}/revocations` }),
+    ace_revocation_feed_template: `${base}/api/v1/platforms/{platform_id}/revocations`,
   };
 }
 
@@ -165,29 +161,24 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
   const metadataBody = JSON.stringify(authorizationServerMetadata(deps));
 
   const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, refusals: deps.refusals });
-  const token = (request: HttpRequest): Promise<HttpReply> => {
-    let basic = false;
-    return door.answer(request, {
-      read: async (seen) => {
-        const params = readForm(request);
-        const client = clientCredentials(request.headers.authorization, params, apiKeyId);
-        basic = client.basic;
-        seen.apiKeyId = client.apiKeyId;
-        const grantType = params.get('grant_type');
-        if (grantType === undefined) throw invalidRequest('grant_type is missing.');
-        if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, 'Only grant_type=client_credentials is supported.');
-        const scopes = requestedScopes(params.get('scope'));
-        // A store outage while reading the domain index is answered like any outage: 503.
-        const platformId = await target(params, domains);
-        seen.platformId = platformId;
-        return { apiKeyId: client.apiKeyId, secret: client.secret, platformId, scopes, profile: OAUTH_PROFILE };
-      },
+  const token = async (request: HttpRequest): Promise<HttpReply> => {
+    const seen: SeenRequest = {};
+    let grant: ClientCredentialsGrant;
+    try {
+      grant = await readGrant(request, seen, apiKeyId, domains);
+    } catch (error) {
       // Refused before the exchange (the form, the client's credentials' format, the target): counted and
       // recorded as the contract's door records a body that fails validation.
-      formRefusal: (error) => (error instanceof OAuthError ? error.reply() : undefined),
-      issued: ({ accessToken, expiresIn, scope }) => json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }, NO_STORE),
-      refused: (refusal) => oauthRefusal(refusal, basic).reply(),
-    });
+      if (error instanceof OAuthError) {
+        door.refusedForm(request, seen);
+        return error.reply();
+      }
+      return oauthRefusal(door.refusedRead(request, seen, error), false).reply();
+    }
+    const outcome = await door.exchange(request, seen, grant.tokenRequest);
+    if ('refused' in outcome) return oauthRefusal(outcome.refused, grant.basic).reply();
+    const { accessToken, expiresIn, scope } = outcome.issued;
+    return json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }, NO_STORE);
   };
 
   const metadata = (): HttpReply => ({
@@ -197,6 +188,27 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
   });
 
   return bindRoutes(oauthRouteTable, { token, metadata });
+}
+
+/** The client credentials grant as the core's TokenRequest; `basic`: a 401 then carries WWW-Authenticate. */
+interface ClientCredentialsGrant {
+  tokenRequest: TokenRequest;
+  basic: boolean;
+}
+
+/** Reads the form, filling `seen` as it learns the key id and the platform; throws an OAuthError (or a store outage). */
+async function readGrant(request: HttpRequest, seen: SeenRequest, apiKeyId: RegExp, domains: DomainIndex): Promise<ClientCredentialsGrant> {
+  const params = readForm(request);
+  const client = clientCredentials(request.headers.authorization, params, apiKeyId);
+  seen.apiKeyId = client.apiKeyId;
+  const grantType = params.get('grant_type');
+  if (grantType === undefined) throw invalidRequest('grant_type is missing.');
+  if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, 'Only grant_type=client_credentials is supported.');
+  const scopes = requestedScopes(params.get('scope'));
+  // A store outage while reading the domain index is answered like any outage: 503.
+  const platformId = await target(params, domains);
+  seen.platformId = platformId;
+  return { tokenRequest: { apiKeyId: client.apiKeyId, secret: client.secret, platformId, scopes, profile: OAUTH_PROFILE }, basic: client.basic };
 }
 
 function readForm(request: HttpRequest): Map<string, string> {
@@ -319,8 +331,7 @@ class DomainIndex {
 
 /** The core's refusal codes as OAuth errors (RFC 6749 §5.2, RFC 8707 §2); Retry-After is kept. */
 function oauthRefusal(refusal: ServiceError, basic: boolean): OAuthError {
-  const retryAfter = refusal.headers?.['Retry-After'];
-  const retry: Record<string, string> = retryAfter ? { 'Retry-After': retryAfter } : {};
+  const retry: Record<string, string> = refusal.retryAfterSeconds !== undefined ? { 'Retry-After': String(refusal.retryAfterSeconds) } : {};
   const map: Partial<Record<ErrorCode, () => OAuthError>> = {
     invalid_credentials: () => invalidClient(basic, 'Invalid client credentials.'),
     agent_inactive: () => new OAuthError('unauthorized_client', 400, refusal.message),
@@ -330,5 +341,5 @@ function oauthRefusal(refusal: ServiceError, basic: boolean): OAuthError {
     rate_limited: () => new OAuthError('rate_limited', 429, refusal.message, retry),
     service_unavailable: () => new OAuthError('temporarily_unavailable', 503, refusal.message, retry),
   };
-  return map[refusal.code]?.() ?? new OAuthError('server_error', refusal.status >= 500 ? refusal.status : 500, 'Internal error.', retry);
+  return map[refusal.code]?.() ?? new OAuthError('server_error', Math.max(httpStatus(refusal), 500), 'Internal error.', retry);
 }

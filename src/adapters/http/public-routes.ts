@@ -20,12 +20,12 @@ import type { Authenticator } from '../../core/credentials/authenticator.js';
 import type { KeyManager } from '../../core/keys/key-manager.js';
 import type { ListedPlatform, PlatformService } from '../../core/platforms/platform-service.js';
 import type { ScopeFiles } from './scope-file.js';
-import type { TokenService } from '../../core/tokens/token-service.js';
-import { TokenDoor, type TokenRefusals } from './token-door.js';
+import type { TokenRequest, TokenService } from '../../core/tokens/token-service.js';
+import { TokenDoor, type SeenRequest, type TokenRefusals } from './token-door.js';
 import { parseJsonBody } from './json-body.js';
 import { auditEvents, type AuditSink } from '../../core/audit/events.js';
 import { ETAG_HEADER, fixedHeader, JSON_BODY_REFUSALS, NOT_MODIFIED, refusals } from './responses.js';
-import { bindRoutes, json, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
+import { bindRoutes, json, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
 
 export interface PublicDeps {
   apiKeyPrefix: string;
@@ -132,20 +132,22 @@ export function publicRoutes(deps: PublicDeps): Route[] {
   const validateCredentials = compileValidator(table.listing.body.schema);
 
   const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, refusals: deps.refusals });
-  const token = (request: HttpRequest): Promise<HttpReply> =>
-    door.answer(request, {
-      read: (seen) => {
-        const body = validateToken(parseJsonBody(request));
-        seen.apiKeyId = body.api_key_id;
-        seen.platformId = body.platform_id.toLowerCase();
-        return { apiKeyId: body.api_key_id, secret: body.secret, platformId: body.platform_id, scopes: body.scopes, profile: body.profile };
-      },
-      issued: ({ accessToken, expiresIn }) => json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn }, NO_STORE),
-      // The server renders it in the contract's Error shape (with its Retry-After).
-      refused: (refusal) => {
-        throw refusal;
-      },
-    });
+  const token = async (request: HttpRequest): Promise<HttpReply> => {
+    const seen: SeenRequest = {};
+    let tokenRequest: TokenRequest;
+    try {
+      const body = validateToken(parseJsonBody(request));
+      seen.apiKeyId = body.api_key_id;
+      seen.platformId = body.platform_id.toLowerCase();
+      tokenRequest = { apiKeyId: body.api_key_id, secret: body.secret, platformId: body.platform_id, scopes: body.scopes, profile: body.profile };
+    } catch (error) {
+      return refusalReply(door.refusedRead(request, seen, error));
+    }
+    const outcome = await door.exchange(request, seen, tokenRequest);
+    if ('refused' in outcome) return refusalReply(outcome.refused);
+    const { accessToken, expiresIn } = outcome.issued;
+    return json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn }, NO_STORE);
+  };
 
   const listing = async (request: HttpRequest): Promise<HttpReply> => {
     const body = validateCredentials(parseJsonBody(request));

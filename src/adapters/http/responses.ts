@@ -2,6 +2,7 @@
 // grouped by status, each with the contract's Error shape; and the answers every JSON body can get.
 import { Type } from '@sinclair/typebox';
 import { ERRORS, type ErrorCode } from '../../core/errors.js';
+import { ERROR_STATUS } from './errors.js';
 import { ErrorBody } from './schemas/public.js';
 import { MAX_BODY_BYTES, type ResponseHeaderSpec, type ResponseSpec } from './types.js';
 
@@ -10,7 +11,7 @@ export type RefusalNotes = Partial<Record<ErrorCode, string>>;
 
 const RETRY_AFTER: ResponseHeaderSpec = { description: 'Seconds to wait (integer, at least 1).', schema: Type.Integer({ minimum: 1 }) };
 
-/** Headers the server sends with a refusal of this status (ServiceError.headers). */
+/** Headers the server sends with a refusal of this status (refusalReply). */
 const HEADERS_BY_STATUS: Record<number, Record<string, ResponseHeaderSpec>> = {
   405: { Allow: { description: 'The methods this path accepts.', schema: Type.String() } },
   429: { 'Retry-After': RETRY_AFTER },
@@ -24,7 +25,7 @@ const HEADERS_BY_STATUS: Record<number, Record<string, ResponseHeaderSpec>> = {
 export function refusals(notes: RefusalNotes, extraHeaders: Record<number, Record<string, ResponseHeaderSpec>> = {}): Record<number, ResponseSpec> {
   const byStatus = new Map<number, string[]>();
   for (const [code, note] of Object.entries(notes) as [ErrorCode, string][]) {
-    const status = ERRORS[code].status;
+    const status = ERROR_STATUS[code];
     byStatus.set(status, [...(byStatus.get(status) ?? []), note ? `\`${code}\`: ${note}` : `\`${code}\`: ${ERRORS[code].detail}`]);
   }
   const responses: Record<number, ResponseSpec> = {};

@@ -1,6 +1,7 @@
 // Public revocation feed endpoints, as an SSF 1.0 transmitter: the configuration, RFC 8936 poll (POST) and
-// the WebSocket push of the same SETs (one uWS topic per platform). Thin: validation and framing here, the
-// stream in revocation-feed.ts. The old `ace-revocations+jwt` document (GET) is gone: one format.
+// the WebSocket push of the same SETs (one uWS topic per platform). Thin: validation, the feed token, the
+// per-credential poll budget and framing here; the stream, its signing and the push in
+// adapters/revocation-feed (RevocationTransmitter).
 import { STATUS_CODES } from 'node:http';
 import * as uWS from 'uWebSockets.js';
 import { Type } from '@sinclair/typebox';
@@ -8,41 +9,46 @@ import { ServiceError, toServiceError, unavailable } from '../../core/errors.js'
 import type { FeedCredentialService } from '../../core/feed/feed-credential-service.js';
 import { PlatformId, UUID_PATTERN } from './schemas/public.js';
 import { fixedHeader, refusals } from './responses.js';
-import { MAX_MAX_EVENTS, type RevocationFeed, type FeedTransport } from './revocation-feed.js';
-import type { PollRequest } from '@agent-credential-exchange/middleware/feed-document';
+import { MAX_MAX_EVENTS, type RevocationTransmitter, type SocketTopics } from '../revocation-feed/index.js';
 import type { RevocationMetrics } from '../telemetry/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { parseJsonBody } from './json-body.js';
+import { PollBudget } from './poll-budget.js';
 import { compileValidator } from './schemas/validate.js';
 import {
+  CLOSE_CREDENTIAL_REVOKED,
   DELIVERY_POLL,
   DELIVERY_WEBSOCKET,
   EVENT_PLATFORM_TOKENS_REVOKED,
   EVENT_SESSION_REVOKED,
   EVENT_SIGNING_KEY_RETIRED,
   EVENT_STREAM_HEAD,
+  FEED_SUBPROTOCOL,
+  FEED_TOKEN_SUBPROTOCOL_PREFIX,
+  feedPollPath,
+  feedSocketPath,
+  type PollRequest,
 } from '@agent-credential-exchange/middleware/feed-document';
+import { HttpError } from './errors.js';
 import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
 
-export const FEED_PATH = '/api/v1/platforms/:platform_id/revocations';
-export const FEED_SOCKET_PATH = '/api/v1/platforms/:platform_id/revocations/ws';
+export const FEED_PATH = feedPollPath(':platform_id');
+export const FEED_SOCKET_PATH = feedSocketPath(':platform_id');
 export const SSF_CONFIGURATION_PATH = '/.well-known/ssf-configuration';
 const UUID = new RegExp(UUID_PATTERN);
 const SEQ = /^(0|[1-9]\d{0,15})$/;
-const topic = (platformId: string) => `rev:${platformId}`;
-/** The WebSocket subprotocol a receiver offers (with ace-feed-token.<token> beside it) and the server answers. */
-export const FEED_SUBPROTOCOL = 'ace-feed';
-export const FEED_TOKEN_SUBPROTOCOL_PREFIX = 'ace-feed-token.';
-/** Close code of a socket whose feed credential was deleted (4000-4999: for applications, RFC 6455 §7.4.2). */
-export const CLOSE_CREDENTIAL_REVOKED = 4401;
 const BEARER = /^Bearer +(\S+) *$/i;
+/** Polls per second each feed credential may send to one process, and the burst above that: a receiver polls
+ * about once a second; this leaves room for replicas sharing a credential, and for paging. */
+const POLL_BUDGET = { perSecond: 20, burst: 40 };
+const POLL_BUDGET_TEXT = `${POLL_BUDGET.perSecond} polls a second (bursts of ${POLL_BUDGET.burst})`;
 /** Seconds a receiver refused by a WebSocket cap waits (it polls meanwhile). */
 const PER_ADDRESS_RETRY_AFTER = 30;
 const TOTAL_RETRY_AFTER = 10;
 
 /** The one refusal of a feed request without a valid token of this platform (no oracle: unknown platforms get it too). */
 export function feedUnauthorized(): ServiceError {
-  return new ServiceError('unauthorized', 'Missing or invalid feed token for this platform.', {
+  return new HttpError('unauthorized', 'Missing or invalid feed token for this platform.', {
     'WWW-Authenticate': 'Bearer realm="revocations", error="invalid_token"',
   });
 }
@@ -103,6 +109,7 @@ export const revocationRouteTable = {
       ...refusals({
         unauthorized: 'no feed token, or not a live feed token of this platform (the same answer whether or not the platform exists), with WWW-Authenticate: Bearer realm="revocations", error="invalid_token".',
         validation_error: 'platform_id is not a UUID, or the poll request is malformed.',
+        rate_limited: `this feed credential sent more than ${POLL_BUDGET_TEXT} to this instance (Retry-After: 1).`,
         invalid_json: '',
         unsupported_media_type: '',
         payload_too_large: '',
@@ -205,18 +212,31 @@ export function offeredProtocols(header: string): { token: string; feed: boolean
 }
 
 export interface RevocationRouteDeps {
-  feed: RevocationFeed;
-  feedCredentials: Pick<FeedCredentialService, 'verify' | 'verifyNow' | 'generation'>;
-  metrics: Pick<RevocationMetrics, 'refused'>;
+  transmitter: RevocationTransmitter;
+  feedCredentials: Pick<FeedCredentialService, 'verify' | 'verifyNow' | 'generation' | 'isLive' | 'onChange' | 'hasCredentials'>;
+  metrics: Pick<RevocationMetrics, 'refused' | 'registerPollBudgets'>;
 }
+
 
 const EMPTY = Buffer.alloc(0);
 const POLL_HEADERS = { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' };
 /** The 401 of the poll, built once (a flood of wrong tokens costs no allocation of an error). */
-const UNAUTHORIZED_REPLY = refusalReply(feedUnauthorized(), true);
+const UNAUTHORIZED_REPLY = refusalReply(feedUnauthorized(), { prebuilt: true });
+/** The 429 of a credential past its poll budget, built once. */
+const OVER_BUDGET_REPLY = refusalReply(
+  new ServiceError('rate_limited', 'This feed credential polls faster than its budget on this instance: poll about once a second.', 1),
+  { prebuilt: true },
+);
 
 export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
-  const { feed, feedCredentials, metrics } = deps;
+  const { transmitter, feedCredentials, metrics } = deps;
+  const budget = new PollBudget(POLL_BUDGET);
+  metrics.registerPollBudgets(() => ({ credentials: budget.size, answerCacheBytes: transmitter.answerCacheBytes }));
+  // A deleted credential's bucket goes with it; a platform left without credentials drops its cached answers.
+  feedCredentials.onChange((platformId) => {
+    budget.release(platformId, (platform, id) => feedCredentials.isLive(platform, id));
+    if (platformId !== undefined && !feedCredentials.hasCredentials(platformId)) transmitter.release(platformId);
+  });
   // Poll bodies already parsed and validated (a receiver sends the same body until a new SET arrives, and a
   // flood repeats one): the last one compared byte for byte first, then a map keyed by the bytes, bounded,
   // emptied when full.
@@ -270,14 +290,17 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
     accepted = undefined;
     return platformId;
   };
-  // A token known to be wrong is refused on the headers: its body is never read. Checked from memory
-  // (FeedCredentialService): a flood of wrong tokens or unknown platforms costs no query.
-  const refuseUnknownToken = (request: HttpRequest): HttpReply | undefined => {
+  // A token known to be wrong, or a credential past its poll budget, is refused on the headers: its body is
+  // never read. Checked from memory (FeedCredentialService): a flood of wrong tokens or unknown platforms
+  // costs no query. A credential's budget is taken here once per request.
+  const refuseOnHeaders = (request: HttpRequest): HttpReply | undefined => {
     const platformId = platformOf(request.params.platform_id);
     if (platformId === undefined) return undefined; // the handler answers 422
     const known = feedCredentials.verifyNow(platformId, tokenOf(request.headers.authorization));
     if (known === null) return unauthorized();
-    if (known !== undefined) accepted = { request, platformId, generation: feedCredentials.generation };
+    if (known === undefined) return undefined;
+    if (!budget.take(known, platformId)) return overBudget();
+    accepted = { request, platformId, generation: feedCredentials.generation };
     return undefined;
   };
   // The hot path answers synchronously (no promise round, like the JWKS): a current token index and a
@@ -286,7 +309,7 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
     let platformId = acceptedPlatform(request);
     if (platformId === undefined) {
       // The headers' verdict is gone (the index changed, or another request's headers came in between): again.
-      const refused = refuseUnknownToken(request);
+      const refused = refuseOnHeaders(request);
       if (refused) return refused;
       platformId = acceptedPlatform(request);
       // Not a UUID (platformParam answers 422), or not decidable from memory now (a reload in progress): the
@@ -294,16 +317,22 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
       if (platformId === undefined) return slowPoll(platformParam(request.params.platform_id), tokenOf(request.headers.authorization), request);
     }
     const body = pollRequest(request);
-    const cached = feed.pollNow(platformId, body);
+    const cached = transmitter.pollNow(platformId, body);
     if (cached !== undefined) return { status: 200, headers: POLL_HEADERS, body: cached };
     return answer(platformId, body);
   };
   const slowPoll = async (platformId: string, token: string, request: HttpRequest): Promise<HttpReply> => {
-    if ((await feedCredentials.verify(platformId, token)) === undefined) return unauthorized();
+    const credentialId = await feedCredentials.verify(platformId, token);
+    if (credentialId === undefined) return unauthorized();
+    if (!budget.take(credentialId, platformId)) return overBudget();
     return answer(platformId, pollRequest(request));
   };
+  const overBudget = (): HttpReply => {
+    metrics.refused('poll', 'budget');
+    return OVER_BUDGET_REPLY;
+  };
   const answer = async (platformId: string, body: PollRequest): Promise<HttpReply> => {
-    const set = await feed.poll(platformId, body);
+    const set = await transmitter.poll(platformId, body);
     if (set === undefined) return UNAUTHORIZED_REPLY;
     return { status: 200, headers: POLL_HEADERS, body: set };
   };
@@ -314,7 +343,7 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
       poll,
       configuration: () => ({ status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600' }, body: configuration }),
     },
-    { poll: { beforeBody: refuseUnknownToken } },
+    { poll: { onRequest: refuseOnHeaders } },
   );
 }
 
@@ -339,10 +368,10 @@ export interface SocketOptions {
 /**
  * Serves the push side on the public uWS app. Each socket subscribes to its platform's topic; the
  * first messages are the SETs above its `since` and the signed head, then every new SET as published and
- * the re-signed head every heartbeat (RevocationFeed). Returns a stop function.
+ * the re-signed head every heartbeat (RevocationTransmitter). `topics` is the transmitter's transport, made
+ * on this app before it. Returns a stop function.
  */
-export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationFeed, metrics: RevocationMetrics, options: SocketOptions): () => void {
-  const perPlatform = new Map<string, number>();
+export function attachRevocationSockets(app: uWS.TemplatedApp, topics: SocketTopics, transmitter: RevocationTransmitter, metrics: RevocationMetrics, options: SocketOptions): () => void {
   /** Open sockets per platform, to close those whose credential was deleted. */
   const sockets = new Map<string, Set<uWS.WebSocket<SocketData>>>();
   /** Places taken per client address, and in total: from the cap check (before the upgrade) to the close. */
@@ -368,12 +397,6 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
       }
     }
   });
-  const transport: FeedTransport = {
-    publish: (platformId, message) => void app.publish(topic(platformId), message, false),
-    subscribedPlatforms: () => [...perPlatform.keys()],
-  };
-  feed.attach(transport);
-
   app.ws<SocketData>(revocationSocketRoute.path, {
     // No compression: uWS's default (the repack's typings lack the DISABLED constant).
     maxPayloadLength: 512,
@@ -404,7 +427,7 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
       }
       if ((perAddress.get(address) ?? 0) >= options.maxPerAddress) {
         metrics.refused('websocket', 'per_address');
-        return refuse(res, new ServiceError('rate_limited', 'This address holds as many revocation sockets as it may (REVOCATION_WS_MAX_PER_ADDRESS).', { 'Retry-After': String(PER_ADDRESS_RETRY_AFTER) }));
+        return refuse(res, new ServiceError('rate_limited', 'This address holds as many revocation sockets as it may (REVOCATION_WS_MAX_PER_ADDRESS).', PER_ADDRESS_RETRY_AFTER));
       }
       take(address);
       const offered = offeredProtocols(protocol);
@@ -429,16 +452,15 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
     },
     open: (ws) => {
       const data = ws.getUserData();
-      ws.subscribe(topic(data.platformId));
+      topics.subscribe(ws, data.platformId);
       let open = sockets.get(data.platformId);
       if (!open) sockets.set(data.platformId, (open = new Set()));
       open.add(ws);
       // Deleted between the check and the open: closed now rather than at the next change.
       if (!options.feedCredentials.isLive(data.platformId, data.credentialId)) ws.end(CLOSE_CREDENTIAL_REVOKED, 'feed credential revoked');
-      perPlatform.set(data.platformId, (perPlatform.get(data.platformId) ?? 0) + 1);
       metrics.subscriberDelta(1);
       // Subscribed first, then the catch-up: an entry appended in between arrives twice, never zero times.
-      feed.subscribed(data.platformId, data.since).then(
+      transmitter.subscribed(data.platformId, data.since).then(
         (sets) => {
           if (data.closed) return;
           ws.cork(() => {
@@ -461,23 +483,20 @@ export function attachRevocationSockets(app: uWS.TemplatedApp, feed: RevocationF
       const open = sockets.get(data.platformId);
       open?.delete(ws);
       if (open?.size === 0) sockets.delete(data.platformId);
-      const left = (perPlatform.get(data.platformId) ?? 1) - 1;
-      if (left <= 0) perPlatform.delete(data.platformId);
-      else perPlatform.set(data.platformId, left);
+      topics.unsubscribed(data.platformId);
       metrics.subscriberDelta(-1);
     },
   });
 
-  // The heartbeat is the feed's signed head SET, published per platform by RevocationFeed.
+  // The heartbeat is the feed's signed head SET, published per platform by RevocationTransmitter.
   return () => {};
 }
 
 function refuse(res: uWS.HttpResponse, error: ServiceError): void {
+  const reply = refusalReply(error);
   res.cork(() => {
-    res.writeStatus(`${error.status} ${STATUS_CODES[error.status] ?? ''}`);
-    res.writeHeader('Content-Type', 'application/json');
-    res.writeHeader('Cache-Control', 'no-store');
-    for (const [name, value] of Object.entries(error.headers ?? {})) res.writeHeader(name, value);
-    res.end(error.body(), true);
+    res.writeStatus(`${reply.status} ${STATUS_CODES[reply.status] ?? ''}`);
+    for (const name in reply.headers) res.writeHeader(name, reply.headers[name]);
+    res.end(reply.body, true);
   });
 }

@@ -7,10 +7,12 @@ import { ServiceError, toServiceError } from '../../core/errors.js';
 import type { Logger } from '../telemetry/index.js';
 import type { Metrics } from '../telemetry/index.js';
 import { clientAddress, type ProxyTrust } from '../../support/client-address.js';
+import { httpStatus } from './errors.js';
 import { framingRefusal, type FramingFields } from './framing.js';
 import { InFlight, type Completion } from './in-flight.js';
 import { LingeringRefusal } from './lingering-refusal.js';
-import { allowHeader, refusalReply, routesByPath, type Guard, type HttpReply, type HttpRequest, type RequestHeaders, type Route, type RouteAuth } from './types.js';
+import { inject, PathRouter, type InjectRequest, type InjectResponse, type ServedHandler, type ServedRequest, type ServedResponse } from './inject.js';
+import { allowHeader, refusalReply, routesByPath, type Guard, type HttpReply, type HttpRequest, type RequestHeaders, type Route, type RouteAuth, type RouteHooks } from './types.js';
 
 /** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
 export function assertNativeUws(): void {
@@ -29,10 +31,13 @@ export interface ServerOptions {
   logger: Logger;
   accessLog: boolean;
   /**
-   * The check of each auth kind the routes declare (RouteDeclaration.auth), run before the handler.
-   * Only routes that declare one read Authorization and the client address for it.
+   * The check of each auth kind the routes declare (RouteDeclaration.auth): the `authorize` step of a route
+   * that has none of its own (RouteHooks). Only routes that declare one read Authorization and the client
+   * address for it.
    */
   guards?: Partial<Record<Exclude<RouteAuth, 'none'>, Guard>>;
+  /** The uWS app to serve on, when it was made before the server (the revocation transmitter publishes on its topics); else a new one. */
+  app?: uWS.TemplatedApp;
 }
 
 const STATUS_LINES = new Map<number, string>();
@@ -61,9 +66,22 @@ export function knownMethod(raw: string): string {
 const NEVER_ABORTED = new AbortController().signal;
 const decoder = new TextDecoder();
 
+/** A route as this server serves it: its lifecycle steps and what it reads of a request, settled once. */
+interface ServedRoute {
+  route: Route;
+  onRequest: RouteHooks['onRequest'];
+  authorize: Guard | undefined;
+  /** Authorization is copied out for the authorize step or for the handler's own check (handlerAuth). */
+  readsAuthorization: boolean;
+  /** The client address: where credentials arrive (a body not answered from memory) or are checked. */
+  readsAddress: boolean;
+  /** Work worth cancelling when the client goes away (worker tasks): a body not answered from memory. */
+  cancellable: boolean;
+}
+
 /** One request being answered: what `send` needs besides the reply (one per request). */
 interface Exchange {
-  res: uWS.HttpResponse;
+  res: ServedResponse;
   state: Completion;
   /** Low-cardinality route name (metrics, access log). */
   routeName: string;
@@ -81,37 +99,65 @@ export class HttpServer {
   private readonly proxy: ProxyTrust;
   /** Ignored X-Forwarded-For headers since the last warning, and when that was. */
   private untrusted = { count: 0, warnedAt: -Infinity };
+  /** The same handlers uWS routes to, for requests served without a socket (inject). */
+  private readonly router = new PathRouter();
 
   constructor(routes: Route[], private readonly options: ServerOptions) {
     this.proxy = { ...options.proxy, onUntrustedPeer: (peer) => this.untrustedPeer(peer) };
-    this.app = uWS.App();
+    this.app = options.app ?? uWS.App();
+    const served = new Map<Route, ServedRoute>();
     for (const route of routes) {
+      const guarded = route.auth !== undefined && route.auth !== 'none';
+      const authorize = route.hooks?.authorize ?? (guarded ? options.guards?.[route.auth as Exclude<RouteAuth, 'none'>] : undefined);
       // Fail closed: a route that declares an auth kind this listener cannot check is never served.
-      if (needsAuth(route) && !options.guards?.[route.auth as Exclude<RouteAuth, 'none'>]) {
+      if (guarded && !authorize) {
         throw new Error(`${options.name}: route ${route.method} ${route.path} declares auth "${route.auth}" but the listener has no guard for it`);
       }
+      const heavyBody = route.body !== undefined && !route.fromMemory;
+      served.set(route, {
+        route,
+        onRequest: route.hooks?.onRequest,
+        authorize,
+        readsAuthorization: authorize !== undefined || route.handlerAuth !== undefined,
+        readsAddress: heavyBody || authorize !== undefined,
+        cancellable: heavyBody,
+      });
     }
-    for (const [path, group] of routesByPath(routes)) {
+    for (const [path, routeGroup] of routesByPath(routes)) {
+      const group = routeGroup.map((route) => served.get(route)!);
       const paramNames = path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
-      const methodNotAllowed = refusalReply(new ServiceError('method_not_allowed', undefined, { Allow: allowHeader(group) }), true);
-      this.app.any(path, (res, req) => {
+      const methodNotAllowed = refusalReply(new ServiceError('method_not_allowed'), { prebuilt: true, headers: { Allow: allowHeader(routeGroup) } });
+      this.serve(path, (res, req) => {
         const fields = readFields(req);
         if (this.refusedFraming(res, req, fields)) return;
         const method = knownMethod(req.getMethod());
-        const route = group.find((r) => r.method === method || r.method === 'ANY' || (method === 'HEAD' && r.method === 'GET'));
+        const route = group.find(({ route: r }) => r.method === method || r.method === 'ANY' || (method === 'HEAD' && r.method === 'GET'));
         if (!route) {
-          this.answerError(res, req, group[0].name, methodNotAllowed);
+          this.answerError(res, req, routeGroup[0].name, methodNotAllowed);
           return;
         }
         this.handle(res, req, route, paramNames, method, fields);
       });
     }
     // Made once: a flood of unknown paths builds no error, no stack, no JSON.
-    const notFound = refusalReply(new ServiceError('not_found'), true);
-    this.app.any('/*', (res, req) => {
+    const notFound = refusalReply(new ServiceError('not_found'), { prebuilt: true });
+    this.serve('/*', (res, req) => {
       if (this.refusedFraming(res, req, readFields(req))) return;
       this.answerError(res, req, 'unmatched', notFound);
     });
+  }
+
+  private serve(pattern: string, handler: ServedHandler): void {
+    this.app.any(pattern, handler);
+    this.router.add(pattern, handler);
+  }
+
+  /**
+   * Serves a request without a socket, through the handlers uWS calls (framing checks, body limit, guards,
+   * hooks, metrics): what a client would get from this listener, for tests in process (inject.ts).
+   */
+  inject(request: InjectRequest): Promise<InjectResponse> {
+    return inject(this.router, request);
   }
 
   /**
@@ -126,7 +172,7 @@ export class HttpServer {
    * request follows on it (without our 400: the refusal is then the closed connection); if none
    * follows, the answer goes out next turn and the connection closes after it.
    */
-  private refusedFraming(res: uWS.HttpResponse, req: uWS.HttpRequest, fields: HeaderFields): boolean {
+  private refusedFraming(res: ServedResponse, req: ServedRequest, fields: HeaderFields): boolean {
     const refusal = framingRefusal(fields);
     if (!refusal) return false;
     const method = knownMethod(req.getMethod());
@@ -213,33 +259,33 @@ export class HttpServer {
   }
 
   /** The headers this route can use, from the one pass over the fields (readFields). */
-  private readHeaders(fields: HeaderFields, route: Route): RequestHeaders {
+  private readHeaders(fields: HeaderFields, { route, readsAuthorization }: ServedRoute): RequestHeaders {
     const body = route.body !== undefined;
     return {
       contentType: body ? (fields.contentType ?? '') : '',
       contentLength: body ? (fields.contentLength[0] ?? '') : '',
       ifNoneMatch: route.method === 'GET' ? (fields.ifNoneMatch ?? '') : '',
-      authorization: needsAuth(route) || route.handlerAuth ? (fields.authorization ?? '') : '',
+      authorization: readsAuthorization ? (fields.authorization ?? '') : '',
       requestId: fields.requestId ?? '',
       forwardedFor: body && (this.options.proxy.hops > 0 || this.options.proxy.proxies) ? (fields.forwardedFor ?? '') : '',
     };
   }
 
-  private handle(res: uWS.HttpResponse, req: uWS.HttpRequest, route: Route, paramNames: string[], method: string, fields: HeaderFields): void {
+  private handle(res: ServedResponse, req: ServedRequest, served: ServedRoute, paramNames: string[], method: string, fields: HeaderFields): void {
+    const { route, authorize } = served;
     const started = performance.now();
     // Everything from `req` must be read now: it is invalid after this synchronous part.
-    const headers = this.readHeaders(fields, route);
+    const headers = this.readHeaders(fields, served);
     const params: Record<string, string> = {};
     paramNames.forEach((name, i) => (params[name] = decodeURIComponentSafe(req.getParameter(i) ?? '')));
     const path = req.getUrl();
     const query = route.query ? (req.getQuery() ?? '') : '';
     // The client address only matters where credentials arrive: routes with a body, and routes with an
     // auth check (the admin token limit; failed admin token checks are audited).
-    const address =
-      (route.body && !route.fromMemory) || needsAuth(route) ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy) : '';
+    const address = served.readsAddress ? clientAddress(headers.forwardedFor, decoder.decode(res.getRemoteAddressAsText()), this.proxy) : '';
     const requestId = REQUEST_ID.test(headers.requestId) ? headers.requestId : randomUUID();
     // Only routes with a body do work worth cancelling (worker tasks); the rest share an inert signal.
-    const controller = route.body && !route.fromMemory ? new AbortController() : undefined;
+    const controller = served.cancellable ? new AbortController() : undefined;
     const state = this.inFlight.begin();
     res.onAborted(() => {
       state.aborted = true;
@@ -248,14 +294,13 @@ export class HttpServer {
     });
     const exchange: Exchange = { res, state, routeName: route.name, method, started, requestId };
 
-    const guard = needsAuth(route) ? this.options.guards?.[route.auth as Exclude<RouteAuth, 'none'>] : undefined;
     // One object from the headers' hook to the handler (the hook may remember its verdict for it).
     const request: HttpRequest = { method, path, query, params, headers, body: null, address, requestId, signal: controller?.signal ?? NEVER_ABORTED };
     const run = (body: Buffer | null) => {
       request.body = body;
       let result: HttpReply | Promise<HttpReply>;
       try {
-        result = guard ? Promise.resolve(guard(request)).then(() => route.handler(request)) : route.handler(request);
+        result = authorize ? Promise.resolve(authorize(request)).then(() => route.handler(request)) : route.handler(request);
       } catch (error) {
         result = Promise.reject(error);
       }
@@ -267,10 +312,10 @@ export class HttpServer {
         .then((r) => r && this.send(exchange, r));
     };
 
-    if (!route.body) return run(null);
     // uWS still consumes the unread body of a request answered early (its parser knows the length).
-    const early = route.beforeBody?.(request);
+    const early = served.onRequest?.(request);
     if (early) return this.send(exchange, early);
+    if (!route.body) return run(null);
 
     // Bounded body: refuse early on a declared length, else count while reading; 413 closes the connection.
     const limit = this.options.maxBodyBytes;
@@ -298,14 +343,14 @@ export class HttpServer {
 
   private errorReply(error: unknown, routeName: string): HttpReply {
     const serviceError = toServiceError(error);
-    if (serviceError.status >= 500 && !(error instanceof ServiceError)) {
+    if (!(error instanceof ServiceError) && httpStatus(serviceError) >= 500) {
       // Log the failure without request data: bodies may hold secrets.
       this.options.logger.error({ route: routeName, err: { message: (error as Error)?.message, name: (error as Error)?.name } }, 'request failed');
     }
     return refusalReply(serviceError);
   }
 
-  private answerError(res: uWS.HttpResponse, req: uWS.HttpRequest, routeName: string, reply: HttpReply): void {
+  private answerError(res: ServedResponse, req: ServedRequest, routeName: string, reply: HttpReply): void {
     const method = knownMethod(req.getMethod());
     const started = performance.now();
     const requestId = randomUUID();
@@ -351,7 +396,7 @@ export class HttpServer {
  * header and uWS ends the response with no length of its own. uWS cannot close the connection after
  * such an answer, so a closing one (shutdown) says `Connection: close` and the final close ends it.
  */
-function endWithoutBody(res: uWS.HttpResponse, length: number, close: boolean): void {
+function endWithoutBody(res: ServedResponse, length: number, close: boolean): void {
   res.writeHeader('Content-Length', String(length));
   if (close) res.writeHeader('Connection', 'close');
   res.endWithoutBody();
@@ -370,7 +415,7 @@ interface HeaderFields extends FramingFields {
   forwardedFor?: string;
 }
 
-function readFields(req: uWS.HttpRequest): HeaderFields {
+function readFields(req: ServedRequest): HeaderFields {
   const fields: HeaderFields = { contentLength: [], transferEncoding: [] };
   req.forEach((name, value) => {
     switch (name) {
@@ -398,11 +443,6 @@ function readFields(req: uWS.HttpRequest): HeaderFields {
     }
   });
   return fields;
-}
-
-/** Routes built in tests may omit `auth`: that means none. */
-function needsAuth(route: Route): boolean {
-  return route.auth !== undefined && route.auth !== 'none';
 }
 
 function decodeURIComponentSafe(value: string): string {

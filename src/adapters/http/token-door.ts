@@ -5,7 +5,7 @@
 import { ServiceError, StoreUnavailableError, toServiceError } from '../../core/errors.js';
 import type { ExchangeOutcome, IssuedToken, TokenRequest, TokenService } from '../../core/tokens/token-service.js';
 import type { Metrics } from '../telemetry/index.js';
-import type { HttpReply, HttpRequest } from './types.js';
+import type { HttpRequest } from './types.js';
 
 /** What a token door reports of a refusal (implemented by the audit trail's RefusalRecorder). */
 export interface TokenRefusals {
@@ -26,54 +26,49 @@ export interface SeenRequest {
   platformId?: string;
 }
 
-/** How one door reads a request and renders the outcome. */
-export interface TokenDoorSpec {
-  /**
-   * Reads the request into the core's TokenRequest, filling `seen` as it learns the key id and the
-   * platform. Throws a ServiceError (or StoreUnavailableError) to refuse it: reported like a refusal of
-   * the exchange, then rendered by `refused`.
-   */
-  read(seen: SeenRequest): TokenRequest | Promise<TokenRequest>;
-  /**
-   * The door's own refusal of the request's form (its own error type, already in its own shape):
-   * reported as `validation_error` before any credential check, and answered as is. Undefined when
-   * `error` is not one (it is then handled as above, or rethrown as a defect).
-   */
-  formRefusal?(error: unknown): HttpReply | undefined;
-  issued(token: IssuedToken): HttpReply;
-  /** Renders a refusal (the contract's door throws it to the server's Error shape). */
-  refused(refusal: ServiceError): HttpReply;
-}
+/** What a door renders: a token, or the refusal in the catalog's terms (Retry-After kept). */
+export type DoorOutcome = { issued: IssuedToken } | { refused: ServiceError };
 
-/** The token exchange behind both doors: read, exchange, count, record, render. */
+/**
+ * The token exchange behind both doors, called once per request: a door reads the request into the core's
+ * TokenRequest (filling `seen` as it learns the key id and the platform), then either hands it to
+ * `exchange` or, when reading refused it, reports that refusal (`refusedRead`, `refusedForm`); it renders
+ * what it gets back in its own shape.
+ */
 export class TokenDoor {
   constructor(private readonly deps: TokenDoorDeps) {}
 
-  async answer(request: HttpRequest, door: TokenDoorSpec): Promise<HttpReply> {
-    const seen: SeenRequest = {};
-    let outcome: ExchangeOutcome;
-    try {
-      const tokenRequest = await door.read(seen);
-      outcome = await this.deps.tokens.exchange(tokenRequest, request.address, request.signal);
-    } catch (error) {
-      const own = door.formRefusal?.(error);
-      if (own) {
-        this.report(request, seen, 'validation_error', undefined, false);
-        return own;
-      }
-      // A refusal while reading (a malformed body; the OAuth door's domain index unreadable in an outage).
-      if (!(error instanceof ServiceError || error instanceof StoreUnavailableError)) throw error;
-      outcome = { refused: error, agentId: undefined };
-    }
+  /** Exchanges, counts and records (a refusal in the next audit batch). */
+  async exchange(request: HttpRequest, seen: SeenRequest, tokenRequest: TokenRequest): Promise<DoorOutcome> {
+    const outcome: ExchangeOutcome = await this.deps.tokens.exchange(tokenRequest, request.address, request.signal);
     if ('issued' in outcome) {
       this.deps.metrics.tokenOutcome('issued');
-      return door.issued(outcome.issued);
+      return outcome;
     }
-    const refusal = toServiceError(outcome.refused);
+    return { refused: this.refused(request, seen, outcome.refused, outcome.agentId) };
+  }
+
+  /**
+   * Reading the request refused it (a malformed body; the OAuth door's domain index unreadable in an
+   * outage): reported like a refusal of the exchange. Anything but a ServiceError or a store outage is a
+   * defect and is rethrown.
+   */
+  refusedRead(request: HttpRequest, seen: SeenRequest, error: unknown): ServiceError {
+    if (!(error instanceof ServiceError || error instanceof StoreUnavailableError)) throw error;
+    return this.refused(request, seen, error, undefined);
+  }
+
+  /** The door refused the request's form in its own shape: reported as `validation_error`, before any credential check. */
+  refusedForm(request: HttpRequest, seen: SeenRequest): void {
+    this.report(request, seen, 'validation_error', undefined, false);
+  }
+
+  private refused(request: HttpRequest, seen: SeenRequest, error: ServiceError | StoreUnavailableError, agentId: string | undefined): ServiceError {
+    const refusal = toServiceError(error);
     // Only refusals of a credential check are recorded (bounded); earlier ones are counted (refusals.ts).
-    const checked = outcome.agentId !== undefined || refusal.code === 'invalid_credentials';
-    this.report(request, seen, outcome.refused instanceof ServiceError ? refusal.code : 'unavailable', outcome.agentId, checked, refusal.code);
-    return door.refused(refusal);
+    const checked = agentId !== undefined || refusal.code === 'invalid_credentials';
+    this.report(request, seen, error instanceof ServiceError ? refusal.code : 'unavailable', agentId, checked, refusal.code);
+    return refusal;
   }
 
   /**

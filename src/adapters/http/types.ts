@@ -3,6 +3,7 @@
 import type { TObject, TSchema } from '@sinclair/typebox';
 import type { EventType } from '../../core/audit/events.js';
 import type { ServiceError } from '../../core/errors.js';
+import { errorBody, errorHeaders, httpStatus } from './errors.js';
 
 export interface RequestHeaders {
   contentType: string;
@@ -117,34 +118,48 @@ export interface RouteDeclaration {
  * Runs on the headers, before a body is read (fastify's onRequest): an answer it returns is sent at once and
  * the body is never read (the refusal of a poll with a wrong feed token costs no body handling).
  */
-export type BeforeBody = (request: HttpRequest) => HttpReply | undefined;
+export type OnRequest = (request: HttpRequest) => HttpReply | undefined;
+
+/**
+ * A request's one lifecycle, in this order; a step that answers (or throws a refusal) ends it there:
+ *   1. `onRequest`, on the headers alone;
+ *   2. the body, read by the server within the size limit (routes that declare one);
+ *   3. `authorize`: the route's own, else the listener's guard for the route's `auth` kind (ServerOptions.guards);
+ *   4. the handler: reads the request, calls the core, renders;
+ *   5. the server's answer: metrics, access log, `X-Request-Id` (every answer, refusals included).
+ */
+export interface RouteHooks {
+  onRequest?: OnRequest;
+  authorize?: Guard;
+}
 
 export interface Route extends RouteDeclaration {
   handler: Handler;
-  beforeBody?: BeforeBody;
+  hooks?: RouteHooks;
 }
 
-/** Joins declarations to their handlers: the compiler insists on one handler per declared route. */
+/** Joins declarations to their handlers (and hooks): the compiler insists on one handler per declared route. */
 export function bindRoutes<K extends string>(
   table: Record<K, RouteDeclaration>,
   handlers: Record<K, Handler>,
-  hooks: Partial<Record<K, { beforeBody: BeforeBody }>> = {},
+  hooks: Partial<Record<K, RouteHooks>> = {},
 ): Route[] {
-  return (Object.keys(table) as K[]).map((key) => ({ ...table[key], handler: handlers[key], ...hooks[key] }));
+  return (Object.keys(table) as K[]).map((key) => ({ ...table[key], handler: handlers[key], hooks: hooks[key] }));
 }
 
 export const JSON_HEADERS = { 'Content-Type': 'application/json' } as const;
 
 /**
- * A refusal as an answer: the contract's Error shape, never cached, with the error's own headers.
- * `prebuilt`: the body as bytes, for an answer made once and sent many times (no string encoding per answer).
+ * A refusal as an answer: the contract's Error shape, never cached, with Retry-After when the error has a
+ * wait, and `headers` of the answer's own (Allow). `prebuilt`: the body as bytes, for an answer made once
+ * and sent many times (no string encoding per answer).
  */
-export function refusalReply(error: ServiceError, prebuilt = false): HttpReply {
-  const body = error.body();
+export function refusalReply(error: ServiceError, options: { prebuilt?: boolean; headers?: Record<string, string> } = {}): HttpReply {
+  const body = errorBody(error);
   return {
-    status: error.status,
-    headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...error.headers },
-    body: prebuilt ? Buffer.from(body) : body,
+    status: httpStatus(error),
+    headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...errorHeaders(error), ...options.headers },
+    body: options.prebuilt ? Buffer.from(body) : body,
   };
 }
 

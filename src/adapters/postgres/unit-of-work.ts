@@ -1,4 +1,4 @@
-// The Postgres unit of work (issue #22): an admin change, its revocation entries and its audit event in
+// The Postgres unit of work: an admin change, its revocation entries and its audit event in
 // one transaction of the store's pool, bounded by the store write deadline (PostgresStore.write): a
 // StoreUnavailableError means nothing was applied, except the WriteDeadlineError of a COMMIT sent and
 // never answered. The embedded PGlite default goes through the same code (it serves the same protocol).

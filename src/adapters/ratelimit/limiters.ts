@@ -47,7 +47,7 @@ class HashTaggedRateLimiterRedis extends RateLimiterRedis {
 
 export function rateLimitedError(res: RateLimiterRes): ServiceError {
   const retryAfter = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
-  return new ServiceError('rate_limited', undefined, { 'Retry-After': String(retryAfter) });
+  return new ServiceError('rate_limited', undefined, retryAfter);
 }
 
 /** Addresses remembered as locked out, per process (a flood of addresses cannot grow it further). */
@@ -115,7 +115,7 @@ export class Limiters {
       return;
     }
     this.onRefusal('auth_fail_per_address');
-    throw new ServiceError('rate_limited', undefined, { 'Retry-After': String(Math.max(1, Math.ceil(left / 1000))) });
+    throw new ServiceError('rate_limited', undefined, Math.max(1, Math.ceil(left / 1000)));
   }
 
   private lockOut(address: string, ms: number): void {

@@ -49,12 +49,6 @@ export class Metrics {
   private readonly auditBatch: client.Histogram;
   private readonly auditFailed: client.Counter;
   private readonly auditSpool: client.Gauge;
-  private queueDepthSource: () => Record<string, number> = () => ({});
-  private keyInfoSource: () => { activeAgeSeconds: number; rotationIntervalSeconds: number; byState: Record<string, number> } = () => ({
-    activeAgeSeconds: 0,
-    rotationIntervalSeconds: 0,
-    byState: {},
-  });
 
   constructor() {
     const registers = [this.registry];
@@ -78,16 +72,6 @@ export class Metrics {
       labelNames: ['outcome'],
       registers,
       collect: () => this.tokenCounts.flushInto(this.tokens),
-    });
-    const self = this;
-    new client.Gauge({
-      name: 'ace_worker_queue_depth',
-      help: 'Tasks waiting for a crypto worker thread, per pool.',
-      labelNames: ['pool'],
-      registers,
-      collect() {
-        for (const [pool, depth] of Object.entries(self.queueDepthSource())) this.set({ pool }, depth);
-      },
     });
     this.workerTask = new client.Histogram({
       name: 'ace_worker_task_duration_seconds',
@@ -169,35 +153,6 @@ export class Metrics {
       registers,
     });
     this.ready = new client.Gauge({ name: 'ace_ready', help: '1 when the instance is ready for traffic.', registers, aggregator: 'min' });
-    new client.Gauge({
-      name: 'ace_signing_key_active_age_seconds',
-      help: 'Age of the active signing key since it became active.',
-      registers,
-      aggregator: 'max', // every process sees the same keys: summing would multiply
-      collect() {
-        this.set(self.keyInfoSource().activeAgeSeconds);
-      },
-    });
-    new client.Gauge({
-      name: 'ace_signing_key_rotation_interval_seconds',
-      help: 'Configured automatic rotation interval (0 when off).',
-      registers,
-      aggregator: 'max',
-      collect() {
-        this.set(self.keyInfoSource().rotationIntervalSeconds);
-      },
-    });
-    new client.Gauge({
-      name: 'ace_signing_keys',
-      help: 'Signing keys per state.',
-      labelNames: ['state'],
-      registers,
-      aggregator: 'max',
-      collect() {
-        const byState = self.keyInfoSource().byState;
-        for (const state of ['next', 'active', 'retiring', 'retired']) this.set({ state }, byState[state] ?? 0);
-      },
-    });
     this.auditWritten = new client.Counter({
       name: 'ace_audit_events_written_total',
       help: 'Audit events made durable, by where: postgres, or the local spool while Postgres is unreachable.',
@@ -319,13 +274,5 @@ export class Metrics {
 
   auditSpoolDepth(depth: number): void {
     this.auditSpool.set(depth);
-  }
-
-  registerQueueDepth(source: () => Record<string, number>): void {
-    this.queueDepthSource = source;
-  }
-
-  registerKeyInfo(source: Metrics['keyInfoSource']): void {
-    this.keyInfoSource = source;
   }
 }

@@ -2,7 +2,7 @@
 import client from 'prom-client';
 import { PendingCounts } from './pending-counts.js';
 
-/** Implements the feed's RevocationMetricsSink (adapters/http/revocation-feed.ts). */
+/** Implements the transmitter's RevocationMetricsSink (adapters/revocation-feed), and the poll's refusals and budgets. */
 export class RevocationMetrics {
   private readonly subscribers: client.Gauge;
   private readonly entries: client.Gauge;
@@ -10,9 +10,11 @@ export class RevocationMetrics {
   private readonly refusals: client.Counter<'transport' | 'reason'>;
   /** A flood of refusals costs an increment each, added to the counter when scraped (pending-counts.ts). */
   private readonly refusalCounts = new PendingCounts(['transport', 'reason']);
+  private readonly registers: client.Registry[];
 
   constructor(registry: client.Registry) {
     const registers = [registry];
+    this.registers = registers;
     this.subscribers = new client.Gauge({
       name: 'ace_revocation_subscribers',
       help: 'WebSocket subscribers of revocation feeds connected to this process.',
@@ -33,7 +35,7 @@ export class RevocationMetrics {
     });
     this.refusals = new client.Counter({
       name: 'ace_revocation_feed_refused_total',
-      help: 'Revocation feed requests refused before any work: unauthorized (feed token), per_address or total (WebSocket caps).',
+      help: 'Revocation feed requests refused before any work: unauthorized (feed token), budget (a credential past its poll budget), per_address or total (WebSocket caps).',
       labelNames: ['transport', 'reason'],
       registers,
       collect: () => this.refusalCounts.flushInto(this.refusals),
@@ -42,10 +44,31 @@ export class RevocationMetrics {
 
   /**
    * A feed request refused before any work: `unauthorized` (no, wrong, revoked or another platform's feed
-   * token), `per_address` / `total` (the WebSocket caps, REVOCATION_WS_MAX_PER_ADDRESS / REVOCATION_WS_MAX).
+   * token), `budget` (a credential polling faster than its budget), `per_address` / `total` (the WebSocket
+   * caps, REVOCATION_WS_MAX_PER_ADDRESS / REVOCATION_WS_MAX).
    */
-  refused(transport: 'poll' | 'websocket', reason: 'unauthorized' | 'per_address' | 'total'): void {
+  refused(transport: 'poll' | 'websocket', reason: 'unauthorized' | 'budget' | 'per_address' | 'total'): void {
     this.refusalCounts.increment(transport, reason);
+  }
+
+  /** Gauges read when scraped: credentials holding a poll budget, and bytes of poll answers kept in memory. */
+  registerPollBudgets(read: () => { credentials: number; answerCacheBytes: number }): void {
+    new client.Gauge({
+      name: 'ace_revocation_poll_budgets',
+      help: 'Feed credentials holding a poll budget on this process (released when the credential is deleted).',
+      registers: this.registers,
+      collect() {
+        this.set(read().credentials);
+      },
+    });
+    new client.Gauge({
+      name: 'ace_revocation_poll_answer_cache_bytes',
+      help: 'Bytes of serialised revocation poll answers kept in memory by this process (bounded).',
+      registers: this.registers,
+      collect() {
+        this.set(read().answerCacheBytes);
+      },
+    });
   }
 
   subscriberDelta(delta: number): void {

@@ -1,6 +1,7 @@
 // Agents, their secrets and their grants (admin operations). A secret is generated here, returned once,
 // and stored only as an argon2id hash computed in the worker pool. Every change is one unit of work: the
-// write, the revocation entries it implies and its audit event commit together or not at all (issue #22).
+// write, the revocation entries it implies and its audit event commit together or not at all (a
+// revocation is never lost to a crash between them).
 import { ServiceError } from '../errors.js';
 import type { SecretHasher } from '../ports/crypto.js';
 import type { AgentRecord, AgentStatus, GrantRecord } from '../model.js';

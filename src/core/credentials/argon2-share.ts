@@ -16,7 +16,7 @@ export class Argon2Share {
     const held = this.inFlight.get(address) ?? 0;
     if (held >= this.maxPerAddress) {
       this.onRefusal();
-      throw new ServiceError('rate_limited', undefined, { 'Retry-After': '1' });
+      throw new ServiceError('rate_limited', undefined, 1);
     }
     this.inFlight.set(address, held + 1);
     let left = false;

@@ -5,7 +5,7 @@
 // limited per client address before any argon2 work is spent on that address: a point of its budget is
 // reserved before argon2 runs, and it may hold only a few slots of the argon2 queue.
 import { randomBytes } from 'node:crypto';
-import { Refusal, ServiceError } from '../errors.js';
+import { CredentialRefusal, ServiceError } from '../errors.js';
 import type { AgentCredentials, AgentView } from '../model.js';
 import type { Store } from '../ports/store.js';
 import type { SecretHasher } from '../ports/crypto.js';
@@ -141,7 +141,7 @@ export class Authenticator {
     }
     const { credentials, matched } = checked;
     // The audit trail names the agent whose key id exists (never sent to the client).
-    if (!credentials || matched < 0) throw new Refusal('invalid_credentials', credentials?.hashes.agentId);
+    if (!credentials || matched < 0) throw new CredentialRefusal('invalid_credentials', credentials?.hashes.agentId);
     refund();
     const view = await this.accept(caller, { ...checked, credentials });
     // Other instances (and this one after a restart) need no argon2 for it. Not awaited: the answer does not wait on Redis.

@@ -1,4 +1,4 @@
-// Who may read a platform's revocation feed (issue #26, 5e): feed credentials, created, listed and
+// Who may read a platform's revocation feed: feed credentials, created, listed and
 // deleted by the operator (each change one unit of work with its audit event), and the check of a
 // presented feed token.
 //
@@ -196,6 +196,11 @@ export class FeedCredentialService {
   /** Whether this credential is still live (the WebSocket side checks its sockets after a change). */
   isLive(platformId: string, credentialId: string): boolean {
     return this.index?.get(platformId)?.some((c) => c.id === credentialId) ?? false;
+  }
+
+  /** Whether the platform has a live credential (after its last one is deleted, its feed answers are released). */
+  hasCredentials(platformId: string): boolean {
+    return (this.index?.get(platformId)?.length ?? 0) > 0;
   }
 
   /** Called after a reload: with the platform whose credentials changed, or undefined after a full reload. */

@@ -116,7 +116,7 @@ export class KeyManager {
   /** The key that signs now; 503 when none is active (which only a misconfigured database can cause). */
   activeKey(): SigningKey {
     const { active } = this.current();
-    if (!active) throw new ServiceError('service_unavailable', 'No active signing key.', { 'Retry-After': '1' });
+    if (!active) throw new ServiceError('service_unavailable', 'No active signing key.', 1);
     return active;
   }
 

@@ -9,8 +9,11 @@ export interface SecretHasher {
   refuseIfVerificationsFull(): void;
 }
 
-/** The JWS `typ` header of a token: `JWT` (svc-native-jwt) or `at+jwt` (RFC 9068, oauth-at-jwt). */
-export type TokenType = 'JWT' | 'at+jwt';
+/**
+ * The JWS `typ` header of what is signed: an access token, `JWT` (svc-native-jwt) or `at+jwt` (RFC 9068,
+ * oauth-at-jwt), or a revocation feed's Security Event Token, `secevent+jwt` (RFC 8417).
+ */
+export type TokenType = 'JWT' | 'at+jwt' | 'secevent+jwt';
 
 export interface TokenSigner {
   /** An RS256 compact JWS of `payload` (JSON text) under the key `kid`, header `typ` = `typ` (default `JWT`). */

@@ -1,4 +1,4 @@
-// Storage of the revocation feed's credentials (issue #26, 5e): per platform, the SHA-256 of each feed
+// Storage of the revocation feed's credentials: per platform, the SHA-256 of each feed
 // token (the token itself is never stored). Postgres implements it in adapters/postgres/feed-credential-store.ts
 // (migration 004_feed_credentials.sql); test/support/memory/ has an in-memory one.
 

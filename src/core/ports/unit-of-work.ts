@@ -1,4 +1,4 @@
-// The unit of work (issue #22): an admin change, the revocation entries it implies and its audit event
+// The unit of work: an admin change, the revocation entries it implies and its audit event
 // commit together or not at all. Postgres implements it as one transaction bounded by the store write
 // deadline (adapters/postgres/unit-of-work.ts); the cached store wraps it so that cache drops go out after
 // the commit (adapters/cache/cached-store.ts); test/support/memory/ has an in-memory one.

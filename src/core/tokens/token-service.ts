@@ -2,7 +2,7 @@
 // steps in the order docs/decisions.md fixes: profile, authenticate, rate-limit the key, agent status,
 // platform access, scopes, record, sign.
 import { randomUUID } from 'node:crypto';
-import { Refusal, ServiceError, StoreUnavailableError, unavailable } from '../errors.js';
+import { CredentialRefusal, ServiceError, StoreUnavailableError, unavailable } from '../errors.js';
 import type { AgentView } from '../model.js';
 import type { TokenSigner, TokenType } from '../ports/crypto.js';
 import type { AttemptLimits } from '../ports/limits.js';
@@ -72,7 +72,7 @@ export class TokenService {
       agentId = view.agentId;
       return { issued: await this.issue(view, request, profile, address, signal), agentId };
     } catch (error) {
-      if (error instanceof Refusal) return { refused: error, agentId: error.agentId };
+      if (error instanceof CredentialRefusal) return { refused: error, agentId: error.agentId };
       if (error instanceof ServiceError || error instanceof StoreUnavailableError) return { refused: error, agentId };
       throw error;
     }

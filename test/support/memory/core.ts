@@ -11,11 +11,11 @@ import { Authenticator } from '../../../src/core/credentials/authenticator.js';
 import { VerifiedCredentials } from '../../../src/core/credentials/verified-cache.js';
 import { KeyManager } from '../../../src/core/keys/key-manager.js';
 import { PlatformService } from '../../../src/core/platforms/platform-service.js';
-import type { GeneratedKey, KeyMaterial } from '../../../src/core/ports/crypto.js';
-import type { LimiterName, TelemetryEvent } from '../../../src/core/ports/telemetry.js';
+import type { GeneratedKey, KeyMaterial, TokenSigner } from '../../../src/core/ports/crypto.js';
+import type { LimiterName, Telemetry, TelemetryEvent } from '../../../src/core/ports/telemetry.js';
 import { RevocationService } from '../../../src/core/revocation/revocation-service.js';
 import { TokenService } from '../../../src/core/tokens/token-service.js';
-import { ANY_CLOCK } from '../../../src/core/ports/clock.js';
+import { ANY_CLOCK, type IssuingClock } from '../../../src/core/ports/clock.js';
 import { MemoryAuditSink, MemoryHasher, MemoryRevocationLog, MemorySigner, MemoryStore } from './memory-store.js';
 import { MemoryUnitOfWork } from './unit-of-work.js';
 import { FeedCredentialService } from '../../../src/core/feed/feed-credential-service.js';
@@ -36,8 +36,20 @@ export class MemoryKeyMaterial implements KeyMaterial {
 export interface CoreOptions {
   tokenPoints?: number;
   authFailPoints?: number;
+  tokenWindowSeconds?: number;
+  authFailWindowSeconds?: number;
   argon2MaxPerAddress?: number;
   propagationSeconds?: number;
+  /** Real key material and signer (RSA, jose) where tokens must verify; default: the memory ones. */
+  material?: KeyMaterial;
+  signer?: TokenSigner;
+  issuer?: string;
+  apiKeyPrefix?: string;
+  tokenTtlSeconds?: number;
+  /** The token service's clock check (default: none). */
+  clock?: IssuingClock;
+  /** Where the core's events also go (the in-process app passes the service's metrics and logs). */
+  telemetry?: Telemetry;
 }
 
 export const ISSUER = 'https://ace.test';
@@ -57,32 +69,40 @@ export async function memoryCore(options: CoreOptions = {}) {
   const signer = new MemorySigner();
   const audit = new MemoryAuditSink();
   const telemetry: TelemetryEvent[] = [];
-  const record = { record: (event: TelemetryEvent) => void telemetry.push(event) };
+  const record = {
+    record: (event: TelemetryEvent) => {
+      telemetry.push(event);
+      options.telemetry?.record(event);
+    },
+  };
   const refusals: LimiterName[] = [];
   const limits = new Limiters(
     {
       redis: undefined,
       keyPrefix: `core-${randomBytes(4).toString('hex')}:`,
       tokenPoints: options.tokenPoints ?? 1000,
-      tokenWindowSeconds: 60,
+      tokenWindowSeconds: options.tokenWindowSeconds ?? 60,
       authFailPoints: options.authFailPoints ?? 1000,
-      authFailWindowSeconds: 60,
+      authFailWindowSeconds: options.authFailWindowSeconds ?? 60,
     },
-    (limiter) => refusals.push(limiter),
+    (limiter) => {
+      refusals.push(limiter);
+      options.telemetry?.record({ type: 'rate_limited', limiter });
+    },
   );
   // Admin changes as in production: the memory unit of work, wrapped by the cached store (cache drops after commit).
   const memoryUow = new MemoryUnitOfWork(memory, log, audit);
   const uow = store.unitOfWork(memoryUow);
-  const revocations = new RevocationService({ bus, tokenTtlSeconds: TOKEN_TTL_SECONDS, clockSkewSeconds: 60, issuedSlackSeconds: 1 });
+  const revocations = new RevocationService({ bus, tokenTtlSeconds: options.tokenTtlSeconds ?? TOKEN_TTL_SECONDS, clockSkewSeconds: 60, issuedSlackSeconds: 1 });
   const keys = new KeyManager({
     store,
     uow,
     bus,
-    material: new MemoryKeyMaterial(),
+    material: options.material ?? new MemoryKeyMaterial(),
     revocations,
     audit,
     telemetry: record,
-    tokenTtlSeconds: TOKEN_TTL_SECONDS,
+    tokenTtlSeconds: options.tokenTtlSeconds ?? TOKEN_TTL_SECONDS,
     clockSkewSeconds: 60,
     propagationSeconds: options.propagationSeconds ?? 3600,
     rotationIntervalSeconds: 0,
@@ -99,8 +119,17 @@ export async function memoryCore(options: CoreOptions = {}) {
     telemetry: record,
   });
   await authenticator.init();
-  const tokens = new TokenService({ authenticator, limits, keys, signer, audit, issuer: ISSUER, tokenTtlSeconds: TOKEN_TTL_SECONDS, clock: ANY_CLOCK });
-  const agents = new AgentService({ store, uow, hasher, revocations, apiKeyPrefix: API_KEY_PREFIX });
+  const tokens = new TokenService({
+    authenticator,
+    limits,
+    keys,
+    signer: options.signer ?? signer,
+    audit,
+    issuer: options.issuer ?? ISSUER,
+    tokenTtlSeconds: options.tokenTtlSeconds ?? TOKEN_TTL_SECONDS,
+    clock: options.clock ?? ANY_CLOCK,
+  });
+  const agents = new AgentService({ store, uow, hasher, revocations, apiKeyPrefix: options.apiKeyPrefix ?? API_KEY_PREFIX });
   const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: 200 });
   const feedCredentials = new FeedCredentialService({ store: memoryUow.feedCredentials, uow, bus });
   return { feedCredentials, memory, memoryUow, uow, store, log, bus, hasher, signer, audit, telemetry, refusals, limits, revocations, keys, authenticator, tokens, agents, platforms, stop: () => keys.stop() };

@@ -5,7 +5,7 @@ import { RoutePath, ScopeName } from '@agent-credential-exchange/middleware/scop
 
 /**
  * Names are shown in terminals (`ace agent list`) and logs: no C0 or C1 control character, no DEL, so a
- * name cannot carry a terminal escape sequence or a line break (issue #23).
+ * name cannot carry a terminal escape sequence or a line break.
  */
 export const NO_CONTROL_CHARACTERS = '^[^\\u0000-\\u001F\\u007F-\\u009F]*$';
 const Name = Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARACTERS });

@@ -5,9 +5,8 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { renderScopeFile } from '../src/adapters/http/scope-file-text.js';
-import { AdminClient } from '../kit/admin.js';
-import { startService, type ServiceHandle } from './support/service.js';
+import { renderScopeFile } from '../../src/adapters/http/scope-file-text.js';
+import { inProcessApp, type InProcessApp } from '../support/in-process.js';
 
 const PY_READER = [
   'import sys, json, yaml',
@@ -71,14 +70,14 @@ describe('scope file text (in process)', () => {
 });
 
 describe('scope file served over HTTP', () => {
-  let service: ServiceHandle;
-  let admin: AdminClient;
+  let service: InProcessApp;
+  let admin: InProcessApp['admin'];
   beforeAll(async () => {
-    service = await startService({ mode: 'real' });
-    admin = new AdminClient(service);
+    service = await inProcessApp();
+    admin = service.admin;
   });
   afterAll(async () => {
-    await service?.dispose();
+    await service?.close();
   });
 
   it('is read identically by PyYAML and by `yaml`, with a platform name that tries to end the comment', async () => {
@@ -90,7 +89,7 @@ describe('scope file served over HTTP', () => {
       routes: meant.routes,
     });
     meant.platform_id = platform.platform_id;
-    const response = await fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`);
+    const response = await service.fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`);
     expect(response.status).toBe(200);
     const text = await response.text();
     expect(parseYaml(text)).toEqual(meant);

@@ -7,8 +7,7 @@ import * as ajvFormats from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { AdminClient } from '../kit/admin.js';
-import { startService, type ServiceHandle } from './support/service.js';
+import { inProcessApp, type InProcessApp } from '../support/in-process.js';
 
 interface Observed {
   path: string;
@@ -21,20 +20,20 @@ interface Observed {
 const PUBLIC_BASE_URL = 'https://ace.example.test/exchange';
 
 describe('OpenAPI document', () => {
-  let service: ServiceHandle;
+  let service: InProcessApp;
   let document: any;
   const observed: Observed[] = [];
 
   beforeAll(async () => {
-    service = await startService({ mode: 'real', env: { RATE_LIMIT_TOKEN_POINTS: '2', TRUST_PROXY: 'true', PUBLIC_BASE_URL: PUBLIC_BASE_URL } });
-    document = await (await fetch(`${service.publicUrl}/openapi.json`)).json();
+    service = await inProcessApp({ env: { RATE_LIMIT_TOKEN_POINTS: '2', TRUST_PROXY: 'true', PUBLIC_BASE_URL: PUBLIC_BASE_URL } });
+    document = await (await service.fetch(`${service.publicUrl}/openapi.json`)).json();
   });
   afterAll(async () => {
-    await service?.dispose();
+    await service?.close();
   });
 
   async function call(template: string, path: string, method: string, body?: string, headers: Record<string, string> = {}) {
-    const response = await fetch(`${service.publicUrl}${path}`, {
+    const response = await service.fetch(`${service.publicUrl}${path}`, {
       method,
       headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), 'x-forwarded-for': `203.0.113.${observed.length % 250}`, ...headers },
       body,
@@ -67,7 +66,7 @@ describe('OpenAPI document', () => {
   });
 
   it('is the checked-in docs/openapi.json, with the configured PUBLIC_BASE_URL as its server', () => {
-    const file = JSON.parse(readFileSync(new URL('../docs/openapi.json', import.meta.url), 'utf8'));
+    const file = JSON.parse(readFileSync(new URL('../../docs/openapi.json', import.meta.url), 'utf8'));
     expect(file.servers.map((s: { url: string }) => s.url)).toEqual(['/']);
     expect(document.servers.map((s: { url: string }) => s.url)).toEqual([PUBLIC_BASE_URL]);
     expect({ ...document, servers: file.servers }).toEqual(file);
@@ -88,7 +87,7 @@ describe('OpenAPI document', () => {
   });
 
   it('documents every real answer of every endpoint, and each body matches its documented schema', async () => {
-    const admin = new AdminClient(service);
+    const admin = service.admin;
     const { platform, agent } = await admin.seed(['a', 'b'], ['a']);
     const inactive = await admin.createAgent('inactive');
     await admin.grant(inactive.agent_id, platform.platform_id, ['a']);
@@ -113,7 +112,7 @@ describe('OpenAPI document', () => {
     await call(listing, listing, 'POST', JSON.stringify({ api_key_id: inactive.api_key_id, secret: inactive.secret })); // 403
     await call(listing, listing, 'POST', JSON.stringify({ secret: 'x' })); // 422
     await call('/.well-known/jwks.json', '/.well-known/jwks.json', 'GET'); // 200
-    const etag = (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).headers.get('etag')!;
+    const etag = (await service.fetch(`${service.publicUrl}/.well-known/jwks.json`)).headers.get('etag')!;
     await call('/.well-known/jwks.json', '/.well-known/jwks.json', 'GET', undefined, { 'if-none-match': etag }); // 304
     await call('/.well-known/jwks.json', '/.well-known/jwks.json', 'POST', '{}'); // 405
     const scopes = '/api/v1/platforms/{platform_id}/scopes.yaml';

