@@ -79,13 +79,11 @@ export class Authenticator {
       if (view && view.agentId === rememberedAgent) return view;
     }
 
-    // Without a shared memory or a re-check to make: the cold path as it always was, a full queue refused
-    // first, before any store or limiter work.
+    // A full queue refuses first, before any store or limiter work: shedding must stay cheap. (Agents
+    // known without argon2 never enter the queue, so they do not fill it on a fresh instance.)
+    this.hasher.refuseIfVerificationsFull();
     const recheck = this.verified.needsRecheck(caller.apiKeyId, caller.secret);
-    if (!this.shared && !recheck) {
-      this.hasher.refuseIfVerificationsFull();
-      return this.verifyCold(caller, await this.limits.reserveAuthAttempt(caller.address));
-    }
+    if (!this.shared && !recheck) return this.verifyCold(caller, await this.limits.reserveAuthAttempt(caller.address));
 
     // The secret may be known without argon2: remembered here from before a possible missed invalidation,
     // or verified by another instance (or before a restart). Both are checked against the hashes
@@ -103,7 +101,7 @@ export class Authenticator {
         refund();
         return view;
       }
-      this.hasher.refuseIfVerificationsFull();
+      this.hasher.refuseIfVerificationsFull(); // it may have filled meanwhile
     } catch (error) {
       refund();
       throw error;
