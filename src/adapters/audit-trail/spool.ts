@@ -168,6 +168,9 @@ export class Spool {
     } catch {
       return out;
     }
+    // The gauge follows the directory: a segment gone from it (deleted by hand, say) counts no more.
+    const present = new Set(names.map((name) => path.join(this.dir, name)));
+    for (const file of this.segments.keys()) if (!present.has(file) && file !== this.active?.path) this.segments.delete(file);
     for (const name of names.sort()) {
       const m = NAME.exec(name);
       if (!m) continue;
