@@ -25,7 +25,7 @@ const freePort = () =>
 async function run(dataDir: string, label: string): Promise<void> {
   const [port, adminPort] = [await freePort(), await freePort()];
   const child = spawn(process.execPath, [MAIN], {
-    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(adminPort), DATA_DIR: dataDir, ADMIN_TOKEN: 'x'.repeat(32), LOG_LEVEL: 'warn' },
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(adminPort), DATA_DIR: dataDir, ADMIN_TOKEN: 'x'.repeat(32), LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_SECONDS: '0' },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const sampler = new RssSampler(child.pid!).start();

@@ -29,6 +29,7 @@ export interface PlatformRecord {
   verification_status: string;
   scopes: { name: string; description: string }[];
   routes: { method: string; path: string; scopes: string[] }[];
+  resources: string[];
 }
 
 export class AdminClient {

@@ -58,11 +58,13 @@ export interface SpawnOptions {
   wrapWith?: string[];
   /** Keep at most about this many characters of output (long bench runs); everything when omitted. */
   maxOutput?: number;
+  /** The service's entry point (another build, e.g. the previous release's); SERVICE_MAIN when omitted. */
+  main?: string;
 }
 
 export function spawnService(options: SpawnOptions): ServiceProcess {
   const env = { PATH: process.env.PATH ?? '', ...options.env };
-  const args = [...(options.nodeArgs ?? []), SERVICE_MAIN];
+  const args = [...(options.nodeArgs ?? []), options.main ?? SERVICE_MAIN];
   const wrap = options.wrapWith ?? [];
   const child = wrap.length > 0
     ? spawn(wrap[0], [...wrap.slice(1), process.execPath, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })

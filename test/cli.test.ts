@@ -233,6 +233,19 @@ describe('ace against the service', () => {
     const updated = await aceJson(['platform', 'update', platform.platform_id, '--name', 'Renamed Shop'], env);
     expect(updated.name).toBe('Renamed Shop');
     expect(updated.scopes).toHaveLength(3);
+    expect(updated.resources).toEqual([]);
+
+    // --resource, repeated, replaces the list; shown normalised in `platform show` and `platform list`.
+    const withResources = await aceJson(
+      ['platform', 'update', platform.platform_id, '--resource', 'HTTPS://Flag-Shop.example.com:443/mcp/', '--resource', 'http://127.0.0.1:3000/mcp'],
+      env,
+    );
+    expect(withResources.resources).toEqual(['https://flag-shop.example.com/mcp', 'http://127.0.0.1:3000/mcp']);
+    const shown = await ace(['platform', 'show', platform.platform_id], env);
+    expect(shown.stdout).toMatch(/resources\s+https:\/\/flag-shop\.example\.com\/mcp http:\/\/127\.0\.0\.1:3000\/mcp/);
+    const refused = await ace(['platform', 'update', platform.platform_id, '--resource', 'http://flag-shop.example.com/mcp'], env);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('resources[0]');
   });
 
   it('manages an agent and its access: create, grant, deactivate, activate, rotate secret, revoke', async () => {

@@ -38,4 +38,21 @@ describe('k8s overlay production-pgbouncer', () => {
     expect(text).toMatch(/^# {3}pool_mode = transaction$/m);
     expect(text).not.toMatch(/^# {3}(max_prepared_statements|ignore_startup_parameters)/m);
   });
+
+  it('connections at full scale, every pool counted: clients within max_client_conn of one PgBouncer, servers within Postgres\' max_connections', () => {
+    const cm = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name.startsWith('ace-config'))!;
+    const config = loadConfig({ ...cm.data, DATABASE_URL: 'postgres://ace:pw@ace-pgbouncer:6432/ace', ADMIN_TOKEN: 'x'.repeat(32), KEY_ENCRYPTION_KEY: '11'.repeat(32), REDIS_URL: 'redis://redis:6379' });
+    const ini = (name: string) => Number(new RegExp(`^# {3}${name} = (\\d+)$`, 'm').exec(readFileSync(path.join(DIR, 'pgbouncer.yaml'), 'utf8'))?.[1]);
+    const hpa = objects.find((o) => o.kind === 'HorizontalPodAutoscaler')!;
+    const surge = Number(find('Deployment', 'ace')!.spec.strategy.rollingUpdate.maxSurge);
+    // Each process holds the store's pool and the audit trail's, both through the pooler.
+    const clients = (hpa.spec.maxReplicas + surge) * config.workers * (config.databasePoolSize + config.audit.poolSize);
+    expect(clients).toBeLessThanOrEqual(ini('max_client_conn')); // even if every pod reaches the same replica
+    // One database/user pair: each PgBouncer replica opens at most default_pool_size server connections.
+    const servers = find('Deployment', 'ace-pgbouncer')!.spec.replicas * ini('default_pool_size');
+    expect(servers).toBeLessThanOrEqual(100 - 3 - 5); // superuser_reserved_connections, operators
+    const comment = readFileSync(path.join(DIR, 'config.env'), 'utf8');
+    expect(comment).toContain(`x (${config.databasePoolSize} + ${config.audit.poolSize} audit) = ${clients} client connections`);
+    expect(comment).toContain(`default_pool_size ${ini('default_pool_size')} = ${servers}`);
+  });
 });

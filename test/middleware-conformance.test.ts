@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { createVerifier } from '../packages/middleware/src/verifier.js';
 import { JwksCache } from '../packages/middleware/src/jwks-cache.js';
 import { RevocationReceiver } from '../packages/middleware/src/revocation-feed.js';
+import { RouteTable } from '../packages/middleware/src/scope-map.js';
 
 const DIR = new URL('../conformance/', import.meta.url);
 const read = (name: string) => JSON.parse(readFileSync(new URL(name, DIR), 'utf8'));
@@ -223,6 +224,22 @@ describe('conformance vectors: RFC 8936 poll exchanges (conformance/sets.json po
       } finally {
         close();
       }
+    });
+  }
+});
+
+describe('conformance vectors: which rule a path reaches (conformance/paths.json)', () => {
+  const paths = read('paths.json') as {
+    vectors: { name: string; routes: { method: 'GET'; path: string; scopes: string[] }[]; requests: { method: string; path: string; rule: string | null }[] }[];
+  };
+  for (const vector of paths.vectors) {
+    it(`${vector.name}: literal segments first, equal ranks refused`, () => {
+      const table = new RouteTable(vector.routes);
+      const got = vector.requests.map(({ method, path }) => {
+        const resolution = table.resolvePath(method, path);
+        return { method, path, rule: resolution.kind === 'rule' ? resolution.rule.path : null };
+      });
+      expect(got).toEqual(vector.requests);
     });
   }
 });

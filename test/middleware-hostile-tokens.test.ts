@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import express from 'express';
 import { exportJWK, generateKeyPair, SignJWT, type JWTPayload } from 'jose';
-import { createVerifier, expressAgentAuth, MAX_TOKEN_LENGTH, type Verifier } from '../packages/middleware/src/index.js';
+import { agentOf, createVerifier, expressAgentAuth, MAX_TOKEN_LENGTH, type Verifier } from '../packages/middleware/src/index.js';
 
 const PLATFORM = '8d7b4f2e-3c1a-4e5b-9f60-1a2b3c4d5e6f';
 let issuer: string;
@@ -70,7 +70,7 @@ beforeAll(async () => {
   const app = express();
   app.use(expressAgentAuth(verifier));
   app.get('/orders/:id', (req, res) => {
-    res.json({ agent: req.agent.agentId });
+    res.json({ agent: agentOf(req).agentId });
   });
   // Large enough for the 200 KB token to reach the middleware (Node's own default limit is 16 KiB).
   appUrl = await listen(http.createServer({ maxHeaderSize: 1024 * 1024 }, app));

@@ -1,4 +1,4 @@
-// Issue #24 item 2: every ```ts block of the middleware's README compiles with `tsc --noEmit` under strict,
+// Issue #24 item 2 (and #32: `req.agent` optional): every ```ts block of the middleware's README compiles with `tsc --noEmit` under strict,
 // exactOptionalPropertyTypes and noUncheckedIndexedAccess, against the built package as an app resolves
 // it (package exports, dist/*.d.ts) with the real @types/express and fastify of the repository. The
 // Express route-guard pattern failed here before (TS2345 on res.json), and `req.agent` without a cast.
@@ -23,6 +23,17 @@ it('the README TypeScript examples type-check under strict options', { timeout: 
   mkdirSync(dir, { recursive: true });
   writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ type: 'module' }));
   blocks.forEach((code, i) => writeFileSync(path.join(dir, `example-${i + 1}.ts`), code));
+  // `req.agent` is optional, as at run time (a route the middleware does not cover has none): reading it
+  // unguarded must not compile, in Express and in Fastify.
+  writeFileSync(
+    path.join(dir, 'unguarded.ts'),
+    `import express from 'express';
+import Fastify from 'fastify';
+import '@agent-credential-exchange/middleware/fastify';
+express().get('/x', (req, res) => void res.json({ agent: req.agent.agentId }));
+Fastify().get('/x', async (request) => ({ agent: request.agent.agentId }));
+`,
+  );
   writeFileSync(
     path.join(dir, 'tsconfig.json'),
     JSON.stringify({
@@ -46,6 +57,10 @@ it('the README TypeScript examples type-check under strict options', { timeout: 
     () => ({ code: 0, output: '' }),
     (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, output: `${error.stdout}${error.stderr}` }),
   );
-  expect(result.output).toBe('');
-  expect(result.code).toBe(0);
+  const errors = result.output.split('\n').filter((line) => / error TS/.test(line));
+  expect(errors.filter((line) => !line.includes('unguarded.ts('))).toEqual([]);
+  expect(errors.map((line) => /unguarded\.ts\((\d+),\d+\): error (TS\d+)/.exec(line)?.slice(1))).toEqual([
+    ['4', 'TS18048'],
+    ['5', 'TS18049'],
+  ]);
 });

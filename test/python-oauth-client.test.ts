@@ -45,6 +45,7 @@ describe.skipIf(!python)('python3-authlib + PyJWT against /oauth2/token', () => 
   let platformId: string;
   let agentId: string;
   let domain: string;
+  const mcpUrl = `https://mcp-${crypto.randomUUID().slice(0, 8)}.example.com/mcp`;
 
   beforeAll(async () => {
     service = await startService({ mode: 'real' });
@@ -55,6 +56,7 @@ describe.skipIf(!python)('python3-authlib + PyJWT against /oauth2/token', () => 
       domain,
       verification_status: 'verified',
       scopes: [{ name: 'orders:read' }, { name: 'orders:write' }],
+      resources: [mcpUrl],
     });
     const agent = await admin.createAgent('python');
     await admin.grant(agent.agent_id, platform.platform_id, ['orders:read', 'orders:write']);
@@ -70,14 +72,20 @@ describe.skipIf(!python)('python3-authlib + PyJWT against /oauth2/token', () => 
     const { code, out, stderr } = await runClient({ ...base, ACE_AUTH_METHOD: 'client_secret_basic' });
     expect(code, `${JSON.stringify(out)} ${stderr}`).toBe(0);
     expect(out).toMatchObject({ token_type: 'Bearer', expires_in: 900, typ: 'at+jwt', scope: 'orders:read orders:write' });
-    expect(out.claims).toMatchObject({ iss: service.publicUrl, aud: platformId, sub: agentId, client_id: base.ACE_CLIENT_ID, svc_token_profile: 'oauth-at-jwt' });
+    expect(out.claims).toMatchObject({ iss: service.publicUrl, aud: [`urn:uuid:${platformId}`, platformId], sub: agentId, client_id: base.ACE_CLIENT_ID, svc_token_profile: 'oauth-at-jwt' });
   });
 
   it('client_secret_post, resource https://<verified domain>, a scope subset', async () => {
     const { code, out, stderr } = await runClient({ ...base, ACE_AUTH_METHOD: 'client_secret_post', ACE_RESOURCE: `https://${domain}`, ACE_SCOPE: 'orders:read' });
     expect(code, `${JSON.stringify(out)} ${stderr}`).toBe(0);
     expect(out).toMatchObject({ typ: 'at+jwt', scope: 'orders:read' });
-    expect(out.claims).toMatchObject({ aud: platformId, scope: 'orders:read' });
+    expect(out.claims).toMatchObject({ aud: [`https://${domain}`, platformId], scope: 'orders:read' });
+  });
+
+  it('resource = an MCP server URL registered to the platform: the token passes PyJWT with that URL as the audience', async () => {
+    const { code, out, stderr } = await runClient({ ...base, ACE_RESOURCE: mcpUrl });
+    expect(code, `${JSON.stringify(out)} ${stderr}`).toBe(0);
+    expect(out.claims).toMatchObject({ aud: [mcpUrl, platformId], sub: agentId });
   });
 
   it('a wrong secret is the OAuth error authlib knows: invalid_client', async () => {

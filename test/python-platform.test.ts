@@ -40,15 +40,17 @@ function runVectors(dir: string): { code: number | null; summary: any; stderr: s
 }
 
 describe.skipIf(!python)('python platform: the conformance vectors', () => {
-  it('agrees with every token, SET and poll vector (PyJWT at the vectors\' fixed clock)', () => {
+  it('agrees with every token, SET, poll and path vector (PyJWT at the vectors\' fixed clock)', () => {
     const { code, summary, stderr } = runVectors('conformance');
     expect(code, `${JSON.stringify(summary)} ${stderr}`).toBe(0);
     const tokens = JSON.parse(readFileSync('conformance/tokens.json', 'utf8'));
     const sets = JSON.parse(readFileSync('conformance/sets.json', 'utf8'));
+    const paths = JSON.parse(readFileSync('conformance/paths.json', 'utf8'));
     expect(summary).toEqual({
       tokens: { passed: tokens.vectors.length, failed: [] },
       sets: { passed: sets.sets.length, failed: [] },
       polls: { passed: sets.polls.length, failed: [] },
+      paths: { passed: paths.vectors.length, failed: [] },
       ok: true,
     });
   });

@@ -2,7 +2,9 @@
 // Retry-After, the pool keeps serving. Faults come from a test-only worker (support/fault-worker.ts, loaded
 // by the harness with `faultWorker: true`): the secret "fault:crash" ends the argon2 thread, "fault:hang"
 // wedges it. The shipped worker has no such hook, whatever the environment.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SETTINGS } from '../src/config/settings.js';
 import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import { contractErrorProblem, serverErrorsIn } from './support/faults.js';
@@ -10,6 +12,8 @@ import { metricSum } from '../kit/metrics.js';
 import { waitFor } from '../kit/wait.js';
 
 const TASK_TIMEOUT_MS = 1500;
+/** The shortest ARGON2_TASK_TIMEOUT_MS the settings allow: every allowed value must work. */
+const MIN_TASK_TIMEOUT_MS = (SETTINGS.find((s) => s.env === 'ARGON2_TASK_TIMEOUT_MS') as { min: number }).min;
 
 describe('crypto worker faults', () => {
   let service: ServiceHandle;
@@ -138,5 +142,68 @@ describe('the shipped worker', () => {
     } finally {
       await service.dispose();
     }
+  });
+});
+
+describe('hung-thread replacement under CPU contention, threads slow to load', () => {
+  // Busy loops beside the service for the whole block: the 2-core CI runner at full contention.
+  let hogs: ChildProcess[] = [];
+  let service: ServiceHandle;
+  let platform: PlatformRecord;
+  let agent: AgentCredentials;
+  let address = 0;
+  const timeoutMs = MIN_TASK_TIMEOUT_MS;
+
+  beforeAll(async () => {
+    hogs = Array.from({ length: 2 }, () => spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
+    // Each thread takes longer to load its module than a task may run: a deadline counted from before the
+    // load would terminate a thread mid-load (V8 aborts the process: SIGABRT, exit 134) or fail start-up
+    // with "The service is busy" (the authenticator's first hash).
+    service = await startService({
+      mode: 'real',
+      faultWorker: true,
+      env: {
+        FAULT_WORKER_LOAD_DELAY_MS: String(timeoutMs + 500),
+        ARGON2_THREADS: '2',
+        ARGON2_TASK_TIMEOUT_MS: String(timeoutMs),
+        SIGN_TASK_TIMEOUT_MS: String(timeoutMs),
+        TRUST_PROXY: 'true',
+        RATE_LIMIT_AUTH_FAIL_POINTS: '100000',
+        RATE_LIMIT_TOKEN_POINTS: '100000',
+      },
+    });
+    ({ platform, agent } = await new AdminClient(service).seed(['orders:read']));
+  });
+
+  afterAll(async () => {
+    for (const hog of hogs) hog.kill('SIGKILL');
+    await service?.dispose();
+  });
+
+  const token = (secret: string) =>
+    postJson(`${service.publicUrl}/api/v1/auth/token`, { api_key_id: agent.api_key_id, secret, platform_id: platform.platform_id }, { 'x-forwarded-for': `198.51.100.${++address % 250}` });
+
+  it('starts at the shortest allowed ARGON2_TASK_TIMEOUT_MS, and hung threads replaced again and again never end the process', async () => {
+    const statuses: number[] = [];
+    for (let round = 0; round < 4; round++) {
+      // A hang on one thread while the other verifies wrong secrets; the hang is aborted at the deadline and
+      // its thread replaced by one that again takes longer than the deadline to load.
+      const answers = await Promise.all([token('fault:hang'), token('wrong-1'), token('wrong-2'), token(agent.secret)]);
+      for (const answer of answers) {
+        statuses.push(answer.status);
+        if (answer.status === 503) expect(answer.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+      }
+      expect(service.process.exitCode, service.output().slice(-2000)).toBeNull();
+      expect(service.process.signalCode).toBeNull();
+    }
+    expect(statuses.filter((s) => ![200, 401, 503].includes(s)), statuses.join(',')).toEqual([]);
+    expect(statuses.filter((s) => s === 503).length, 'each hang answered 503').toBeGreaterThanOrEqual(4);
+    // Both threads back: argon2 answers again.
+    await waitFor('argon2 to verify again', async () => (await token('wrong-after')).status === 401, 30_000, 200);
+    // A hang that waited longer than its deadline for a replacement still loading got its 503 without a
+    // thread (none stopped); the others each stopped one.
+    expect(metricSum(await (await fetch(`${service.adminUrl}/metrics`)).text(), 'ace_worker_threads_replaced_total', { pool: 'argon2' })).toBeGreaterThanOrEqual(2);
+    expect(serverErrorsIn(await (await fetch(`${service.adminUrl}/metrics`)).text())).toEqual([]);
+    expect(service.process.exitCode).toBeNull();
   });
 });

@@ -1,5 +1,6 @@
 // Piscina worker: the only place where argon2id and RS256 run, so the HTTP thread never blocks on crypto.
 // Each export is a task, selected with `pool.run(task, { name })`.
+import { threadId } from 'node:worker_threads';
 import { hashSync, verifySync } from '@node-rs/argon2';
 import { importPKCS8, CompactSign } from 'jose';
 import { ARGON2_OPTIONS } from './argon2-params.js';
@@ -73,4 +74,9 @@ export async function signTokens(batch: SignTask[]): Promise<string[]> {
 /** Readiness probe: answers only if the thread is alive and not wedged. */
 export function ping(): string {
   return 'pong';
+}
+
+/** Start-up: which thread answered (each thread must have loaded this module before any deadline applies). */
+export function loaded(): number {
+  return threadId;
 }

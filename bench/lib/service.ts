@@ -115,6 +115,9 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
     // connections finish on their threads (and hold the address's share) while the next run opens its own.
     ARGON2_MAX_QUEUE: '128',
     ARGON2_MAX_PER_ADDRESS: '128',
+    // No balancer in front: a stopped bench service need not serve on after SIGTERM (a scenario that
+    // stops instances under load sets SHUTDOWN_DRAIN_SECONDS itself).
+    SHUTDOWN_DRAIN_SECONDS: '0',
     ...(database ? { DATABASE_URL: options.serviceDatabaseUrl?.(database) ?? database.url } : {}),
     ...(useRedis ? { ...redisEnv, REDIS_KEY_PREFIX: redisKeyPrefix! } : {}),
     // WORKERS, ARGON2_THREADS and SIGN_THREADS stay at the service's defaults; the bench reads how many

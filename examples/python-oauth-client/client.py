@@ -4,13 +4,13 @@
 Nothing here knows the service's own API: it reads the RFC 8414 metadata, asks the token endpoint for
 grant_type=client_credentials (client_secret_basic or client_secret_post), and verifies the answer as a
 strict RFC 9068 resource server would (typ at+jwt, every required claim, signature from jwks_uri,
-iss equal to the metadata's issuer, aud the platform).
+iss equal to the metadata's issuer, aud naming the resource asked for: [resource, platform_id]).
 
 Debian 12: apt-get install python3-authlib python3-jwt python3-requests
 
 Environment: ACE_PUBLIC_URL (default http://localhost:8080), ACE_CLIENT_ID (api_key_id),
 ACE_CLIENT_SECRET, ACE_PLATFORM_ID, ACE_RESOURCE (default urn:uuid:<platform_id>; or
-https://<verified domain>), ACE_AUTH_METHOD (client_secret_basic, the default, or client_secret_post),
+https://<verified domain>, or a resource identifier registered to the platform, e.g. an MCP server's URL), ACE_AUTH_METHOD (client_secret_basic, the default, or client_secret_post),
 ACE_SCOPE (optional, space-delimited). Prints one JSON line; exit code 0 when the token passed every check,
 2 with {"error": ...} when the server refused (an OAuth error), 1 when a check failed.
 """
@@ -95,7 +95,8 @@ def main():
         access_token,
         signing_key.key,
         algorithms=["RS256"],
-        audience=platform_id,
+        # A resource server checks its own identifier (RFC 9068 §4): aud is [resource, platform_id].
+        audience=resource,
         issuer=server["issuer"],
         options={"require": RFC9068_CLAIMS},
     )

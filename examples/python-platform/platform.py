@@ -178,8 +178,9 @@ def rs256_header(token):
     return header
 
 
-def verify_token(token, keys, issuer, platform_id, now, leeway=5, feed=None):
-    """The claims of a valid token, or Refused. `now`: seconds since the epoch."""
+def verify_token(token, keys, issuer, platform_id, now, leeway=5, feed=None, resources=()):
+    """The claims of a valid token, or Refused. `now`: seconds since the epoch. `resources`: the platform's
+    resource identifiers (the scope file's `resources`), which an OAuth token names in aud beside the id."""
     if len(token) > MAX_TOKEN_LENGTH or not TOKEN_PATTERN.match(token):
         raise Refused("malformed")
     header = rs256_header(token)
@@ -212,8 +213,12 @@ def verify_token(token, keys, issuer, platform_id, now, leeway=5, feed=None):
         raise Refused("alg_not_allowed")
     except jwt.exceptions.PyJWTError:
         raise Refused("malformed")
-    # The service binds a token to exactly one platform: aud is a string (PyJWT also accepts a list).
-    if not isinstance(claims["aud"], str):
+    # The service binds a token to exactly one platform: aud is its id, or [resource, id] for a token asked
+    # for a resource (RFC 8707 / RFC 9068) of this platform. PyJWT accepts any list holding the id.
+    aud = claims["aud"]
+    if aud != platform_id and not (
+        isinstance(aud, list) and len(aud) == 2 and aud[1] == platform_id and aud[0] in (*resources, f"urn:uuid:{platform_id}")
+    ):
         raise Refused("wrong_aud", detail="The access token has an unexpected audience.")
     for claim in ("nbf", "exp", "iat"):
         if claim in claims and not is_number(claims[claim]):
@@ -488,8 +493,9 @@ def run_vectors(directory):
             return json.load(file)
 
     tokens, sets, jwks = read("tokens.json"), read("sets.json"), read("jwks.json")
+    paths = read("paths.json") if os.path.exists(os.path.join(directory, "paths.json")) else {"vectors": []}
     keys = KeySet(jwks=jwks)
-    summary = {"tokens": {"passed": 0, "failed": []}, "sets": {"passed": 0, "failed": []}, "polls": {"passed": 0, "failed": []}}
+    summary = {"tokens": {"passed": 0, "failed": []}, "sets": {"passed": 0, "failed": []}, "polls": {"passed": 0, "failed": []}, "paths": {"passed": 0, "failed": []}}
 
     def outcome(group, name, problems):
         if problems:
@@ -580,6 +586,16 @@ def run_vectors(directory):
         check_all(feed, expect["checks"], problems)
         outcome("polls", vector["name"], problems)
 
+    for vector in paths["vectors"]:
+        routes = compile_routes(vector["routes"])
+        problems = []
+        for request in vector["requests"]:
+            rule = route_for(routes, request["method"], request["path"])
+            got = rule[2] if rule else None
+            if got != request["rule"]:
+                problems.append(f"{request['method']} {request['path']}: expected {request['rule']}, got {got}")
+        outcome("paths", vector["name"], problems)
+
     failed = sum(len(group["failed"]) for group in summary.values())
     summary["ok"] = failed == 0
     print(json.dumps(summary, indent=2))
@@ -603,16 +619,39 @@ def load_routes(path):
         document = yaml.safe_load(text)
     if not isinstance(document, dict) or not isinstance(document.get("routes"), list):
         sys.exit(f"platform: {path} has no routes list")
+    return document.get("platform_id"), compile_routes(document["routes"]), list(document.get("resources") or [])
+
+
+PARAMETER = r"(\{[A-Za-z_][A-Za-z0-9_]*\})"
+
+
+def segment_rank(segment):
+    """2 for a literal segment, 1 for a literal with a parameter in it, 0 for a parameter alone."""
+    parts = [part for part in re.split(PARAMETER, segment) if part]
+    if not any(part.startswith("{") for part in parts):
+        return 2
+    return 1 if len(parts) > 1 else 0
+
+
+def compile_routes(rules):
     routes = []
-    for rule in document["routes"]:
-        pattern = "".join("[^/]+" if re.fullmatch(r"\{[A-Za-z_][A-Za-z0-9_]*\}", part) else re.escape(part) for part in re.split(r"(\{[^}]*\})", rule["path"]))
-        routes.append((rule["method"].upper(), re.compile(f"^{pattern}$"), rule["path"], list(rule.get("scopes", []))))
-    return document.get("platform_id"), routes
+    for rule in rules:
+        pattern = "".join("[^/]+" if re.fullmatch(PARAMETER, part) else re.escape(part) for part in re.split(PARAMETER, rule["path"]))
+        rank = tuple(segment_rank(segment) for segment in rule["path"].split("/")[1:])
+        routes.append((rule["method"].upper(), re.compile(f"^{pattern}$"), rule["path"], list(rule.get("scopes", [])), rank))
+    return routes
 
 
 def route_for(routes, method, path):
+    """The rule a path reaches, as the Node middleware decides: of the rules that match, the one whose
+    segments are most literal, compared left to right (/orders/export before /orders/{id}); two of the
+    same rank name no single rule (None: refused)."""
     matches = [r for r in routes if r[0] == method and r[1].match(path)]
-    return matches[0] if len(matches) == 1 else None
+    if not matches:
+        return None
+    top = max(r[4] for r in matches)
+    best = [r for r in matches if r[4] == top]
+    return best[0] if len(best) == 1 else None
 
 
 def follow_feed(feed, url, feed_token, interval, stop):
@@ -648,7 +687,7 @@ def serve(args):
         sys.exit("platform: set ACE_FEED_TOKEN (POST /admin/v1/platforms/{platform_id}/feed-credentials answers it)")
     service_url = args.service_url.rstrip("/")
     issuer = args.issuer or service_url
-    file_platform, routes = load_routes(args.scopes)
+    file_platform, routes, resources = load_routes(args.scopes)
     platform_id = args.platform_id or file_platform
     if not platform_id:
         sys.exit("platform: no platform id (--platform-id, or platform_id in the scope file)")
@@ -695,7 +734,7 @@ def serve(args):
             if len(authorization) != 1 or not authorization[0].lower().startswith("bearer "):
                 return self.answer(401, {"detail": "A Bearer access token is required.", "error_code": "unauthorized"}, {"www-authenticate": f'Bearer realm="{platform_id}"'})
             try:
-                claims = verify_token(authorization[0][7:].strip(), keys, issuer, platform_id, time.time(), feed=feed)
+                claims = verify_token(authorization[0][7:].strip(), keys, issuer, platform_id, time.time(), feed=feed, resources=resources)
                 rule = route_for(routes, self.command, path)
                 if rule is None:
                     raise Refused("insufficient_scope", status=403, detail="No scope rule allows this route.")

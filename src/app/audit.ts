@@ -76,6 +76,8 @@ export async function startAudit(options: {
         logger.error({ err: { message: (error as Error).message }, events }, 'audit: events could not be written to Postgres nor to the spool, or a spool drain round failed');
       },
       spoolDepth: (depth) => metrics.auditSpoolDepth(depth),
+      spooling: (spooling) => metrics.setAuditSpooling(spooling),
+      refusing: (refusing) => metrics.setAuditRefusing(refusing),
       postgresDown: (error) =>
         logger.warn({ err: { message: (error as Error).message } }, 'audit: Postgres did not take a batch; spooling to DATA_DIR/audit-spool until it answers'),
       drained: (events) => logger.info({ events }, 'audit: spooled events drained into Postgres'),

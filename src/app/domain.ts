@@ -33,6 +33,8 @@ import type { Cleanups } from './cleanups.js';
 
 /** How often each process reads the database's clock (one SELECT). */
 const CLOCK_CHECK_EVERY_MS = 5000;
+/** Bound on the worker threads' first module load at start-up (a cold image on a contended node). */
+const WORKER_LOAD_TIMEOUT_MS = 60_000;
 
 export interface Domain {
   pools: CryptoPools;
@@ -58,6 +60,8 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   const telemetry = new CoreTelemetry(metrics, logger);
   const pools = new CryptoPools(config, metrics);
   cleanups.add(() => pools.close());
+  // Before the first task with a deadline (the authenticator's decoy hash, the first signature).
+  await pools.loadAll(WORKER_LOAD_TIMEOUT_MS);
   const limiters = new Limiters(
     {
       redis,

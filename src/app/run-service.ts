@@ -4,7 +4,8 @@ import cluster from 'node:cluster';
 import { loadConfig, ConfigError, type Config } from '../config/config.js';
 import { redisTopologyKind } from '../config/redis-settings.js';
 import { createLogger, type Logger } from '../adapters/telemetry/logger.js';
-import { tolerateDroppedSocketErrors } from '../adapters/telemetry/dropped-socket-errors.js';
+import { tolerateDroppedStoreErrors } from '../adapters/telemetry/dropped-socket-errors.js';
+import { isDriverStoreFailure } from '../adapters/postgres/errors.js';
 import { assertNativeUws } from '../adapters/http/server.js';
 import { startApp } from './start-app.js';
 import { READY_MESSAGE } from './cluster/messages.js';
@@ -25,7 +26,7 @@ function readConfig(): Config {
 }
 
 async function runServer(config: Config, logger: Logger): Promise<void> {
-  tolerateDroppedSocketErrors(logger);
+  tolerateDroppedStoreErrors({ logger, isStoreFailure: isDriverStoreFailure });
   const inCluster = cluster.isWorker;
   const app = await startApp({ config, logger, sharedPorts: inCluster, metricsText: inCluster ? (m) => clusterMetricsText(m.registry) : undefined });
   // The URL the service says it is (PUBLIC_BASE_URL) and the tokens' iss, exactly as the tokens carry them:
@@ -52,8 +53,10 @@ async function runServer(config: Config, logger: Logger): Promise<void> {
     setTimeout(() => {
       logger.error('shutdown deadline passed; exiting');
       process.exit(1);
-    }, config.shutdownTimeoutMs + 2000).unref();
-    app.shutdown().then(
+    }, config.shutdownDrainSeconds * 1000 + config.shutdownTimeoutMs + 2000).unref();
+    // SIGTERM is how orchestrators and balancers' hosts stop a process: drain. Ctrl-C (SIGINT) at a terminal
+    // and a cluster primary's death stop at once.
+    app.shutdown(signal === 'SIGTERM').then(
       () => {
         logger.info('stopped');
         logger.flush?.();

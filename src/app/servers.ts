@@ -2,7 +2,7 @@
 // feed) and the internal port (admin API, readiness, metrics), with the readiness check.
 import type { Config } from '../config/config.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
-import type { Metrics } from '../adapters/telemetry/metrics.js';
+import type { DegradedComponent, Metrics } from '../adapters/telemetry/metrics.js';
 import { AdminAuthLimiter } from '../adapters/ratelimit/admin-auth-limiter.js';
 import { HttpServer } from '../adapters/http/server.js';
 import { MAX_BODY_BYTES, type Route } from '../adapters/http/types.js';
@@ -84,7 +84,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
   const publicServer = new HttpServer(
     publicRouteList,
-    { ...serverOptions, name: 'public', proxy: {
+    { ...serverOptions, name: 'public', mayBeProxied: true, proxy: {
         hops: config.trustProxyHops,
         proxies: parseProxyList(config.trustProxyCidrs).proxies,
         peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
@@ -141,8 +141,9 @@ const READINESS_EVERY_MS = 1000;
  */
 function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () => ReturnType<typeof readiness> {
   let inFlight: ReturnType<typeof readiness> | undefined;
+  const degradation = new DegradationLog(context.logger);
   const check = () =>
-    (inFlight ??= readiness(context).finally(() => {
+    (inFlight ??= readiness(context, degradation).finally(() => {
       inFlight = undefined;
     }));
   const timer = setInterval(() => {
@@ -153,15 +154,43 @@ function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () =>
   return check;
 }
 
-/** /readyz: Postgres, the worker pools, a signing key, and Redis verified once when configured. */
-async function readiness({ stores, domain, metrics, shuttingDown }: ServerContext) {
+/** Says once, when it changes, which components a still-ready instance serves without. */
+class DegradationLog {
+  private last = '';
+  constructor(private readonly logger: Logger) {}
+
+  report(down: DegradedComponent[], ready: boolean): void {
+    const now = `${down.join(',')}|${ready}`;
+    if (now === this.last) return;
+    const first = this.last === '';
+    this.last = now;
+    if (down.length === 0) {
+      if (!first) this.logger.info('no longer degraded: every store answers');
+      return;
+    }
+    const why: Record<DegradedComponent, string> = {
+      postgres: 'Postgres: no writable primary (tokens of warm agents come from the caches, audit events go to the spool; cold credentials and admin calls get 503)',
+      redis: 'Redis: not answering (caches and limits are per process; Postgres answers)',
+    };
+    this.logger.warn({ down, ready }, `${ready ? 'degraded, still ready' : 'not ready'}: ${down.map((c) => why[c]).join('; ')}`);
+  }
+}
+
+/**
+ * /readyz means "can serve": a signing key, answering worker pools, and something to read agents from —
+ * the Postgres primary or, while it is away, the Redis cache if this process trusts it (a pod that issues
+ * tokens to its warm agents stays in rotation, degraded). Not ready while draining, without any of those, or before the Redis it was
+ * told to use was reached once. Without Redis, the in-process cache lasts LOCAL_CACHE_TTL_MS only: Postgres
+ * away then means not ready.
+ */
+async function readiness({ stores, domain, metrics, shuttingDown }: ServerContext, degradation: DegradationLog) {
   const { redisStatus } = stores;
   const [postgres, redis, poolsUp] = await Promise.all([
     stores.primary.check(),
     redisStatus ? withDeadline(redisStatus.check(), 1000) : Promise.resolve(undefined),
     domain.pools.ping(1000),
   ]);
-  // Up means writable: a pool that reached a standby or a read-only server is not ready.
+  // Up means writable: a standby or a read-only server is degraded (tokens yes, admin writes no).
   const postgresUp = postgres.writable;
   const redisUp = redis ? redis.up : false; // no answer within the bound: down
   metrics.setStoreUp('postgres', postgresUp);
@@ -177,8 +206,14 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
   // that has never reached (and verified) the Redis it was told to use is not ready (stores.ts).
   const draining = shuttingDown();
   const redisBlocks = redisStatus !== undefined && (redis ? redis.blocksReadiness : !redisStatus.verifiedOnce);
-  const ready = !draining && postgresUp && poolsUp && signingKey && !redisBlocks;
+  // Without Postgres, agents come from the Redis cache, which is read only while trusted (cached-store.ts).
+  const canReadAgents = postgresUp || (redisStatus !== undefined && redisUp && stores.store.redisCacheTrusted);
+  const ready = !draining && canReadAgents && poolsUp && signingKey && !redisBlocks;
+  const down: DegradedComponent[] = [...(postgresUp ? [] : ['postgres' as const]), ...(redisStatus && !redisUp ? ['redis' as const] : [])];
   metrics.setReady(ready);
+  metrics.setDegraded('postgres', ready && !postgresUp);
+  metrics.setDegraded('redis', ready && redisStatus !== undefined && !redisUp);
+  if (!draining) degradation.report(down, ready);
   return {
     ready,
     checks: {
@@ -195,6 +230,7 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
       worker_pools: poolsUp,
       signing_key: signingKey,
       shutting_down: draining,
+      degraded: ready && down.length > 0 ? down.join(',') : false,
     },
   };
 }

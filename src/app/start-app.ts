@@ -13,8 +13,11 @@ export interface RunningApp {
   publicPort: number;
   adminPort: number;
   adminTokenPath?: string;
-  /** Graceful stop: not ready at once, stop accepting, finish in-flight work, close everything. */
-  shutdown(): Promise<void>;
+  /**
+   * Graceful stop: not ready at once, serve on for SHUTDOWN_DRAIN_SECONDS when `drain` (SIGTERM: a balancer
+   * may still route here), stop accepting, finish in-flight work, close everything.
+   */
+  shutdown(drain: boolean): Promise<void>;
 }
 
 export interface AppOptions {
@@ -52,10 +55,18 @@ export async function startApp({ config, logger, metricsText, sharedPorts = fals
       publicPort,
       adminPort,
       adminTokenPath: admin.path,
-      async shutdown() {
+      async shutdown(drain: boolean) {
         if (shuttingDown) return;
         shuttingDown = true;
         metrics.setReady(false);
+        // The drain: /readyz says 503 from now on, and both listeners keep serving until load balancers
+        // that poll it have moved off; only then do they close (a closed port behind a balancer is a 502).
+        if (drain && config.shutdownDrainSeconds > 0) {
+          logger.info({ drain_seconds: config.shutdownDrainSeconds }, 'not ready; serving on while load balancers move off');
+          started.public.closeConnectionsAfterAnswers();
+          started.admin.closeConnectionsAfterAnswers();
+          await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainSeconds * 1000));
+        }
         started.public.stopAccepting();
         await started.public.idle(config.shutdownTimeoutMs);
         started.public.closeAll();

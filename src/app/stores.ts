@@ -7,7 +7,7 @@ import type { Logger } from '../adapters/telemetry/logger.js';
 import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { connectPostgres, PostgresStore } from '../adapters/postgres/postgres-store.js';
 import { migrate } from '../adapters/postgres/migrate.js';
-import { PrimaryProbe } from '../adapters/postgres/primary-probe.js';
+import { describeNoPrimary, PrimaryProbe, type PrimaryState } from '../adapters/postgres/primary-probe.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../adapters/postgres/embedded/pglite-server.js';
 import {
   askSentinels,
@@ -30,6 +30,8 @@ import type { Cleanups } from './cleanups.js';
 
 /** Bound on the start-up check of the primary: the first connection (or PGlite loading) may take a while. */
 const STARTUP_CHECK_MS = 60_000;
+/** Pause between two start-up attempts to reach a writable primary. */
+const STARTUP_RETRY_MS = 1000;
 
 export interface Stores {
   /** The Postgres URL in use (the embedded server's when DATABASE_URL is unset). */
@@ -65,10 +67,7 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
   cleanups.add(() => postgres.close());
   const primary = new PrimaryProbe(sql, { url: database.url, timeoutMs: config.storeTimeoutMs, embedded, registry: metrics.registry });
   // Migrations (and then key management) only on a writable primary; say which setting to look at.
-  const state = await primary.check(Math.max(config.storeTimeoutMs, STARTUP_CHECK_MS));
-  if (!state.writable) {
-    throw new Error(`DATABASE_URL: no writable primary among its hosts (${state.server === 'none' ? '' : `${state.server}: `}${state.reason})`);
-  }
+  const state = await untilWritablePrimary(primary, { embedded, attemptMs: config.storeTimeoutMs, logger });
   logger.info({ server: state.server }, 'postgres primary');
   const applied = await migrate(sql);
   if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
@@ -105,6 +104,29 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
       trusted ? logger.info('Redis cache swept: in use again') : logger.warn({ why }, 'Redis cache bypassed until swept (reads go to Postgres)'),
   });
   return { databaseUrl: database.url, embedded, sql, postgres, primary, redis, redisStatus, bus, store };
+}
+
+/**
+ * Start-up: tries to reach a writable primary until STARTUP_CHECK_MS has passed, logging each failed
+ * attempt with its cause (refused, unreachable, authentication, missing database, standby), so a
+ * database that stays away is never silent; then stops start-up naming the last cause. The embedded
+ * database is checked once, with the whole bound (PGlite may take seconds to load).
+ */
+async function untilWritablePrimary(primary: PrimaryProbe, options: { embedded: boolean; attemptMs: number; logger: Logger }): Promise<PrimaryState> {
+  const deadline = Date.now() + STARTUP_CHECK_MS;
+  for (let attempt = 1; ; attempt++) {
+    const attemptMs = options.embedded ? STARTUP_CHECK_MS : Math.min(options.attemptMs, Math.max(1, deadline - Date.now()));
+    const checked = await primary.check(attemptMs);
+    if (checked.writable) return checked;
+    const state = await primary.explain(checked, attemptMs);
+    const cause = describeNoPrimary(state.reason, attemptMs);
+    const server = state.server === 'none' ? undefined : state.server;
+    if (options.embedded || Date.now() + STARTUP_RETRY_MS >= deadline) {
+      throw new Error(`DATABASE_URL: no writable primary among its hosts after ${attempt} attempt(s) in ${Math.round(STARTUP_CHECK_MS / 1000)} s (${server ? `${server}: ` : ''}${cause})`);
+    }
+    options.logger.warn({ attempt, ...(server ? { server } : {}), code: state.reason, cause }, `postgres: no writable primary yet (${cause}); trying again`);
+    await new Promise((resolve) => setTimeout(resolve, STARTUP_RETRY_MS));
+  }
 }
 
 /** The Redis topology the settings name (validated by loadConfig), or undefined: no Redis. */

@@ -1,14 +1,19 @@
 // Rendering: aligned plain-text tables for people, JSON for scripts. Results go to stdout; notes meant
 // for the person at the terminal go to stderr so `--json` output stays parseable.
 
+import { UNSAFE_NAME_CHARACTERS } from '../support/unsafe-text.js';
+
 export type Cell = string | number | boolean | null | undefined;
 
 // Strings from the service (names, details, descriptions) may hold control characters: an ESC starts a
 // terminal escape sequence (colours, cursor moves, window titles, even clipboard writes), a line break
-// forges table rows. Names stored before the admin API refused control characters may still exist, so every
-// byte the CLI prints passes here. The escapes are JSON's, so a JSON line stays valid JSON.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
-const CONTROL_BUT_LAYOUT = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+// forges table rows, a right-to-left override makes a name read as another, a zero-width space makes two
+// names look alike. Names stored before the admin API refused them still exist, and descriptions are not
+// refused, so every character the CLI prints passes here (support/unsafe-text.ts lists them). The escapes
+// are JSON's, so a JSON line stays valid JSON.
+const CONTROL = new RegExp(`[${UNSAFE_NAME_CHARACTERS}]`, 'g');
+// The same without LF and TAB: a block's own layout.
+const CONTROL_BUT_LAYOUT = new RegExp(`[${UNSAFE_NAME_CHARACTERS.replace('\\u0000-\\u001F', '\\u0000-\\u0008\\u000B-\\u001F')}]`, 'g');
 const SHORT: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 const escapeOne = (c: string) => SHORT[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 

@@ -96,6 +96,8 @@ export interface PlatformFlags {
   verificationStatus?: string;
   scopes: string[];
   routes: string[];
+  /** `--resource URI`, repeated: the platform's resource identifiers (replace the whole list). */
+  resources?: string[];
 }
 
 /** The body: the file first, then each given flag replaces that field. */
@@ -107,5 +109,6 @@ export function platformBody(flags: PlatformFlags): PlatformBody {
   if (flags.verificationStatus !== undefined) body.verification_status = flags.verificationStatus;
   if (flags.scopes.length) body.scopes = flags.scopes.map(parseScopeFlag);
   if (flags.routes.length) body.routes = flags.routes.map(parseRouteFlag);
+  if (flags.resources?.length) body.resources = flags.resources;
   return body;
 }

@@ -67,6 +67,8 @@ export interface Config {
   verifiedCacheMaxEntries: number;
   storeTimeoutMs: number;
   enrichmentTimeoutMs: number;
+  /** After SIGTERM: not ready at once, still serving this long before the listeners close. */
+  shutdownDrainSeconds: number;
   shutdownTimeoutMs: number;
   databasePoolSize: number;
   /** A revocation also voids tokens issued up to this long after the change. */

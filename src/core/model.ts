@@ -76,6 +76,11 @@ export interface PlatformInput {
   verificationStatus: VerificationStatus;
   scopes: ScopeDefinition[];
   routes: RouteRule[];
+  /**
+   * The resource identifiers the platform's servers answer as (RFC 8707 / RFC 9728), in normal form
+   * (platforms/resource-identifier.ts); each belongs to one platform only.
+   */
+  resources: string[];
 }
 
 /**

@@ -145,7 +145,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
       stores: {
         redis: undefined,
         redisStatus: undefined,
-        store: core.store,
+        store: { redisCacheTrusted: false },
         bus: core.bus,
         primary: { check: async () => ({ writable: !core.memory.down, server: 'memory' }) },
       },

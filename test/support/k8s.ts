@@ -404,6 +404,16 @@ export const SERVICE_METRICS: Record<string, { type: 'counter' | 'gauge' | 'hist
   ace_audit_batch_size: { type: 'histogram', labels: [] },
   ace_audit_spool_events: { type: 'gauge', labels: [] },
   ace_audit_write_failures_total: { type: 'counter', labels: [] },
+  // How long each state the ace.state alerts watch has lasted (state-duration.ts), and the newest process's start.
+  ace_store_unavailable_seconds: { type: 'gauge', labels: ['store'] },
+  ace_redis_cache_bypassed_seconds: { type: 'gauge', labels: [] },
+  ace_audit_spooling_seconds: { type: 'gauge', labels: [] },
+  ace_audit_refusing_seconds: { type: 'gauge', labels: [] },
+  ace_process_start_time_seconds: { type: 'gauge', labels: [] },
+  // Readiness that means "can serve" (1 while the pod serves without that component) and the pod's
+  // clock against Postgres' (this pod's minus Postgres'): the names the readiness and clock work exports.
+  ace_degraded: { type: 'gauge', labels: ['component'] },
+  ace_clock_skew_seconds: { type: 'gauge', labels: [] },
   // prom-client default metrics used by the dashboard
   process_cpu_seconds_total: { type: 'counter', labels: [] },
   process_resident_memory_bytes: { type: 'gauge', labels: [] },

@@ -231,15 +231,18 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
 /**
  * The rule file with every duration scaled down, minutes becoming seconds: `for: 5m` -> `for: 5s`,
  * `rate(x[5m])` -> `rate(x[5s])`. With 1 s scrapes and evaluations the alerts then behave as in
- * production, 60 times faster.
+ * production, 60 times faster. Groups named in `unscaled` keep their durations (a test proves those as
+ * shipped). Every group's own `interval` is dropped, so the test's evaluation interval applies.
  */
-export function scaleRuleDurations(rulesText: string, factor = 60): string {
+export function scaleRuleDurations(rulesText: string, factor = 60, unscaled: string[] = []): string {
   const scale = (amount: string, unit: string) => {
     const seconds = Number(amount) * { s: 1, m: 60, h: 3600, d: 86400 }[unit]!;
     return `${Math.max(1, Math.round(seconds / factor))}s`;
   };
   const rules = parseYaml(rulesText);
   for (const group of rules.groups) {
+    delete group.interval;
+    if (unscaled.includes(group.name)) continue;
     for (const rule of group.rules) {
       if (rule.for) {
         const m = /^(\d+)([smhd])$/.exec(rule.for);
@@ -251,4 +254,48 @@ export function scaleRuleDurations(rulesText: string, factor = 60): string {
     }
   }
   return stringifyYaml(rules);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// A small disk
+
+export interface SmallDisk {
+  dir: string;
+  /** Fills what is left of the disk with one file: the next write that needs a new page fails (ENOSPC). */
+  fill(): void;
+  /** Removes the filler. */
+  free(): void;
+  unmount(): void;
+}
+
+/**
+ * A tmpfs of `megabytes` mounted on a temp directory: as root, or through `sudo -n`. Undefined when
+ * neither can mount (the caller skips what needs it).
+ */
+export function mountSmallDisk(megabytes: number): SmallDisk | undefined {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ace-disk-'));
+  const asRoot = (command: string, args: string[]) => {
+    const direct = process.getuid?.() === 0;
+    const run = direct ? spawnSync(command, args, { encoding: 'utf8' }) : spawnSync('sudo', ['-n', command, ...args], { encoding: 'utf8' });
+    return run.status === 0;
+  };
+  if (!asRoot('mount', ['-t', 'tmpfs', '-o', `size=${megabytes}m,mode=1777`, 'tmpfs', dir])) {
+    rmSync(dir, { recursive: true, force: true });
+    return undefined;
+  }
+  const filler = path.join(dir, 'filler');
+  return {
+    dir,
+    fill() {
+      // dd stops at ENOSPC with a non-zero status: that is the point.
+      spawnSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=64k'], { encoding: 'utf8' });
+    },
+    free() {
+      rmSync(filler, { force: true });
+    },
+    unmount() {
+      if (!asRoot('umount', [dir])) throw new Error(`could not unmount ${dir}`);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

@@ -43,6 +43,8 @@ export interface StartOptions {
    * the service process itself, the wrapper's child, not to the wrapper.
    */
   wrapWith?: string[];
+  /** Another build's entry point (the previous release's dist/src/main.js); this build's when omitted. */
+  main?: string;
 }
 
 export interface ServiceHandle {
@@ -91,6 +93,8 @@ async function startOnce(options: StartOptions): Promise<ServiceHandle> {
     KEY_ENCRYPTION_KEY: '11'.repeat(32),
     ARGON2_THREADS: '1',
     SIGN_THREADS: '1',
+    // No drain after SIGTERM unless a test asks for one: suites stop services often.
+    SHUTDOWN_DRAIN_SECONDS: '0',
     ...(options.mode === 'real'
       ? {
           DATABASE_URL: database!.url,
@@ -103,7 +107,7 @@ async function startOnce(options: StartOptions): Promise<ServiceHandle> {
     ...options.env,
   };
   const nodeArgs = [...(options.faultWorker ? ['--import', FAULT_HOOKS] : []), ...(options.clockOffsetMs ? ['--import', CLOCK_OFFSET] : [])];
-  const service = spawnService({ env, nodeArgs, wrapWith: options.wrapWith });
+  const service = spawnService({ env, nodeArgs, wrapWith: options.wrapWith, main: options.main });
   const child = service.child;
   const wrapped = (options.wrapWith ?? []).length > 0;
   // With a wrapper, the service is the wrapper's child: that is the process to signal.

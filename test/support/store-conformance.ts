@@ -27,6 +27,7 @@ export const platformInput = (over: Partial<PlatformInput> = {}): PlatformInput 
     { name: 'orders:write', description: 'Write orders' },
   ],
   routes: [{ method: 'GET', path: '/orders', scopes: ['orders:read'] }],
+  resources: [],
   ...over,
 });
 
@@ -76,6 +77,31 @@ export function storeConformance(get: () => StoreUnderTest): void {
     expect((await store.getAgentView(input.apiKeyId))?.status).toBe('inactive');
     expect(await store.getAgentView(`ak_${randomBytes(8).toString('hex')}`)).toBeNull();
     expect(await store.updateAgent(randomUUID(), { status: 'inactive' })).toBeNull();
+  });
+
+  it('keeps a platform\'s resource identifiers; one held by another platform is a conflict, on create and on update', async () => {
+    const { store } = get();
+    const mcp = `https://${randomBytes(4).toString('hex')}.example/mcp`;
+    const a = await store.createPlatform(platformInput({ resources: [mcp, 'http://127.0.0.1:3000/mcp'] }));
+    expect((await store.getPlatform(a.id))?.resources).toEqual([mcp, 'http://127.0.0.1:3000/mcp']);
+    await expect(store.createPlatform(platformInput({ resources: [mcp] }))).rejects.toMatchObject({ code: 'conflict' });
+    const b = await store.createPlatform(platformInput({ resources: [] }));
+    await expect(store.updatePlatform(b.id, { resources: ['http://127.0.0.1:3000/mcp'] })).rejects.toMatchObject({ code: 'conflict' });
+    expect((await store.getPlatform(b.id))?.resources).toEqual([]);
+    // Given up by one platform, an identifier is free for another; a platform may rewrite its own list.
+    await store.updatePlatform(a.id, { resources: [mcp] });
+    expect((await store.updatePlatform(b.id, { resources: ['http://127.0.0.1:3000/mcp'] }))?.resources).toEqual(['http://127.0.0.1:3000/mcp']);
+    expect((await store.updatePlatform(a.id, { name: 'renamed' }))?.resources).toEqual([mcp]);
+  });
+
+  it('a verified domain belongs to one platform, in any case; pending ones may repeat', async () => {
+    const { store } = get();
+    const domain = `${randomBytes(4).toString('hex')}.example`;
+    await store.createPlatform(platformInput({ domain, verificationStatus: 'verified' }));
+    await expect(store.createPlatform(platformInput({ domain: domain.toUpperCase(), verificationStatus: 'verified' }))).rejects.toMatchObject({ code: 'conflict' });
+    const pending = await store.createPlatform(platformInput({ domain, verificationStatus: 'pending' }));
+    await expect(store.updatePlatform(pending.id, { verificationStatus: 'verified' })).rejects.toMatchObject({ code: 'conflict' });
+    expect((await store.getPlatform(pending.id))?.verificationStatus).toBe('pending');
   });
 
   it('puts, replaces, lists and deletes grants; knows who holds one on a platform', async () => {

@@ -73,6 +73,13 @@ describe('OAuth 2.0 client credentials and discovery', () => {
     expect(metadata.jwks_uri).toBe(`${service.publicUrl}/.well-known/jwks.json`);
     expect((await service.fetch(metadata.jwks_uri)).status).toBe(200);
     expect(metadata.ace_revocation_feed_template).toContain('/revocations');
+    // An authorization endpoint for clients whose schema requires one (the MCP SDK): it exists, never
+    // redirects, and says what is true: no response type is supported (RFC 6749 §4.1.2.1).
+    expect(metadata.authorization_endpoint).toBe(`${service.publicUrl}/oauth2/authorize`);
+    const authorize = await service.fetch(`${metadata.authorization_endpoint}?response_type=code&client_id=x&redirect_uri=https://evil.example/cb`, { redirect: 'manual' });
+    expect(authorize.status).toBe(400);
+    expect(authorize.headers.get('location')).toBeNull();
+    expect(((await authorize.json()) as Record<string, unknown>).error).toBe('unsupported_response_type');
 
     const { platform, agent } = await seedVerified();
     const issued = await oauthToken({ grant_type: 'client_credentials', audience: platform.platform_id }, { authorization: basic(agent.api_key_id, agent.secret) });
@@ -141,17 +148,18 @@ describe('OAuth 2.0 client credentials and discovery', () => {
       expect(metadata).toEqual({
         resource: `https://${domain}`,
         authorization_servers: [service.publicUrl],
-        jwks_uri: `${service.publicUrl}/.well-known/jwks.json`,
         scopes_supported: ['orders:read', 'orders:write'],
         bearer_methods_supported: ['header'],
       });
       // The discovery chain a generic client follows: resource metadata -> RFC 8414 metadata -> token.
       const server8414 = (await (await service.fetch(`${metadata.authorization_servers[0]}/.well-known/oauth-authorization-server`)).json()) as Record<string, any>;
       expect(server8414.issuer).toBe(metadata.authorization_servers[0]);
-      // A domain verified a moment ago is found within about a second (the route's domain index): wait for it.
+      // A domain verified a moment ago is found within about a second (the route's resource index re-reads
+      // on a miss at most once a second): ask again after that. An unknown resource passes the credential
+      // check and spends the key's token budget (5 here), so not faster.
       let issued = await oauthToken({ grant_type: 'client_credentials', resource: metadata.resource }, { authorization: basic(agent.api_key_id, agent.secret) });
-      for (const deadline = Date.now() + 5000; issued.status === 400 && issued.body.error === 'invalid_target' && Date.now() < deadline; ) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
+      for (const deadline = Date.now() + 4000; issued.status === 400 && issued.body.error === 'invalid_target' && Date.now() < deadline; ) {
+        await new Promise((resolve) => setTimeout(resolve, 1100));
         issued = await oauthToken({ grant_type: 'client_credentials', resource: metadata.resource }, { authorization: basic(agent.api_key_id, agent.secret) });
       }
       expect(issued.status, JSON.stringify(issued.body)).toBe(200);
@@ -171,6 +179,17 @@ describe('OAuth 2.0 client credentials and discovery', () => {
       verifier.close();
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+
+  it('a verified domain belongs to one platform (in any case): a second is refused with 409, so resource=https://<domain> never picks one of two', async () => {
+    const { domain, platform } = await seedVerified();
+    const twin = await admin.request('POST', '/admin/v1/platforms', { name: 'Twin', domain: domain.toUpperCase(), verification_status: 'verified', scopes: [] });
+    expect(twin.status, JSON.stringify(twin.body)).toBe(409);
+    expect(twin.body.error_code).toBe('conflict');
+    const pending = await admin.createPlatform({ name: 'Twin', domain: domain.toUpperCase(), scopes: [] });
+    const promote = await admin.request('PATCH', `/admin/v1/platforms/${pending.platform_id}`, { verification_status: 'verified' });
+    expect(promote.status).toBe(409);
+    expect((await admin.call('GET', `/admin/v1/platforms/${platform.platform_id}`)).verification_status).toBe('verified');
   });
 
   it('answers each failure with its RFC 6749 / RFC 8707 error code', async () => {
@@ -203,7 +222,8 @@ describe('OAuth 2.0 client credentials and discovery', () => {
     expectOAuthError(await oauthToken({ ...good, ...post, scope: 'a:read b:write' }), 400, 'invalid_scope');
     expectOAuthError(await oauthToken({ ...good, ...post, scope: 'a:read "b"' }), 400, 'invalid_scope');
 
-    // invalid_target: missing, unknown domain, not https, a fragment, platform without a grant, two names that disagree.
+    // invalid_target: missing, unknown domain, not https, a fragment, platform without a grant, two names that
+    // disagree (the last ones after the credential check: test/mcp-resource.test.ts).
     const other = await admin.createPlatform({ name: 'Other', scopes: [{ name: 'x' }] });
     const targets: Record<string, string>[] = [
       {},

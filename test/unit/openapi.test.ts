@@ -49,6 +49,7 @@ describe('OpenAPI document', () => {
         '/.well-known/oauth-authorization-server',
         '/.well-known/ssf-configuration',
         '/oauth2/token',
+        '/oauth2/authorize',
         '/api/v1/auth/agents/me/platforms',
         '/api/v1/auth/token',
         '/api/v1/platforms/{platform_id}/scopes.yaml',

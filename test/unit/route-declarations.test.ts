@@ -92,8 +92,9 @@ describe('the declarations of both listeners', () => {
       // (/readyz's 503 is its readiness report, not a refusal.)
       for (const [status, spec] of errors) {
         if (route.path === '/readyz' && status === '503') continue;
-        // The OAuth door answers RFC 6749 §5.2 errors, which carry the contract's detail and error_code too.
-        const expected = route.path.startsWith('/oauth2/') && Number(status) !== 413 ? OAuthErrorBody : ErrorBody;
+        // The OAuth door answers RFC 6749 §5.2 errors, which carry the contract's detail and error_code too
+        // (413 and 405 come from the server itself, before any route).
+        const expected = route.path.startsWith('/oauth2/') && Number(status) !== 413 && Number(status) !== 405 ? OAuthErrorBody : ErrorBody;
         expect(spec.content?.['application/json'], `${route.method} ${route.path} ${status}`).toBe(expected);
       }
     }

@@ -82,16 +82,19 @@ describe('scope file served over HTTP', () => {
 
   it('is read identically by PyYAML and by `yaml`, with a platform name that tries to end the comment', async () => {
     const meant = document('00000000-0000-4000-8000-000000000000');
-    const platform = await admin.createPlatform({
-      // NEL (U+0085) is a C1 control, refused in names since issue #23; LS and PS still end a YAML 1.1 line.
-      name: 'B\u2028injected: 2 #\u2028more: 3\u2029x: 1',
-      scopes: meant.scopes,
-      routes: meant.routes,
-    });
+    // LS and PS end a YAML 1.1 line. The admin API refuses them in names now, but a name stored before it did
+    // may still be there: it is written straight into the store here, as such a record would be.
+    const hostile = 'B\u2028injected: 2 #\u2028more: 3\u2029x: 1';
+    expect((await admin.request('POST', '/admin/v1/platforms', { name: hostile, scopes: meant.scopes, routes: meant.routes })).status).toBe(422);
+    const platform = await admin.createPlatform({ name: 'B', scopes: meant.scopes, routes: meant.routes });
+    const stored = service.core.memory.platforms.get(platform.platform_id)!;
+    service.core.memory.platforms.set(platform.platform_id, { ...stored, name: hostile });
+    await service.core.bus.publish({ kind: 'platform', platformId: platform.platform_id });
     meant.platform_id = platform.platform_id;
     const response = await service.fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`);
     expect(response.status).toBe(200);
     const text = await response.text();
+    expect(text).toContain('injected: 2'); // the stored name is the one served (escaped where it must be)
     expect(parseYaml(text)).toEqual(meant);
     if (hasPyYaml) expect(readWithPyYaml(text)).toEqual(meant);
   });

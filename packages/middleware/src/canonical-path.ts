@@ -11,6 +11,9 @@
 //   followed by two hex digits (double encoding), an empty segment ("//"), a "." or ".." segment, raw or
 //   encoded;
 // - one trailing slash is dropped ("/orders/42/" is "/orders/42"); case is kept (matching is case-sensitive).
+//
+// Cost: every step here is linear in the target's length (no regular expression that can backtrack), and the
+// verifier refuses a path or segment over its length limits (`pathTooLong`) before anything else reads it.
 
 export type CanonicalTarget =
   | { ok: true; /** "/a/b" */ path: string; segments: string[]; /** "" or "?..." as received */ query: string }
@@ -20,6 +23,32 @@ export type CanonicalTarget =
 const PATH_CHARS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*$/;
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 const HEX2 = /^[0-9A-Fa-f]{2}$/;
+
+/** Longest request path (query excluded) the verifier reads, in characters: a longer one is answered 414. */
+export const DEFAULT_MAX_PATH_LENGTH = 4096;
+/** Longest path segment (between two "/") the verifier reads, in characters: a longer one is answered 414. */
+export const DEFAULT_MAX_SEGMENT_LENGTH = 1024;
+
+export interface PathLimits {
+  maxPathLength: number;
+  maxSegmentLength: number;
+}
+
+/**
+ * Why the path of a request target exceeds the limits, or undefined. One pass over the characters and no
+ * regular expression: it runs before anything else looks at the target.
+ */
+export function pathTooLong(target: string, limits: PathLimits): string | undefined {
+  let segmentLength = 0;
+  for (let i = 0; i < target.length; i++) {
+    const ch = target.charCodeAt(i);
+    if (ch === 0x3f /* ? */ || ch === 0x23 /* # */) break;
+    if (i >= limits.maxPathLength) return `The request path is longer than ${limits.maxPathLength} characters.`;
+    segmentLength = ch === 0x2f /* / */ ? 0 : segmentLength + 1;
+    if (segmentLength > limits.maxSegmentLength) return `A request path segment is longer than ${limits.maxSegmentLength} characters.`;
+  }
+  return undefined;
+}
 
 function refuse(reason: string): CanonicalTarget {
   return { ok: false, reason };
@@ -86,5 +115,14 @@ export function looseSegment(segment: string): string {
   }
   const semicolon = value.indexOf(';');
   if (semicolon !== -1) value = value.slice(0, semicolon);
-  return value.trim().replace(/[\s.]+$/u, '');
+  return trimTrailingSpaceAndDots(value.trim());
+}
+
+// One character at a time from the end: /[\s.]+$/ would retry from every position of a run of dots that
+// is not at the end ("....x"), quadratic in the run's length.
+const SPACE_OR_DOT = /^[\s.]$/u;
+function trimTrailingSpaceAndDots(value: string): string {
+  let end = value.length;
+  while (end > 0 && SPACE_OR_DOT.test(value[end - 1])) end--;
+  return value.slice(0, end);
 }

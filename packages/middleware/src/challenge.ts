@@ -11,7 +11,7 @@ export type RefusalCode = 'unauthorized' | 'invalid_request' | 'invalid_token' |
  */
 export interface Refusal {
   ok: false;
-  status: 200 | 400 | 401 | 403 | 503;
+  status: 200 | 400 | 401 | 403 | 414 | 503;
   /** Value of the WWW-Authenticate header (absent on 503). */
   wwwAuthenticate?: string;
   /** Extra headers to send (Retry-After on 503). */
@@ -54,6 +54,11 @@ export function invalidRequest(realm: string, description: string): Refusal {
 /** A request path with no single reading (canonical-path.ts): refused before any handler runs. */
 export function badPath(description: string): Refusal {
   return refusal(400, 'invalid_request', description);
+}
+
+/** A request path or segment over the verifier's length limits: refused before anything reads it. */
+export function uriTooLong(description: string): Refusal {
+  return refusal(414, 'invalid_request', description);
 }
 
 export function invalidToken(realm: string, description: string): Refusal {

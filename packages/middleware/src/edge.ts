@@ -2,7 +2,10 @@
 // Edge / Next.js middleware, Deno, Bun, browsers' service workers, and Node too. Nothing here imports a
 // `node:` module, `ws`, or evaluates code at run time: the scope file comes as text or parsed object,
 // and the revocation feed uses the global `fetch` and `WebSocket` (polling where there is no WebSocket).
-export { createVerifier, MAX_TOKEN_LENGTH } from './verifier.js';
+export { createVerifier, MAX_TOKEN_LENGTH, ResourceNotRegisteredError } from './verifier.js';
+export { agentOf, hasAgent, mcpAuthInfo, MissingAgentError } from './auth-info.js';
+export type { McpAuthInfo } from './auth-info.js';
+export { normaliseResource } from './resource.js';
 export type {
   AgentClaims,
   AuthorizeInput,
@@ -18,7 +21,7 @@ export { DocumentRejectedError, FeedUnauthorizedError } from './revocation-feed.
 export type { FeedSocket, FeedSocketConstructor, RevocationFeedOptions, RevocationFeedStats } from './revocation-feed.js';
 export { loadScopeFile, RouteTable, ScopeFileError } from './scope-map.js';
 export type { RouteMatch, RouteResolution, ScopeTextSource, TemplateSyntax } from './scope-map.js';
-export { canonicalizeTarget } from './canonical-path.js';
+export { canonicalizeTarget, DEFAULT_MAX_PATH_LENGTH, DEFAULT_MAX_SEGMENT_LENGTH } from './canonical-path.js';
 export type { CanonicalTarget } from './canonical-path.js';
 export { fetchAgentAuth, refusalResponse, withAgentAuth } from './adapters/fetch.js';
 export type { AgentFetchHandler, FetchAuthorized, FetchVerdict } from './adapters/fetch.js';

@@ -10,7 +10,10 @@ export type { FastifyLikeRequest, FastifyLikeReply, FastifyLikeInstance } from '
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The verified agent (set by fastifyAgentAuth / fastifyOnRequest; null on routes they do not cover). */
-    agent: AgentClaims;
+    /**
+     * The verified agent (set by fastifyAgentAuth / fastifyOnRequest; null or absent on routes they do not
+     * cover). `agentOf(request)` (or the `hasAgent(request)` guard) narrows it.
+     */
+    agent?: AgentClaims | null;
   }
 }

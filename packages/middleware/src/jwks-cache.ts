@@ -2,7 +2,8 @@
 // max-age, revalidated with If-None-Match, and fetched again at once when a token names an unknown `kid`.
 // A cooldown puts a floor under the time between two fetches, so a flood of tokens with forged `kid`s
 // costs the service at most one JWKS request per cooldown, however many arrive.
-import { createLocalJWKSet, type JSONWebKeySet, type JWSHeaderParameters, type LocalJWKSet } from 'jose';
+import { createLocalJWKSet } from 'jose/jwks/local';
+import type { JSONWebKeySet, JWSHeaderParameters, LocalJWKSet } from 'jose';
 
 export interface JwksCacheOptions {
   url: string;

@@ -6,7 +6,10 @@
 // lists live SETs we lack (a proxy dropping them) makes it poll at once; the copy is not fresh until they
 // are held, so it ages towards failMode like a cut feed. Checks are in memory: a request costs two map
 // lookups, never a call to the service.
-import { jwtVerify, type JWSHeaderParameters, type JWTPayload } from 'jose';
+// jose's per-operation modules: its root entry also loads the JWE code, whose compression support makes
+// edge bundlers (Next.js) warn.
+import { jwtVerify } from 'jose/jwt/verify';
+import type { JWSHeaderParameters, JWTPayload } from 'jose';
 import { EVENT_STREAM_HEAD, SET_TYP, revocationJti, seqOfJti, type PollAnswer, type SetPayload } from './feed-document.js';
 import type { JwksCache } from './jwks-cache.js';
 import { readStreamHead, RevocationRules } from './revocation-rules.js';
@@ -231,7 +234,7 @@ export class RevocationReceiver {
       this.lastWarnAt = now;
       const lastContact = this.rules.lastContactAt;
       this.warn(
-        `revocation feed unreachable: accepting tokens without revocation checks (failMode "open") until ${new Date(this.rules.openUntil()).toISOString()}, then refusing them (503)`,
+        `revocation feed unreachable: accepting tokens without revocation checks (failMode "open") until ${new Date(this.rules.openUntil()).toISOString()} (openForAtMostSeconds: ${(this.options.openForAtMostSeconds ?? 300)} s past staleAfterSeconds), then refusing them with 503`,
         { platform_id: this.deps.platformId, last_contact: lastContact ? new Date(lastContact).toISOString() : null },
       );
     }

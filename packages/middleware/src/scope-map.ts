@@ -29,9 +29,24 @@ export class ScopeFileError extends Error {
  * Where the scope file comes from: its YAML text or an already parsed document (every runtime), or a path
  * on disk (the Node entry point only: the runtime-neutral core reads no file).
  */
-export type ScopeFileSource = { scopesFile: string } | ScopeTextSource;
+export type ScopeFileSource =
+  | {
+      /** Path of the platform's scope file (`GET /api/v1/platforms/{platform_id}/scopes.yaml`), read once at start-up. Node entry point only. */
+      scopesFile: string;
+    }
+  | ScopeTextSource;
 /** The scope file as the edge entry point takes it: text or parsed object, never a path. */
-export type ScopeTextSource = { scopesYaml: string; scopesOrigin?: string } | { scopesDocument: unknown };
+export type ScopeTextSource =
+  | {
+      /** The scope file's YAML text. */
+      scopesYaml: string;
+      /** Where `scopesYaml` came from, named in error messages. */
+      scopesOrigin?: string;
+    }
+  | {
+      /** The scope file already parsed (a plain object); validated like the text. */
+      scopesDocument: unknown;
+    };
 
 export function loadScopeFile(source: ScopeTextSource): SvcScopesYaml {
   if ('scopesFile' in source) {
@@ -72,11 +87,18 @@ export type RouteResolution =
 /** Route template syntaxes understood by `resolveTemplate`. */
 export type TemplateSyntax = 'scope-file' | 'fastify' | 'express';
 
+/**
+ * One segment of a template as its literal parts around its parameters: "{name}.json" is ["", ".json"],
+ * "v{major}-{minor}" is ["v", "-", ""], "orders" is ["orders"]. Each parameter stands for one or more
+ * characters of a segment.
+ */
+type SegmentPattern = readonly string[];
+
 interface CompiledRoute extends RouteMatch {
   /** Exact (case-sensitive) per-segment patterns. */
-  segments: RegExp[];
-  /** Case-insensitive (Unicode folding) patterns, for doubt detection and candidate search. */
-  folded: RegExp[];
+  segments: SegmentPattern[];
+  /** The same, case-folded (foldCase), for doubt detection and candidate search. */
+  folded: SegmentPattern[];
   /** Per segment: 2 literal, 1 literal with a parameter, 0 parameter only. Higher wins, left to right. */
   rank: number[];
 }
@@ -89,11 +111,38 @@ function splitPath(path: string): string[] {
 
 const PARAM = /(\{[A-Za-z_][A-Za-z0-9_]*\})/;
 
-function compileSegment(segment: string): { exact: RegExp; folded: RegExp; rank: number } {
+function compileSegment(segment: string): { exact: SegmentPattern; folded: SegmentPattern; rank: number } {
   const parts = segment.split(PARAM).filter((p) => p !== '');
   const hasParam = parts.some((p) => p.startsWith('{'));
-  const source = parts.map((p) => (p.startsWith('{') ? '[^/]+' : p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('');
-  return { exact: new RegExp(`^${source}$`), folded: new RegExp(`^${source}$`, 'iu'), rank: !hasParam ? 2 : parts.length > 1 ? 1 : 0 };
+  // split() with a capturing group alternates literal, parameter, literal...: the even places are literals.
+  const literals = segment.split(PARAM).filter((_, i) => i % 2 === 0);
+  return { exact: literals, folded: literals.map(foldCase), rank: !hasParam ? 2 : parts.length > 1 ? 1 : 0 };
+}
+
+/**
+ * Case-insensitive comparison as the most lenient router would make it (Unicode case: "ſ" reads as "s",
+ * "K" (Kelvin) as "k"): upper then lower case, for the template's literals and the request's segments alike.
+ */
+function foldCase(value: string): string {
+  return value.toUpperCase().toLowerCase();
+}
+
+/**
+ * Whether a segment matches a pattern. No regular expression: a template segment with several parameters
+ * ("{a}-{b}.json") would backtrack polynomially on a long segment that almost matches. Placing each literal
+ * at its leftmost possible place leaves the most room for the rest, so one left-to-right pass decides.
+ */
+function matchesSegment(value: string, pattern: SegmentPattern): boolean {
+  const last = pattern.length - 1;
+  if (last === 0) return value === pattern[0];
+  if (!value.startsWith(pattern[0])) return false;
+  let position = pattern[0].length;
+  for (let i = 1; i < last; i++) {
+    const at = value.indexOf(pattern[i], position + 1); // the parameter before it takes one character at least
+    if (at === -1) return false;
+    position = at + pattern[i].length;
+  }
+  return value.length - pattern[last].length >= position + 1 && value.endsWith(pattern[last]);
 }
 
 /** "/orders/{id}" and "/orders/:orderId" both have the shape "/orders/{}": parameter names do not matter. */
@@ -161,7 +210,7 @@ export class RouteTable {
   resolvePath(method: string, target: string): RouteResolution {
     const canonical = canonicalizeTarget(target);
     if (!canonical.ok) return { kind: 'bad-path', reason: canonical.reason };
-    const loose = canonical.segments.map(looseSegment);
+    const loose = canonical.segments.map((segment) => foldCase(looseSegment(segment)));
     let doubt = false;
     const rule = this.perMethod(method, (m) => {
       const exact = this.best(m, canonical.segments, 'segments');
@@ -208,7 +257,7 @@ export class RouteTable {
     } catch {
       return { kind: 'bad-path', reason: 'The request path has a malformed percent-escape.' };
     }
-    const readings = [splitPath(rawPath), splitPath(decoded)];
+    const readings = [splitPath(rawPath), splitPath(decoded)].map((segments) => segments.map(foldCase));
     const rule = this.perMethod(method, (m) => {
       const found = new Set<CompiledRoute>();
       for (const segments of readings) for (const route of this.bestAll(m, segments, 'folded', true)) found.add(route);
@@ -238,7 +287,7 @@ export class RouteTable {
     for (const route of this.byMethod.get(method) ?? []) {
       const patterns = route[kind];
       if (patterns.length !== segments.length) continue;
-      if (!patterns.every((pattern, i) => pattern.test(segments[i]))) continue;
+      if (!patterns.every((pattern, i) => matchesSegment(segments[i], pattern))) continue;
       if (all || best.length === 0 || sameRank(route.rank, best[0].rank)) best.push(route);
       else if (outranks(route.rank, best[0].rank)) best = [route];
     }

@@ -37,6 +37,14 @@ export const SvcScopesYaml = Type.Object(
     platform_id: Type.String({ format: 'uuid' }),
     scopes: Type.Array(ScopeDefinition),
     routes: Type.Array(RouteRule),
+    resources: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), {
+        maxItems: 21,
+        description:
+          'The resource identifiers (RFC 8707) the service issues tokens for on this platform besides urn:uuid:<platform_id>: ' +
+          'its registered resources and https://<verified domain>. The middleware checks its `resource` option against them.',
+      }),
+    ),
   },
   { $id: 'SvcScopesYaml', additionalProperties: false, description: 'Scope file of a platform, version 1.' },
 );

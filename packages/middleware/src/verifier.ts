@@ -5,9 +5,15 @@
 // path (scope-map.ts); whatever maps to no rule, or to no single rule, is refused.
 // Runtime-neutral: no `node:` module, no file, no `ws`, no code generated at run time; it needs only the
 // `fetch`, `WebSocket` (optional: else the feed is polled), `crypto.subtle` and timer globals.
-import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+// jose's per-operation modules, not its root entry: that one also loads the JWE code, whose compression
+// support makes edge bundlers (Next.js) warn.
+import { jwtVerify } from 'jose/jwt/verify';
+import * as joseErrors from 'jose/errors';
+import type { JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
-import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, withResourceMetadata, type Refusal } from './challenge.js';
+import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, uriTooLong, withResourceMetadata, type Refusal } from './challenge.js';
+import { DEFAULT_MAX_PATH_LENGTH, DEFAULT_MAX_SEGMENT_LENGTH, pathTooLong, type PathLimits } from './canonical-path.js';
+import { normaliseResource } from './resource.js';
 import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource, type TemplateSyntax } from './scope-map.js';
 import { RevocationReceiver, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
 
@@ -18,13 +24,16 @@ export interface VerifierBaseOptions {
   jwksUrl?: string;
   /** Expected `iss` claim. Defaults to serviceUrl without a trailing slash (the service's default ISSUER). */
   issuer?: string;
-  /** This platform's id; defaults to the scope file's platform_id and must equal it when given. */
+  /** This platform's id. Defaults to the scope file's platform_id; must equal it when given. */
   platformId?: string;
   /**
-   * This platform's resource identifier (RFC 9728): its public base URL, e.g. `https://shop.example.com`
-   * (agents name it as `resource` when they ask the service's /oauth2/token). When set, the verifier
-   * answers `GET /.well-known/oauth-protected-resource` itself (RFC 9728 metadata, status 200, before any
-   * token check) and its 401 challenges carry `resource_metadata="<that URL>"`.
+   * This server's resource identifier (RFC 8707 / RFC 9728): the URI agents name as `resource` when they
+   * ask the service's /oauth2/token, e.g. an MCP server's `https://api.example.com/mcp` or the platform's
+   * `https://shop.example.com` (https; http only on a loopback host). It must be one the service knows for
+   * this platform (registered with `ace platform update --resource`, or https://<verified domain>):
+   * `ready()` checks it against the service's scope file and rejects when it is not. When set, the
+   * verifier answers `GET /.well-known/oauth-protected-resource[/<path>]` itself (RFC 9728 metadata,
+   * status 200, before any token check) and its 401 challenges carry `resource_metadata="<that URL>"`.
    */
   resource?: string;
   /** Realm in WWW-Authenticate challenges; defaults to the platform id. */
@@ -35,6 +44,14 @@ export interface VerifierBaseOptions {
    * - "authenticate": any valid token of this platform may pass, no scope needed.
    */
   unmatchedRoutes?: 'deny' | 'authenticate';
+  /**
+   * Longest request path (query excluded) the verifier reads, in characters. A longer one is answered 414
+   * before the token or the path is looked at, so no request can make the path check costly.
+   * Default 4096 (DEFAULT_MAX_PATH_LENGTH).
+   */
+  maxPathLength?: number;
+  /** Longest path segment (between two "/"), in characters; a longer one is answered 414. Default 1024 (DEFAULT_MAX_SEGMENT_LENGTH). */
+  maxSegmentLength?: number;
   /** Leeway for exp/nbf against clock drift between the service and this platform. Default 5. */
   clockToleranceSeconds?: number;
   /** Minimum seconds between two JWKS fetches (forged-kid floods cannot go beyond this). Default 5. */
@@ -52,8 +69,9 @@ export interface VerifierBaseOptions {
    */
   now?: () => number;
   /**
-   * The service's revocation feed for this platform (tokens taken back before they expire). On by
-   * default; `false` turns it off (tokens then stay valid until they expire, whatever the operator does).
+   * The service's revocation feed for this platform (tokens taken back before they expire), and its options
+   * (below). Default: on; `false` turns it off (tokens then stay valid until they expire, whatever the
+   * operator does).
    */
   revocationFeed?: RevocationFeedOptions | false;
   /**
@@ -83,8 +101,10 @@ export interface AgentClaims {
   agentId: string;
   /** `client_id`: the agent's public api_key_id. */
   clientId: string | undefined;
-  /** `aud`: this platform's id. */
+  /** This platform's id (in `aud`). */
   platformId: string;
+  /** The resource identifier the token was issued for (in `aud` beside the platform id), if any. */
+  resource: string | undefined;
   /** Scopes the token carries. */
   scopes: string[];
   /** `jti`. */
@@ -93,6 +113,8 @@ export interface AgentClaims {
   expiresAt: number;
   /** The scope-file rule that matched, if any. */
   route: RouteMatch | undefined;
+  /** The access token as presented (for code that passes it on, e.g. the MCP SDK's AuthInfo). */
+  token: string;
   /** The whole verified payload. */
   payload: JWTPayload;
 }
@@ -111,7 +133,12 @@ export type RouteTarget =
 
 export interface AuthorizeInput {
   method: string;
-  /** Request target as received (path, optionally with a query string); shorthand for target {kind: 'path'}. */
+  /**
+   * Request target as received (path, optionally with a query string): checked against the path length
+   * limits whatever the target kind, and the route target itself when `target` is absent. Adapters that give
+   * a `template` target pass it too: the RFC 9728 metadata is answered by path, whatever route (if any) the
+   * framework matched.
+   */
   path?: string;
   target?: RouteTarget;
   authorization: string | string[] | undefined;
@@ -132,6 +159,11 @@ export interface Verifier {
    * start-up; rejects when the service is unreachable). Without it, the first request does the same.
    */
   ready(): Promise<void>;
+  /**
+   * The resource identifiers this verifier accepts in `aud` beside the platform id (its `resource` option
+   * and the scope file's `resources`), in normal form.
+   */
+  readonly resources: readonly string[];
   /** Closes the feed's socket and stops every timer. */
   close(): void;
   /** RFC 9728 protected-resource metadata (undefined when the `resource` option is not set). */
@@ -184,13 +216,18 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
   const now = options.now ?? Date.now;
   const cooldownMs = (options.jwksCooldownSeconds ?? 5) * 1000;
   const routes = new RouteTable(scopeFile.routes);
+  const pathLimits: PathLimits = {
+    maxPathLength: positiveInteger('maxPathLength', options.maxPathLength ?? DEFAULT_MAX_PATH_LENGTH),
+    maxSegmentLength: positiveInteger('maxSegmentLength', options.maxSegmentLength ?? DEFAULT_MAX_SEGMENT_LENGTH),
+  };
+  const jwksTimeoutMs = options.jwksTimeoutMs ?? 5000;
   const jwks = new JwksCache({
     url: options.jwksUrl ?? `${serviceUrl}/.well-known/jwks.json`,
     fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init),
     cooldownMs,
     defaultMaxAgeMs: 300_000,
     maxMaxAgeMs: (options.jwksMaxAgeSeconds ?? 3600) * 1000,
-    timeoutMs: options.jwksTimeoutMs ?? 5000,
+    timeoutMs: jwksTimeoutMs,
   });
 
   const feedToken = options.revocationFeed === false ? undefined : (options.revocationFeed?.feedToken ?? options.feedToken);
@@ -219,6 +256,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
         );
   const ready = async () => {
     await jwks.prefetch();
+    if (resource !== undefined) await checkResourceRegistered({ serviceUrl, platformId, resource, fetch: options.fetch ?? globalThis.fetch, timeoutMs: jwksTimeoutMs });
     await feed?.sync();
   };
 
@@ -234,24 +272,31 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
   }
 
   // RFC 9728: the metadata lives at /.well-known/oauth-protected-resource inserted before the resource's path.
-  const resource = options.resource?.replace(/\/+$/, '');
+  const resource = options.resource === undefined ? undefined : resourceOption(options.resource);
   const resourceUrl = resource === undefined ? undefined : new URL(resource);
   const metadataPath = resourceUrl && `${PROTECTED_RESOURCE_PATH}${resourceUrl.pathname === '/' ? '' : resourceUrl.pathname}`;
   const metadataUrl = resourceUrl && `${resourceUrl.origin}${metadataPath}`;
+  // No jwks_uri: in RFC 9728 it names the resource's own signing keys, and this resource has none (the
+  // tokens' keys are the authorization server's, found through its RFC 8414 metadata).
   const metadata = resource && {
     resource,
     authorization_servers: [issuer],
-    jwks_uri: options.jwksUrl ?? `${serviceUrl}/.well-known/jwks.json`,
     scopes_supported: scopeFile.scopes.map((scope) => scope.name),
     bearer_methods_supported: ['header'],
   };
   const metadataAnswer = metadata && resourceMetadataAnswer(metadata);
+  // What `aud` may name beside the platform id: this server and the platform's other servers.
+  const resources = [...new Set([...(resource === undefined ? [] : [resource]), ...knownResources(scopeFile.resources ?? []), `urn:uuid:${platformId}`])];
+  const audiences = [platformId, ...resources];
 
   async function authorize(input: AuthorizeInput): Promise<AuthorizeResult> {
+    // Before anything else reads the target (the token check included): its cost is bounded from here on.
+    const received = input.path ?? (input.target && input.target.kind !== 'template' ? input.target.path : undefined);
+    const tooLong = received === undefined ? undefined : pathTooLong(received, pathLimits);
+    if (tooLong !== undefined) return uriTooLong(tooLong);
     if (metadataAnswer && (input.method === 'GET' || input.method === 'HEAD')) {
       const { target } = input;
-      // A template (Fastify, Express route guards) reaches here only for a route the application declared.
-      const requested = target === undefined ? input.path : target.kind === 'template' ? (typeof target.template === 'string' ? target.template : undefined) : target.path;
+      const requested = input.path ?? (target === undefined || target.kind === 'template' ? undefined : target.path);
       if (requested !== undefined && requested.split('?', 1)[0] === metadataPath) return metadataAnswer;
     }
     const result = await check(input);
@@ -289,7 +334,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
       }, {
         algorithms: ['RS256'],
         issuer,
-        audience: platformId,
+        audience: audiences,
         clockTolerance,
         currentDate: new Date(now()),
         requiredClaims: ['exp', 'sub', 'iat'],
@@ -313,8 +358,10 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     const verdict = feed ? feed.check(payload) : 'ok';
     if (verdict === 'revoked') return invalidToken(realm, REVOKED);
     if (verdict === 'unavailable') return unavailable(5);
-    // The service binds a token to exactly one platform; a list audience is not a token it minted.
-    if (typeof payload.aud !== 'string') return invalidToken(realm, 'The access token has an unexpected audience.');
+    // The service binds a token to exactly one platform: `aud` is the platform id, or (oauth-at-jwt for a
+    // resource, RFC 9068) [resource, platform id]. Anything else is not a token it minted.
+    const audience = tokenAudience(payload.aud, platformId, resources);
+    if (audience === undefined) return invalidToken(realm, 'The access token has an unexpected audience.');
 
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
     // Authenticated first, so a caller without a valid token learns nothing about routing.
@@ -325,11 +372,13 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     const claims: AgentClaims = {
       agentId: payload.sub as string,
       clientId: typeof payload.client_id === 'string' ? payload.client_id : undefined,
-      platformId: payload.aud,
+      platformId,
+      resource: audience.resource,
       scopes,
       tokenId: payload.jti,
       expiresAt: payload.exp as number,
       route,
+      token: rest[0],
       payload,
     };
     const canonicalTarget = resolution.kind === 'rule' || resolution.kind === 'none' ? resolution.canonical : undefined;
@@ -348,6 +397,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     authorize,
     routeFor: (method, path) => routes.match(method, path),
     ready,
+    resources,
     close: () => {
       jwks.close();
       feed?.close();
@@ -387,8 +437,60 @@ function isLoopbackHost(hostname: string): boolean {
 
 export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource';
 
+/** The `resource` option in normal form, or a TypeError saying why the service would never issue for it. */
+function resourceOption(text: string): string {
+  const check = normaliseResource(text);
+  if (!check.ok) throw new TypeError(`createVerifier: resource ${JSON.stringify(text.slice(0, 200))} ${check.reason}`);
+  return check.resource;
+}
+
+/** The scope file's `resources` (written by the service, so already normal; a foreign spelling is normalised or left out). */
+function knownResources(listed: readonly string[]): string[] {
+  return listed.flatMap((text) => {
+    const check = normaliseResource(text);
+    return check.ok ? [check.resource] : [];
+  });
+}
+
+/**
+ * `aud` as the service writes it: the platform id alone, or [resource, platform id] with a resource of
+ * this platform. Undefined for anything else (another shape, a stranger's resource, no platform id).
+ */
+function tokenAudience(aud: unknown, platformId: string, resources: readonly string[]): { resource: string | undefined } | undefined {
+  if (aud === platformId) return { resource: undefined };
+  if (!Array.isArray(aud) || aud.length !== 2 || aud[1] !== platformId) return undefined;
+  const [resource] = aud as unknown[];
+  return typeof resource === 'string' && resources.includes(resource) ? { resource } : undefined;
+}
+
+/** Rejects unless the service's own scope file (public, current) lists the resource for this platform. */
+async function checkResourceRegistered(args: { serviceUrl: string; platformId: string; resource: string; fetch: typeof fetch; timeoutMs: number }): Promise<void> {
+  const url = `${args.serviceUrl}/api/v1/platforms/${args.platformId}/scopes.yaml`;
+  const response = await args.fetch(url, { signal: AbortSignal.timeout(args.timeoutMs), headers: { accept: 'text/yaml' } });
+  if (!response.ok) throw new ResourceNotRegisteredError(`ready(): the service answered ${response.status} for ${url}; cannot check the resource option`);
+  const document = loadScopeFile({ scopesYaml: await response.text(), scopesOrigin: url });
+  const known = new Set([...knownResources(document.resources ?? []), `urn:uuid:${args.platformId}`]);
+  if (!known.has(args.resource)) {
+    throw new ResourceNotRegisteredError(
+      `ready(): the service issues no token for resource ${args.resource} on platform ${args.platformId} ` +
+        `(it knows ${[...known].join(', ')}): register it (ace platform update ${args.platformId} --resource ${args.resource}) or fix the resource option`,
+    );
+  }
+}
+
+/** `ready()` found that the service would not issue tokens for the `resource` option (or could not ask). */
+export class ResourceNotRegisteredError extends Error {
+  readonly code = 'ERR_ACE_RESOURCE_NOT_REGISTERED';
+  override name = 'ResourceNotRegisteredError';
+}
+
 const REVOKED = 'The access token was revoked.';
 const TOO_LARGE = `The access token is larger than ${MAX_TOKEN_LENGTH} bytes.`;
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`createVerifier: ${name} must be a positive integer, got ${String(value)}`);
+  return value;
+}
 
 /** The token's key is void in the revocation feed. */
 class RevokedError extends Error {}

@@ -28,6 +28,10 @@ export interface TrailObserver {
   batch(size: number): void;
   failed(events: number, error: unknown): void;
   spoolDepth(depth: number): void;
+  /** Batches go to the spool, or it holds events not yet drained (true); neither (false). */
+  spooling(spooling: boolean): void;
+  /** The last batch was taken by neither Postgres nor the spool (true), or a later one was written (false). */
+  refusing(refusing: boolean): void;
   postgresDown(error: unknown): void;
   drained(events: number): void;
 }
@@ -123,6 +127,7 @@ export class AuditTrail implements AuditSink {
       try {
         await withTimeout('postgres', this.store.insert(events), this.options.writeTimeoutMs);
         this.observer.written('postgres', events.length);
+        this.observer.refusing(false);
         batch.forEach((p) => p.resolve());
         return;
       } catch (error) {
@@ -134,9 +139,11 @@ export class AuditTrail implements AuditSink {
       await this.spool.append(events);
       this.observer.written('spool', events.length);
       this.observer.spoolDepth(this.spool.depth);
+      this.observer.refusing(false);
       batch.forEach((p) => p.resolve());
     } catch (error) {
       this.observer.failed(events.length, error);
+      this.observer.refusing(true);
       batch.forEach((p) => p.reject(error));
     }
   }
@@ -144,6 +151,7 @@ export class AuditTrail implements AuditSink {
   private enterSpoolMode(error: unknown): void {
     if (this.mode === 'spool') return;
     this.mode = 'spool';
+    this.observer.spooling(true);
     this.observer.postgresDown(error);
   }
 
@@ -154,6 +162,14 @@ export class AuditTrail implements AuditSink {
   }
 
   private async drainOnce(): Promise<void> {
+    try {
+      await this.drainRound();
+    } finally {
+      this.observer.spooling(this.mode === 'spool' || this.spool.depth > 0);
+    }
+  }
+
+  private async drainRound(): Promise<void> {
     if (this.mode === 'spool') {
       // The store's ping proves it takes writes (a standby answering SELECT 1 is not "back").
       if (!(await this.postgresAnswers())) return;

@@ -55,7 +55,8 @@ export class CachedStore implements Store {
     this.views = new BoundedCache(options.localMaxEntries, options.localTtlMs);
     this.platforms = new BoundedCache(Math.min(options.localMaxEntries, 10_000), options.localTtlMs);
     options.bus.subscribe((message) => this.applyInvalidation(message));
-    options.metrics.setRedisCacheTrusted(options.redis !== undefined);
+    if (options.redis) options.metrics.setRedisCacheTrusted(true);
+    else options.metrics.noRedisCache();
     if (options.redis) watchResets(options.redis, (why) => this.distrust(true, why));
   }
 
@@ -202,7 +203,7 @@ export class CachedStore implements Store {
   }
 
   getPlatform(platformId: string): Promise<PlatformRecord | null> {
-    return this.readThrough(this.platforms, platformId, this.platformKey(platformId), () => this.inner.getPlatform(platformId));
+    return this.readThrough(this.platforms, platformId, this.platformKey(platformId), () => this.inner.getPlatform(platformId)).then(withResources);
   }
 
   // Secret hashes are never cached (docs/decisions.md: never in Redis in any form).
@@ -430,4 +431,9 @@ export class CachedStore implements Store {
 /** SCAN MATCH treats * ? [ ] \ as pattern characters: a key prefix holding them is matched literally. */
 function globEscape(text: string): string {
   return text.replace(/[*?[\]\\]/g, '\\$&');
+}
+
+/** A record Redis kept from before platforms had `resources` (it expires with its TTL) reads as having none. */
+function withResources(platform: PlatformRecord | null): PlatformRecord | null {
+  return platform && !Array.isArray(platform.resources) ? { ...platform, resources: [] } : platform;
 }

@@ -13,6 +13,7 @@ import type { TokenType } from '../../core/ports/crypto.js';
 import { SignBatcher } from './sign-batcher.js';
 import { WaitingLine } from './waiting-line.js';
 import { PoolCapacity, RetrySpread } from './retry-spread.js';
+import { ThreadSlots } from './thread-slots.js';
 
 const WORKER_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../workers/crypto-worker.js');
 
@@ -43,6 +44,8 @@ export class CryptoPools {
   private readonly pools: Record<PoolName, Piscina>;
   /** A task that did not finish in this long is treated as a hung worker: aborting it replaces the thread. */
   private readonly taskTimeoutMs: Record<PoolName, number>;
+  /** Loaded, free threads: a task's deadline starts only once it has one (thread-slots.ts). */
+  private readonly slots: Record<PoolName, ThreadSlots>;
   private readonly signBatcher: SignBatcher;
   /** argon2 work waits here, not in Piscina: a client hanging up must not stop a running task (waiting-line.ts). */
   private readonly argon2Line: WaitingLine<Argon2Call, unknown>;
@@ -52,6 +55,7 @@ export class CryptoPools {
 
   constructor(options: PoolOptions, private readonly metrics: Metrics) {
     this.taskTimeoutMs = { argon2: options.argon2TaskTimeoutMs, sign: options.signTaskTimeoutMs };
+    this.slots = { argon2: new ThreadSlots(options.argon2Threads), sign: new ThreadSlots(options.signThreads) };
     // Tasks never queue inside Piscina (one per thread at most): the waiting lines are ours.
     const make = (pool: PoolName, threads: number) => {
       const piscina = new Piscina({
@@ -62,10 +66,14 @@ export class CryptoPools {
         // One task at a time per thread: argon2 runs synchronously, and a sign task is a whole batch.
         concurrentTasksPerWorker: 1,
       });
-      // Piscina stops a thread only when its task crashed or overran its deadline (min = max threads).
+      // Piscina stops a thread only when its task crashed or overran its deadline (min = max threads), and
+      // starts its replacement at once; it says 'workerCreate' for a replacement once it has loaded.
       piscina.on('workerDestroy', () => {
-        if (!this.closing) metrics.workerThreadReplaced(pool);
+        if (this.closing) return;
+        metrics.workerThreadReplaced(pool);
+        this.slots[pool].threadStopped();
       });
+      piscina.on('workerCreate', () => this.slots[pool].threadLoaded());
       return piscina;
     };
     this.pools = {
@@ -137,6 +145,38 @@ export class CryptoPools {
     }
   }
 
+  /**
+   * Resolves once every thread of both pools has loaded the worker module; call it before any task with a
+   * deadline runs. Piscina hands tasks to the threads it starts with before they have loaded their module,
+   * so a task deadline (ARGON2_TASK_TIMEOUT_MS) counted the module's loading, and overrunning it terminated a
+   * thread in the middle of evaluating its ES module graph: V8 aborts the whole process there (fatal
+   * `IsGraphAsync`, SIGABRT) — under CPU contention with a short deadline, at start-up or at the first hung
+   * task — or start-up failed on the first argon2 task ("The service is busy"). The probes carry no
+   * deadline (no thread is ever terminated for being slow to load) and name their thread, so every thread
+   * is known to have answered. Threads started later (replacements) get tasks only once loaded: Piscina
+   * waits for their ready message.
+   */
+  async loadAll(timeoutMs: number): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (const [pool, piscina] of Object.entries(this.pools)) {
+      const answered = new Set<number>();
+      while (answered.size < piscina.threads.length) {
+        const left = deadline - performance.now();
+        if (left <= 0) throw new Error(`the ${pool} worker threads did not load their module within ${timeoutMs} ms (${answered.size} of ${piscina.threads.length})`);
+        const probes = Array.from({ length: piscina.threads.length - answered.size }, () => piscina.run(null, { name: 'loaded' }) as Promise<number>);
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<number[]>((resolve) => {
+          timer = setTimeout(() => resolve([]), left);
+        });
+        try {
+          for (const id of await Promise.race([Promise.all(probes), late])) answered.add(id);
+        } finally {
+          clearTimeout(timer);
+        }
+      }
+    }
+  }
+
   async close(): Promise<void> {
     this.closing = true;
     await Promise.all([this.pools.argon2.close(), this.pools.sign.close()]);
@@ -160,11 +200,18 @@ export class CryptoPools {
   }
 
   /**
-   * One task on a free thread (the waiting lines dispatch only then). The deadline counts from here, so it
-   * bounds the task's run, not its wait; it is the only signal Piscina sees: overrunning it stops the thread.
+   * One task on a free thread (the waiting lines dispatch only then; a replacement thread still loading is
+   * waited for, at most one deadline long). The deadline counts from there, so it bounds the task's run, not
+   * its wait; it is the only signal Piscina sees: overrunning it stops the thread.
    */
   private async run<T>(pool: PoolName, name: string, task: unknown): Promise<T> {
     const piscina = this.pools[pool];
+    const slots = this.slots[pool];
+    if (!(await slots.take(this.taskTimeoutMs[pool]))) {
+      // No thread loaded in time (they keep failing to start): as busy as a full queue.
+      this.metrics.workerTaskRejected(pool);
+      throw busy();
+    }
     const started = performance.now();
     try {
       return (await piscina.run(task, { name, signal: AbortSignal.timeout(this.taskTimeoutMs[pool]) })) as T;
@@ -173,6 +220,7 @@ export class CryptoPools {
       this.metrics.workerTaskRejected(pool);
       throw busy();
     } finally {
+      slots.release();
       this.metrics.observeWorkerTask(pool, (performance.now() - started) / 1000);
     }
   }

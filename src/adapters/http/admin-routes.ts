@@ -77,6 +77,7 @@ export const presentPlatform = (p: PlatformRecord) => ({
   verification_status: p.verificationStatus,
   scopes: p.scopes,
   routes: p.routes,
+  resources: p.resources,
   created_at: p.createdAt,
   updated_at: p.updatedAt,
 });

@@ -12,12 +12,14 @@ import { httpStatus } from './errors.js';
 import { TokenDoor, type SeenRequest, type TokenRefusals } from './token-door.js';
 import { FormError, formDecode, parseFormBody } from './form-body.js';
 import { UUID_PATTERN } from './schemas/public.js';
+import { normaliseResource } from '../../core/platforms/resource-identifier.js';
 import { bindRoutes, json, MAX_BODY_BYTES, type HttpReply, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
 import { fixedHeader, refusals } from './responses.js';
 import { AuthorizationServerMetadata, OAuthErrorBody, OAuthTokenRequest, OAuthTokenResponse } from './schemas/oauth.js';
 import { Type } from '@sinclair/typebox';
 
 export const OAUTH_TOKEN_PATH = '/oauth2/token';
+export const OAUTH_AUTHORIZE_PATH = '/oauth2/authorize';
 export const OAUTH_METADATA_PATH = '/.well-known/oauth-authorization-server';
 const BASIC_REALM = 'agent-credential-exchange';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
@@ -26,9 +28,9 @@ const URN_UUID = /^urn:uuid:(.+)$/i;
 // RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 const MAX_SECRET = 1024;
-/** How long the verified-domain index (resource=https://domain) may lag an admin change. */
-const DOMAIN_INDEX_TTL_MS = 5000;
-const DOMAIN_MISS_REFRESH_MS = 1000;
+/** How long the resource index (registered resources, https://<verified domain>) may lag an admin change. */
+const RESOURCE_INDEX_TTL_MS = 5000;
+const RESOURCE_MISS_REFRESH_MS = 1000;
 
 export type OAuthErrorCode =
   | 'invalid_request'
@@ -36,6 +38,7 @@ export type OAuthErrorCode =
   | 'invalid_grant'
   | 'unauthorized_client'
   | 'unsupported_grant_type'
+  | 'unsupported_response_type'
   | 'invalid_scope'
   | 'invalid_target'
   | 'rate_limited'
@@ -89,16 +92,20 @@ export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'pu
   const base = deps.publicBaseUrl;
   return {
     issuer: deps.issuer,
+    // RFC 8414 §2 needs no authorization endpoint when no grant uses one, but clients with a stricter
+    // schema (the MCP SDK's) refuse metadata without it. It exists and answers what is true: no response
+    // type is supported (RFC 6749 §4.1.2.1).
+    authorization_endpoint: `${base}${OAUTH_AUTHORIZE_PATH}`,
     token_endpoint: `${base}${OAUTH_TOKEN_PATH}`,
     jwks_uri: `${base}/.well-known/jwks.json`,
     grant_types_supported: ['client_credentials'],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
-    // REQUIRED by RFC 8414 §2, and there is no authorization endpoint: the honest value is empty.
+    // REQUIRED by RFC 8414 §2; the authorization endpoint supports no response type: the honest value is empty.
     response_types_supported: [],
     service_documentation: `${base}/openapi.json`,
     // Scopes are per platform (its scope file), so no global scopes_supported. Extensions (RFC 8414 §2
     // allows more members): how to name the platform and where its scopes are.
-    ace_resource_formats: ['https://<verified domain of the platform>', 'urn:uuid:<platform_id>'],
+    ace_resource_formats: ['<a resource identifier registered to the platform>', 'https://<verified domain of the platform>', 'urn:uuid:<platform_id>'],
     ace_audience_parameter: 'audience=<platform_id>',
     ace_scope_file_template: `${base}/api/v1/platforms/{platform_id}/scopes.yaml`,
     ace_token_profile: OAUTH_PROFILE,
@@ -119,8 +126,10 @@ export const oauthRouteTable = {
     method: 'POST', path: OAUTH_TOKEN_PATH, name: 'oauth_token', operationId: 'oauthClientCredentials',
     summary: 'OAuth 2.0 client credentials grant (RFC 6749 §4.4): the same exchange, profile oauth-at-jwt',
     description:
-      'client_id is the api_key_id. The platform is named by resource (RFC 8707: https://<verified domain> or ' +
-      'urn:uuid:<platform_id>) and/or audience (<platform_id>). scope is space-delimited; empty means every granted scope. ' +
+      'client_id is the api_key_id. The platform is named by resource (RFC 8707: one of its registered resource identifiers, ' +
+      'https://<verified domain> or urn:uuid:<platform_id>; the token\'s aud is then [resource, platform_id]) and/or audience ' +
+      '(<platform_id>). A resource that names no platform is refused after the credential check, like a platform without a grant. ' +
+      'scope is space-delimited; empty means every granted scope. ' +
       'Same secret check, limits, audit events and metrics as POST /api/v1/auth/token. Errors follow RFC 6749 §5.2 ' +
       '(error, error_description) and also carry detail and error_code (equal to error).',
     body: { schema: OAuthTokenRequest, contentType: 'application/x-www-form-urlencoded', required: true },
@@ -134,13 +143,26 @@ export const oauthRouteTable = {
         headers: { 'Cache-Control': fixedHeader('no-store') },
         content: { 'application/json': OAuthTokenResponse },
       },
-      400: oauthError('invalid_request (not a form, a parameter twice, two authentication methods, grant_type missing), unsupported_grant_type, invalid_scope, invalid_target (RFC 8707: no platform named, unknown, or not granted), unauthorized_client (the agent is inactive).'),
+      400: oauthError('invalid_request (not a form, a parameter twice, two authentication methods, grant_type missing), unsupported_grant_type, invalid_scope, invalid_target (RFC 8707: no platform named, a malformed resource, or, after the credential check, a resource naming no platform or a platform not granted), unauthorized_client (the agent is inactive).'),
       401: oauthError('invalid_client: unknown client_id, wrong secret or no client authentication; WWW-Authenticate: Basic when Basic was used.', {
         'WWW-Authenticate': { schema: Type.String() },
       }),
       ...refusals({ payload_too_large: `body over ${MAX_BODY_BYTES / 1024} KiB.` }),
       429: oauthError('rate_limited: the per-api_key_id token limit (shared with /api/v1/auth/token), or failed authentications per address.', RETRY_AFTER),
       503: oauthError('temporarily_unavailable.', RETRY_AFTER),
+    },
+  },
+  authorize: {
+    method: 'GET', path: OAUTH_AUTHORIZE_PATH, name: 'oauth_authorize', operationId: 'oauthAuthorize',
+    summary: 'OAuth 2.0 authorization endpoint: no response type is supported (client credentials only)',
+    description:
+      'Named in the metadata for clients that require the member (the MCP SDK). Every request is answered 400 ' +
+      'unsupported_response_type (RFC 6749 §4.1.2.1); it never redirects, as no client has a redirection URI.',
+    auth: 'none',
+    audit: { kind: 'none' },
+    responses: {
+      400: oauthError('unsupported_response_type.'),
+      ...refusals({ method_not_allowed: 'a method other than GET or HEAD.' }),
     },
   },
   metadata: {
@@ -157,7 +179,7 @@ export const oauthRouteTable = {
 
 export function oauthRoutes(deps: OAuthDeps): Route[] {
   const apiKeyId = new RegExp(`^${deps.apiKeyPrefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}[0-9a-f]{32}$`);
-  const domains = new DomainIndex(deps.platforms);
+  const resources = new ResourceIndex(deps.platforms);
   const metadataBody = JSON.stringify(authorizationServerMetadata(deps));
 
   const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, refusals: deps.refusals });
@@ -165,7 +187,7 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
     const seen: SeenRequest = {};
     let grant: ClientCredentialsGrant;
     try {
-      grant = await readGrant(request, seen, apiKeyId, domains);
+      grant = await readGrant(request, seen, apiKeyId, resources);
     } catch (error) {
       // Refused before the exchange (the form, the client's credentials' format, the target): counted and
       // recorded as the contract's door records a body that fails validation.
@@ -187,7 +209,10 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
     body: metadataBody,
   });
 
-  return bindRoutes(oauthRouteTable, { token, metadata });
+  const authorize = (): HttpReply =>
+    new OAuthError('unsupported_response_type', 400, 'No response type is supported: this server issues tokens by the client credentials grant only.').reply();
+
+  return bindRoutes(oauthRouteTable, { token, authorize, metadata });
 }
 
 /** The client credentials grant as the core's TokenRequest; `basic`: a 401 then carries WWW-Authenticate. */
@@ -197,7 +222,7 @@ interface ClientCredentialsGrant {
 }
 
 /** Reads the form, filling `seen` as it learns the key id and the platform; throws an OAuthError (or a store outage). */
-async function readGrant(request: HttpRequest, seen: SeenRequest, apiKeyId: RegExp, domains: DomainIndex): Promise<ClientCredentialsGrant> {
+async function readGrant(request: HttpRequest, seen: SeenRequest, apiKeyId: RegExp, resources: ResourceIndex): Promise<ClientCredentialsGrant> {
   const params = readForm(request);
   const client = clientCredentials(request.headers.authorization, params, apiKeyId);
   seen.apiKeyId = client.apiKeyId;
@@ -205,10 +230,11 @@ async function readGrant(request: HttpRequest, seen: SeenRequest, apiKeyId: RegE
   if (grantType === undefined) throw invalidRequest('grant_type is missing.');
   if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, 'Only grant_type=client_credentials is supported.');
   const scopes = requestedScopes(params.get('scope'));
-  // A store outage while reading the domain index is answered like any outage: 503.
-  const platformId = await target(params, domains);
-  seen.platformId = platformId;
-  return { tokenRequest: { apiKeyId: client.apiKeyId, secret: client.secret, platformId, scopes, profile: OAUTH_PROFILE }, basic: client.basic };
+  // A store outage while reading the resource index is answered like any outage: 503.
+  const { platformId, resource } = await target(params, resources);
+  if (platformId !== undefined) seen.platformId = platformId;
+  const tokenRequest: TokenRequest = { apiKeyId: client.apiKeyId, secret: client.secret, platformId, ...(resource !== undefined ? { resource } : {}), scopes, profile: OAUTH_PROFILE };
+  return { tokenRequest, basic: client.basic };
 }
 
 function readForm(request: HttpRequest): Map<string, string> {
@@ -261,59 +287,61 @@ function requestedScopes(scope: string | undefined): string[] {
   return tokens;
 }
 
-/** The platform: `resource` (RFC 8707: https://<verified domain> or urn:uuid:<platform_id>) and/or `audience` (its id). */
-async function target(params: Map<string, string>, domains: DomainIndex): Promise<string> {
-  const resource = params.get('resource');
-  const audience = params.get('audience');
-  if (resource === undefined && audience === undefined) throw invalidTarget('Name the platform: resource (https://<domain> or urn:uuid:<platform_id>) or audience (platform_id).');
-  let fromResource: string | undefined;
-  if (resource !== undefined) fromResource = await resourcePlatform(resource, domains);
-  if (audience !== undefined && !UUID.test(audience)) throw invalidTarget('audience must be a platform_id (UUID).');
-  const fromAudience = audience?.toLowerCase();
-  if (fromResource !== undefined && fromAudience !== undefined && fromResource !== fromAudience) {
-    throw invalidTarget('resource and audience name different platforms.');
-  }
-  return (fromResource ?? fromAudience)!;
-}
-
-async function resourcePlatform(resource: string, domains: DomainIndex): Promise<string> {
-  const urn = URN_UUID.exec(resource);
-  if (urn) {
-    if (!UUID.test(urn[1]!)) throw invalidTarget('resource urn:uuid: must carry a platform_id (UUID).');
-    return urn[1]!.toLowerCase();
-  }
-  let url: URL;
-  try {
-    url = new URL(resource);
-  } catch {
-    throw invalidTarget('resource must be an absolute URI (RFC 8707).');
-  }
-  if (url.hash !== '' || resource.includes('#')) throw invalidTarget('resource must not have a fragment (RFC 8707).');
-  if (url.protocol !== 'https:' || url.port !== '' || url.username !== '' || url.password !== '' || (url.pathname !== '/' && url.pathname !== '') || url.search !== '') {
-    throw invalidTarget('resource must be https://<verified domain of the platform> or urn:uuid:<platform_id>.');
-  }
-  const platformId = await domains.lookup(url.hostname);
-  if (platformId === undefined) throw invalidTarget('No platform has this verified domain.');
-  return platformId;
+/** What the form names: the platform (undefined: none that can be told, refused after the credential check) and the resource. */
+interface Target {
+  platformId: string | undefined;
+  resource: string | undefined;
 }
 
 /**
- * Verified domain → platform_id, re-read at most every DOMAIN_INDEX_TTL_MS, and on a miss at most every
- * DOMAIN_MISS_REFRESH_MS (a domain verified a moment ago is found within about a second; a flood of
- * unknown domains costs one read a second). One read at a time.
+ * The platform: `resource` (RFC 8707: a registered resource identifier, https://<verified domain> or
+ * urn:uuid:<platform_id>) and/or `audience` (its id). A malformed value is refused at once (its form is
+ * public); a well-formed one that names no platform, or one that disagrees with `audience`, is not: it
+ * goes through the credential check and is refused there like a platform without a grant, so that no
+ * answer tells a caller without credentials which resources exist.
  */
-class DomainIndex {
-  private byDomain = new Map<string, string>();
+async function target(params: Map<string, string>, resources: ResourceIndex): Promise<Target> {
+  const resource = params.get('resource');
+  const audience = params.get('audience');
+  if (resource === undefined && audience === undefined) throw invalidTarget('Name the platform: resource (its resource identifier, https://<domain> or urn:uuid:<platform_id>) or audience (platform_id).');
+  if (audience !== undefined && !UUID.test(audience)) throw invalidTarget('audience must be a platform_id (UUID).');
+  const fromAudience = audience?.toLowerCase();
+  if (resource === undefined) return { platformId: fromAudience, resource: undefined };
+  const named = await resourcePlatform(resource, resources);
+  if (fromAudience !== undefined && named.platformId !== fromAudience) return { platformId: undefined, resource: named.resource };
+  return named;
+}
+
+async function resourcePlatform(resource: string, resources: ResourceIndex): Promise<Target> {
+  const urn = URN_UUID.exec(resource);
+  if (urn) {
+    if (!UUID.test(urn[1]!)) throw invalidTarget('resource urn:uuid: must carry a platform_id (UUID).');
+    const platformId = urn[1]!.toLowerCase();
+    return { platformId, resource: `urn:uuid:${platformId}` };
+  }
+  const check = normaliseResource(resource);
+  if (!check.ok) throw invalidTarget(`resource ${check.reason}.`);
+  return { platformId: await resources.lookup(check.resource), resource: check.resource };
+}
+
+/**
+ * Resource identifier → platform_id: every platform's registered resources and https://<its verified
+ * domain>. Re-read at most every RESOURCE_INDEX_TTL_MS, and on a miss at most every
+ * RESOURCE_MISS_REFRESH_MS (one registered a moment ago is found within about a second; a flood of
+ * unknown ones costs one read a second). One read at a time. An identifier two platforms would answer
+ * to (a resource equal to another platform's domain) names neither: the endpoint never picks one of two.
+ */
+class ResourceIndex {
+  private byResource = new Map<string, string>();
   private readAt = -Infinity;
   private reading: Promise<void> | undefined;
 
   constructor(private readonly platforms: PlatformService) {}
 
-  async lookup(domain: string): Promise<string | undefined> {
-    const key = domain.toLowerCase();
-    if (performance.now() - this.readAt > DOMAIN_INDEX_TTL_MS) await this.read();
-    if (!this.byDomain.has(key) && performance.now() - this.readAt > DOMAIN_MISS_REFRESH_MS) await this.read();
-    return this.byDomain.get(key);
+  async lookup(resource: string): Promise<string | undefined> {
+    if (performance.now() - this.readAt > RESOURCE_INDEX_TTL_MS) await this.read();
+    if (!this.byResource.has(resource) && performance.now() - this.readAt > RESOURCE_MISS_REFRESH_MS) await this.read();
+    return this.byResource.get(resource) || undefined;
   }
 
   private read(): Promise<void> {
@@ -321,10 +349,15 @@ class DomainIndex {
   }
 
   private async refresh(): Promise<void> {
+    // '' marks an identifier claimed twice. The exchange itself still checks the grant and the platform's
+    // status: this only names the platform.
     const index = new Map<string, string>();
-    // The exchange itself still checks the grant and the platform's status: this only names the platform.
-    for (const p of await this.platforms.list()) if (p.domain && p.verificationStatus === 'verified') index.set(p.domain.toLowerCase(), p.id);
-    this.byDomain = index;
+    const claim = (resource: string, platformId: string) => index.set(resource, index.has(resource) && index.get(resource) !== platformId ? '' : platformId);
+    for (const p of await this.platforms.list()) {
+      for (const resource of p.resources) claim(resource, p.id);
+      if (p.domain && p.verificationStatus === 'verified') claim(`https://${p.domain.toLowerCase()}`, p.id);
+    }
+    this.byResource = index;
     this.readAt = performance.now();
   }
 }

@@ -29,13 +29,13 @@ export const opsRouteTable = {
   },
   readyz: {
     method: 'GET', path: '/readyz', name: 'readyz', operationId: 'getReadiness',
-    summary: 'Readiness: Postgres, the worker pools and a signing key (Redis is reported, not required)',
+    summary: 'Readiness: can serve tokens (a signing key, the worker pools, and the Postgres primary or, while it is away, the Redis cache); `checks.degraded` names what it serves without',
     auth: 'none',
     audit: { kind: 'none' },
     responses: {
       200: { description: 'Ready.', content: { 'application/json': Readiness } },
       503: {
-        description: 'Not ready (or shutting down); `checks` says which part is missing.',
+        description: 'Not ready: nothing to serve from, or shutting down (the drain); `checks` says which part is missing.',
         headers: { 'Retry-After': { schema: Type.Literal('1') } },
         content: { 'application/json': Readiness },
       },

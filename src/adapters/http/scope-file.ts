@@ -2,6 +2,7 @@
 // platform record and memoised per platform version.
 import { SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
 import type { PlatformService } from '../../core/platforms/platform-service.js';
+import type { PlatformRecord } from '../../core/model.js';
 import { BoundedCache } from '../../core/support/bounded-cache.js';
 import { strongEtag } from '../../core/support/etag.js';
 import { checkAgainst } from './schemas/validate.js';
@@ -12,6 +13,13 @@ const checkScopeFile = checkAgainst(SvcScopesYaml);
 export interface ScopeFile {
   body: Buffer;
   etag: string;
+}
+
+/** What the token endpoint accepts as `resource` for the platform (besides urn:uuid:), when there is any. */
+function resourcesMember(platform: PlatformRecord): { resources?: string[] } {
+  const resources = [...platform.resources];
+  if (platform.domain && platform.verificationStatus === 'verified') resources.push(`https://${platform.domain.toLowerCase()}`);
+  return resources.length > 0 ? { resources } : {};
 }
 
 export class ScopeFiles {
@@ -30,6 +38,7 @@ export class ScopeFiles {
       platform_id: platform.id,
       scopes: platform.scopes.map((s) => ({ name: s.name, description: s.description })),
       routes: platform.routes.map((r) => ({ method: r.method, path: r.path, scopes: [...r.scopes] })),
+      ...resourcesMember(platform),
     };
     const problem = checkScopeFile(document);
     if (problem) throw new Error(`scope file of ${platform.id} does not match SvcScopesYaml: ${problem}`);

@@ -27,6 +27,12 @@ export interface ServerOptions {
   maxBodyBytes: number;
   /** Which X-Forwarded-For hop names the client (client-address.ts). */
   proxy: ProxyTrust;
+  /**
+   * A proxy may stand in front of this listener (the public one; TRUST_PROXY_* configure it). With proxy
+   * trust off, a request carrying X-Forwarded-For is then counted and warned about: every client behind an
+   * unannounced proxy shares the proxy's address, and one client's failed logins lock all of them out.
+   */
+  mayBeProxied?: boolean;
   metrics: Metrics;
   logger: Logger;
   accessLog: boolean;
@@ -48,6 +54,14 @@ const statusLine = (status: number): string => {
 };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+type ForwardedIgnoredReason = 'untrusted_peer' | 'trust_proxy_off';
+const FORWARDED_IGNORED_WARNINGS: Record<ForwardedIgnoredReason, string> = {
+  untrusted_peer:
+    'X-Forwarded-For ignored: the peer is not a trusted proxy (TRUST_PROXY_HOPS set with no proxy in front, or a proxy outside TRUST_PROXY_PEERS/TRUST_PROXY_CIDRS); the peer address counts',
+  trust_proxy_off:
+    'X-Forwarded-For ignored: TRUST_PROXY_HOPS=0 and no TRUST_PROXY_CIDRS; if a proxy is in front, every client behind it counts as its address (one client\'s failed logins lock them all out): set TRUST_PROXY_HOPS or TRUST_PROXY_CIDRS',
+};
 
 /**
  * The methods the service can name. Any other method (HTTP allows any token, of any length) becomes
@@ -97,13 +111,16 @@ export class HttpServer {
   private draining = false;
   private readonly inFlight = new InFlight();
   private readonly proxy: ProxyTrust;
-  /** Ignored X-Forwarded-For headers since the last warning, and when that was. */
-  private untrusted = { count: 0, warnedAt: -Infinity };
+  /** Ignored X-Forwarded-For headers since the last warning of each reason, and when that was. */
+  private readonly ignoredForwarding = new Map<ForwardedIgnoredReason, { count: number; warnedAt: number }>();
+  /** X-Forwarded-For would mean an unannounced proxy (mayBeProxied, and no TRUST_PROXY_* set). */
+  private readonly proxyTrustOff: boolean;
   /** The same handlers uWS routes to, for requests served without a socket (inject). */
   private readonly router = new PathRouter();
 
   constructor(routes: Route[], private readonly options: ServerOptions) {
-    this.proxy = { ...options.proxy, onUntrustedPeer: (peer) => this.untrustedPeer(peer) };
+    this.proxy = { ...options.proxy, onUntrustedPeer: (peer) => this.forwardingIgnored('untrusted_peer', peer) };
+    this.proxyTrustOff = options.mayBeProxied === true && options.proxy.hops <= 0 && !options.proxy.proxies;
     this.app = options.app ?? uWS.App();
     const served = new Map<Route, ServedRoute>();
     for (const route of routes) {
@@ -129,6 +146,7 @@ export class HttpServer {
       const methodNotAllowed = refusalReply(new ServiceError('method_not_allowed'), { prebuilt: true, headers: { Allow: allowHeader(routeGroup) } });
       this.serve(path, (res, req) => {
         const fields = readFields(req);
+        if (this.proxyTrustOff && fields.forwardedFor !== undefined) this.forwardingIgnored('trust_proxy_off', decoder.decode(res.getRemoteAddressAsText()));
         if (this.refusedFraming(res, req, fields)) return;
         const method = knownMethod(req.getMethod());
         const route = group.find(({ route: r }) => r.method === method || r.method === 'ANY' || (method === 'HEAD' && r.method === 'GET'));
@@ -209,6 +227,15 @@ export class HttpServer {
     });
   }
 
+  /**
+   * Still accepting and answering, but every answer closes its connection (`Connection: close`): clients and
+   * load balancers holding kept-alive connections to this process let go of them, one answer each, while
+   * the listener is still open (the drain after SIGTERM).
+   */
+  closeConnectionsAfterAnswers(): void {
+    this.draining = true;
+  }
+
   /** Stops accepting connections; answers in flight get `Connection: close`. */
   stopAccepting(): void {
     this.draining = true;
@@ -233,20 +260,22 @@ export class HttpServer {
   }
 
   /**
-   * X-Forwarded-For from a peer that is no trusted proxy: ignored (the socket address counts), counted,
-   * and logged at most once a minute. Steadily, it means TRUST_PROXY_HOPS is set with no proxy in front
-   * (every client could choose its address), or a proxy outside TRUST_PROXY_PEERS / TRUST_PROXY_CIDRS.
+   * X-Forwarded-For ignored: counted, and logged at most once a minute per reason with how many since the
+   * last line. `untrusted_peer`: from a peer that is no trusted proxy (TRUST_PROXY_HOPS set with no proxy in
+   * front, or a proxy outside TRUST_PROXY_PEERS / TRUST_PROXY_CIDRS). `trust_proxy_off`: proxy trust is off,
+   * so a proxy in front is unannounced and every client behind it counts as the proxy's address.
    */
-  private untrustedPeer(peer: string): void {
-    this.options.metrics.forwardedForIgnored();
-    this.untrusted.count++;
+  private forwardingIgnored(reason: ForwardedIgnoredReason, peer: string): void {
+    this.options.metrics.forwardedForIgnored(reason);
+    const seen = this.ignoredForwarding.get(reason) ?? { count: 0, warnedAt: -Infinity };
+    seen.count++;
     const now = performance.now();
-    if (now - this.untrusted.warnedAt < 60_000) return;
-    this.options.logger.warn(
-      { peer, ignored: this.untrusted.count },
-      'X-Forwarded-For ignored: the peer is not a trusted proxy (TRUST_PROXY_HOPS set with no proxy in front, or a proxy outside TRUST_PROXY_PEERS/TRUST_PROXY_CIDRS); the peer address counts',
-    );
-    this.untrusted = { count: 0, warnedAt: now };
+    if (now - seen.warnedAt < 60_000) {
+      this.ignoredForwarding.set(reason, seen);
+      return;
+    }
+    this.options.logger.warn({ peer, ignored: seen.count, listener: this.options.name }, FORWARDED_IGNORED_WARNINGS[reason]);
+    this.ignoredForwarding.set(reason, { count: 0, warnedAt: now });
   }
 
   /**

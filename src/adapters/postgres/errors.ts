@@ -2,6 +2,7 @@
 // a bug (500). Used by every Postgres adapter (store, revocation log, audit trail) so that a failover, a
 // restart or a pooler hiccup is answered the same way everywhere.
 import { StoreUnavailableError } from '../../core/errors.js';
+import postgres from 'postgres';
 import { withTimeout } from '../../core/support/deadline.js';
 
 /**
@@ -18,8 +19,13 @@ export type PostgresFailure = 'connection' | 'deadline' | 'transient' | 'other';
 /** Errors raised by Node's sockets and by postgres.js itself when a connection fails or ends. */
 const CLIENT_CONNECTION = /^(ECONN|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|CONNECT_TIMEOUT|CONNECTION_)/;
 
-/** SQLSTATEs the server (or PgBouncer, which answers in Postgres' protocol) sends for a failed connection. */
-const SERVER_CONNECTION = /^(08|57|53)/; // 57: shutdowns (57P01 admin, 57P02 crash, 57P03 starting up)
+/**
+ * SQLSTATEs the server (or PgBouncer, which answers in Postgres' protocol) sends for a failed connection.
+ * 57: shutdowns (57P01 admin, 57P02 crash, 57P03 starting up); 53: out of resources (too many connections);
+ * 28: authentication refused after start (a rotated password, a role set NOLOGIN): the store is unusable
+ * until an operator acts, which is a 503 to the caller, not a bug of this request.
+ */
+const SERVER_CONNECTION = /^(08|57|53|28)/;
 
 const DEADLINE = new Set([
   '57014', // query_canceled: our statement_timeout
@@ -67,4 +73,14 @@ export async function boundedCall<T>(timeoutMs: number, fn: () => Promise<T>): P
   } catch (error) {
     throw toStoreError(error);
   }
+}
+
+/**
+ * An error of the driver itself (a server's or pooler's answer, or postgres.js's own connection error) that
+ * says "the store is away, try again": the kind a promise the driver dropped may carry (dropped-socket-errors.ts).
+ */
+export function isDriverStoreFailure(reason: unknown): boolean {
+  if (!(reason instanceof Error)) return false;
+  const fromDriver = reason instanceof postgres.PostgresError || CLIENT_CONNECTION.test(String((reason as { code?: unknown }).code));
+  return fromDriver && classifyPostgresError(reason) !== 'other';
 }

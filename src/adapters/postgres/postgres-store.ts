@@ -4,7 +4,7 @@
 // means "not applied", except for the one case the driver cannot know: a COMMIT sent and never
 // answered, reported as WriteDeadlineError.
 import postgres, { type PendingQuery, type Sql, type TransactionSql } from 'postgres';
-import { StoreUnavailableError, WriteDeadlineError } from '../../core/errors.js';
+import { ServiceError, StoreUnavailableError, WriteDeadlineError } from '../../core/errors.js';
 import { withTimeout } from '../../core/support/deadline.js';
 import { parsePostgresUrl } from '../../support/postgres-url.js';
 import { classifyPostgresError, isConnectionFailure, toStoreError } from './errors.js';
@@ -76,6 +76,7 @@ const toPlatform = (r: Row): PlatformRecord => ({
   verificationStatus: r.verification_status,
   scopes: r.scopes,
   routes: r.routes,
+  resources: r.resources ?? [],
   createdAt: iso(r.created_at),
   updatedAt: iso(r.updated_at),
 });
@@ -348,6 +349,24 @@ export class PostgresStore implements Store {
   }
 }
 
+/** The unique indexes that say "another platform holds this" (migration 005), as the admin API's 409. */
+const HELD_ELSEWHERE: Record<string, string> = {
+  platform_resources_pkey: 'A resource identifier in resources is registered to another platform.',
+  platforms_verified_domain_idx: 'Another platform is verified for this domain.',
+};
+
+async function heldElsewhere<T>(statement: Promise<T>): Promise<T> {
+  try {
+    return await statement;
+  } catch (error) {
+    const { code, constraint_name: constraint } = error as { code?: unknown; constraint_name?: unknown };
+    if (code === '23505' && typeof constraint === 'string' && Object.hasOwn(HELD_ELSEWHERE, constraint)) {
+      throw new ServiceError('conflict', HELD_ELSEWHERE[constraint]);
+    }
+    throw error;
+  }
+}
+
 /**
  * The admin writes, and the reads a change decides on, as statements on `sql`: a transaction (the store's
  * own `write`, or a unit of work) or, for the reads, the pool.
@@ -371,25 +390,26 @@ export function adminSql(sql: Sql | TransactionSql): AdminWrites {
       return (await sql`SELECT * FROM grants WHERE agent_id = ${agentId} ORDER BY created_at, platform_id`).map(toGrant);
     },
     async createPlatform(input) {
-      const [row] = await sql`
-        INSERT INTO platforms (id, name, domain, status, verification_status, scopes, routes)
+      const [row] = await heldElsewhere(sql`
+        INSERT INTO platforms (id, name, domain, status, verification_status, scopes, routes, resources)
         VALUES (${crypto.randomUUID()}, ${input.name}, ${input.domain}, ${input.status}, ${input.verificationStatus},
-                ${sql.json(input.scopes as never)}, ${sql.json(input.routes as never)})
-        RETURNING *`;
+                ${sql.json(input.scopes as never)}, ${sql.json(input.routes as never)}, ${input.resources}::text[])
+        RETURNING *`);
       return toPlatform(row);
     },
     async updatePlatform(platformId, patch) {
       const [current] = await sql`SELECT * FROM platforms WHERE id = ${platformId} FOR UPDATE`;
       if (!current) return null;
       const next = { ...toPlatform(current), ...patch };
-      const [row] = await sql`
+      const [row] = await heldElsewhere(sql`
         UPDATE platforms SET
           name = ${next.name}, domain = ${next.domain}, status = ${next.status},
           verification_status = ${next.verificationStatus},
           scopes = ${sql.json(next.scopes as never)}, routes = ${sql.json(next.routes as never)},
+          resources = ${next.resources}::text[],
           updated_at = now()
         WHERE id = ${platformId}
-        RETURNING *`;
+        RETURNING *`);
       if (patch.scopes) {
         // Dropped scopes leave every grant on this platform.
         const kept = patch.scopes.map((s) => s.name);

@@ -3,6 +3,7 @@
 import client from 'prom-client';
 import { RequestSeries } from './request-series.js';
 import { PendingCounts } from './pending-counts.js';
+import { StateDuration } from './state-duration.js';
 import { ERRORS } from '../../core/errors.js';
 import type { BackgroundTask } from '../../core/ports/telemetry.js';
 
@@ -25,6 +26,8 @@ export type RedisOperation =
   | 'reconnect';
 export type CacheName = 'local' | 'redis' | 'verified' | 'verified_shared';
 export type StoreName = 'postgres' | 'redis';
+/** What an instance that is still ready can be serving without (ace_degraded's `component`). */
+export type DegradedComponent = 'postgres' | 'redis';
 
 export class Metrics {
   readonly registry = new client.Registry();
@@ -45,10 +48,19 @@ export class Metrics {
   private readonly redisCacheTrusted: client.Gauge;
   private readonly redisFailures: client.Counter<'operation'>;
   private readonly ready: client.Gauge;
+  private readonly degraded: client.Gauge<'component'>;
   private readonly auditWritten: client.Counter<'sink'>;
   private readonly auditBatch: client.Histogram;
   private readonly auditFailed: client.Counter;
   private readonly auditSpool: client.Gauge;
+  private readonly storeUnavailable: StateDuration<'store'>;
+  private readonly redisCacheBypassed: StateDuration;
+  private readonly auditSpooling: StateDuration;
+  private readonly auditRefusing: StateDuration;
+  // The cache layer is bypassed while Redis fails its checks (every read would fail) as well as while
+  // the layer is distrusted (cached-store.ts), which begins only at the next cache call or reconnect.
+  private redisUp = true;
+  private redisCacheIsTrusted = true;
 
   constructor() {
     const registers = [this.registry];
@@ -123,7 +135,8 @@ export class Metrics {
     });
     this.forwardedIgnored = new client.Counter({
       name: 'ace_forwarded_for_ignored_total',
-      help: 'Requests whose X-Forwarded-For was ignored because the direct peer is not a trusted proxy (TRUST_PROXY_PEERS, TRUST_PROXY_CIDRS): non-zero with TRUST_PROXY_HOPS set means clients reach the service without the proxy.',
+      help: 'Requests whose X-Forwarded-For was ignored, by reason: untrusted_peer (the direct peer is not a trusted proxy, TRUST_PROXY_PEERS / TRUST_PROXY_CIDRS: clients reach the service without the proxy), trust_proxy_off (TRUST_PROXY_HOPS=0 and no TRUST_PROXY_CIDRS: a proxy in front is unannounced, every client behind it counts as one address).',
+      labelNames: ['reason'],
       registers,
     });
     this.storeUp = new client.Gauge({
@@ -153,6 +166,14 @@ export class Metrics {
       registers,
     });
     this.ready = new client.Gauge({ name: 'ace_ready', help: '1 when the instance is ready for traffic.', registers, aggregator: 'min' });
+    this.degraded = new client.Gauge({
+      name: 'ace_degraded',
+      help: '1 while the instance is ready but serves without this component (postgres: no writable primary, tokens come from the caches and the audit spool; redis: configured but not answering, limits are per process).',
+      labelNames: ['component'],
+      registers,
+      aggregator: 'max', // degraded in any process counts
+    });
+    for (const component of ['postgres', 'redis'] satisfies DegradedComponent[]) this.degraded.set({ component }, 0);
     this.auditWritten = new client.Counter({
       name: 'ace_audit_events_written_total',
       help: 'Audit events made durable, by where: postgres, or the local spool while Postgres is unreachable.',
@@ -175,10 +196,41 @@ export class Metrics {
       help: 'Audit events waiting in the local spool for Postgres.',
       registers,
     });
+    // The states the state-based alert rules watch, each as how long it has lasted (state-duration.ts).
+    this.storeUnavailable = new StateDuration({
+      name: 'ace_store_unavailable_seconds',
+      help: 'How long the store has failed its checks (ace_store_up 0), in seconds; 0 while it answers.',
+      labelNames: ['store'],
+      registers,
+    });
+    this.redisCacheBypassed = new StateDuration({
+      name: 'ace_redis_cache_bypassed_seconds',
+      help: 'How long the Redis cache layer has been bypassed (Redis fails its checks, or ace_redis_cache_trusted 0), in seconds; 0 while it is read, and without Redis.',
+      registers,
+    });
+    this.auditSpooling = new StateDuration({
+      name: 'ace_audit_spooling_seconds',
+      help: 'How long audit events have gone to the local spool instead of Postgres, or waited there to be drained, in seconds; 0 when not.',
+      registers,
+    });
+    this.auditRefusing = new StateDuration({
+      name: 'ace_audit_refusing_seconds',
+      help: 'How long neither Postgres nor the spool has taken an audit batch, in seconds (token requests answer 503 until one is written); 0 when not.',
+      registers,
+    });
+    this.redisCacheBypassed.set(false);
+    this.auditSpooling.set(false);
+    this.auditRefusing.set(false);
+    // prom-client's process_start_time_seconds is left out of the cluster aggregate; this one reports the
+    // newest process, so the restart of any process of the pod changes it.
+    new client.Gauge({ name: 'ace_process_start_time_seconds', help: 'Start time of the (newest) service process, Unix seconds.', registers, aggregator: 'max' }).set(
+      Math.floor((Date.now() - process.uptime() * 1000) / 1000),
+    );
     for (const sink of ['postgres', 'spool']) this.auditWritten.inc({ sink }, 0);
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
     for (const cache of ['local', 'redis', 'verified', 'verified_shared'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
     for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
+    for (const reason of ['untrusted_peer', 'trust_proxy_off']) this.forwardedIgnored.inc({ reason }, 0);
     for (const pool of ['argon2', 'sign']) {
       this.workerRejected.inc({ pool }, 0);
       this.workerReplaced.inc({ pool }, 0);
@@ -226,8 +278,8 @@ export class Metrics {
     this.adminAuthFailures.inc();
   }
 
-  forwardedForIgnored(): void {
-    this.forwardedIgnored.inc();
+  forwardedForIgnored(reason: 'untrusted_peer' | 'trust_proxy_off'): void {
+    this.forwardedIgnored.inc({ reason });
   }
 
   credentialChecked(): void {
@@ -240,6 +292,11 @@ export class Metrics {
 
   setStoreUp(store: StoreName, up: boolean): void {
     this.storeUp.set({ store }, up ? 1 : 0);
+    this.storeUnavailable.set(!up, { store });
+    if (store === 'redis') {
+      this.redisUp = up;
+      this.redisCacheBypassed.set(!this.redisUp || !this.redisCacheIsTrusted);
+    }
   }
 
   /** The Redis topology and its current master(s); replaces what was reported before. */
@@ -248,8 +305,15 @@ export class Metrics {
     for (const primary of primaries.length > 0 ? primaries : ['unknown']) this.redisTopology.set({ topology, primary }, 1);
   }
 
+  /** No Redis configured: the cache layer is absent, not bypassed (nothing to alert on). */
+  noRedisCache(): void {
+    this.redisCacheTrusted.set(0);
+  }
+
   setRedisCacheTrusted(trusted: boolean): void {
     this.redisCacheTrusted.set(trusted ? 1 : 0);
+    this.redisCacheIsTrusted = trusted;
+    this.redisCacheBypassed.set(!this.redisUp || !this.redisCacheIsTrusted);
   }
 
   redisFailed(operation: RedisOperation): void {
@@ -258,6 +322,10 @@ export class Metrics {
 
   setReady(ready: boolean): void {
     this.ready.set(ready ? 1 : 0);
+  }
+
+  setDegraded(component: DegradedComponent, degraded: boolean): void {
+    this.degraded.set({ component }, degraded ? 1 : 0);
   }
 
   auditWrittenTo(sink: 'postgres' | 'spool', events: number): void {
@@ -274,5 +342,15 @@ export class Metrics {
 
   auditSpoolDepth(depth: number): void {
     this.auditSpool.set(depth);
+  }
+
+  /** The trail sends batches to the spool, or the spool still holds events to drain. */
+  setAuditSpooling(spooling: boolean): void {
+    this.auditSpooling.set(spooling);
+  }
+
+  /** The last audit batch was taken by neither Postgres nor the spool (its requests were refused). */
+  setAuditRefusing(refusing: boolean): void {
+    this.auditRefusing.set(refusing);
   }
 }

@@ -81,11 +81,12 @@ export function runPrimary(config: Config, logger: Logger): void {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping workers');
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+    // The same signal: a SIGTERM'd service drains in every worker, a Ctrl-C stops them at once.
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal);
     setTimeout(() => {
       logger.error('workers did not stop in time; exiting');
       process.exit(1);
-    }, config.shutdownTimeoutMs + 4000).unref();
+    }, config.shutdownDrainSeconds * 1000 + config.shutdownTimeoutMs + 4000).unref();
     if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(process.exitCode ?? 0);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));

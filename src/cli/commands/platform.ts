@@ -14,6 +14,7 @@ interface Platform {
   verification_status: string;
   scopes?: { name: string; description?: string }[];
   routes?: { method: string; path: string; scopes: string[] }[];
+  resources?: string[];
   created_at?: string;
   updated_at?: string;
 }
@@ -29,6 +30,12 @@ const BODY_OPTIONS: Record<string, OptionSpec> = {
     description: 'A scope; repeat for more. NAME=DESC is the unambiguous form for names with ":"',
   },
   route: { type: 'string', multiple: true, value: '"METHOD PATH [S1,S2]"', description: 'A route and its scopes; repeat for more' },
+  resource: {
+    type: 'string',
+    multiple: true,
+    value: 'URI',
+    description: 'A resource identifier agents name as `resource` (RFC 8707), e.g. https://api.example.com/mcp; repeat for more',
+  },
   status: { type: 'string', value: 'STATUS', description: 'active | suspended | disabled' },
   'verification-status': { type: 'string', value: 'STATUS', description: 'pending | verified | failed' },
 };
@@ -44,7 +51,9 @@ const FILE_EXAMPLE = `Platform file (YAML or JSON):
   routes:
     - method: GET
       path: /orders/{id}
-      scopes: [orders:read]`;
+      scopes: [orders:read]
+  resources:
+    - https://shop.example.com/mcp`;
 
 function bodyFrom(values: Values) {
   return platformBody({
@@ -55,6 +64,7 @@ function bodyFrom(values: Values) {
     verificationStatus: str(values, 'verification-status'),
     scopes: list(values, 'scope'),
     routes: list(values, 'route'),
+    resources: list(values, 'resource'),
   });
 }
 
@@ -67,6 +77,7 @@ function printPlatform(ctx: Context, platform: Platform): void {
       ['domain', platform.domain],
       ['status', platform.status],
       ['verification_status', platform.verification_status],
+      ['resources', (platform.resources ?? []).join(' ')],
       ['created_at', platform.created_at],
       ['updated_at', platform.updated_at],
     ]),
@@ -80,7 +91,7 @@ export const platformCommands: Command[] = [
   {
     path: ['platform', 'create'],
     summary: 'Create a platform with its scopes and routes',
-    usage: 'platform create (--file FILE | --name NAME [--domain DOMAIN] [--scope NAME[:DESC]]... [--route "METHOD PATH S1,S2"]...)',
+    usage: 'platform create (--file FILE | --name NAME [--domain DOMAIN] [--scope NAME[:DESC]]... [--route "METHOD PATH S1,S2"]... [--resource URI]...)',
     description: `Examples:
   ace platform create --file platform.yaml
   ace platform create --name Shop --domain shop.example.com \\
@@ -98,8 +109,8 @@ ${FILE_EXAMPLE}`,
   },
   {
     path: ['platform', 'update'],
-    summary: 'Change fields of a platform (--scope/--route replace the whole list)',
-    usage: 'platform update <platform_id> [--file FILE] [--name NAME] [--domain DOMAIN] [--scope ...]... [--route ...]... [--status S] [--verification-status S]',
+    summary: 'Change fields of a platform (--scope/--route/--resource replace the whole list)',
+    usage: 'platform update <platform_id> [--file FILE] [--name NAME] [--domain DOMAIN] [--scope ...]... [--route ...]... [--resource URI]... [--status S] [--verification-status S]',
     description: 'Replacing scopes removes the dropped scopes from every grant on the platform.',
     options: BODY_OPTIONS,
     args: { min: 1, max: 1 },
@@ -114,8 +125,8 @@ ${FILE_EXAMPLE}`,
     summary: 'List platforms',
     route: '/admin/v1/platforms',
     key: 'platforms',
-    columns: ['PLATFORM_ID', 'NAME', 'DOMAIN', 'STATUS', 'VERIFICATION', 'SCOPES', 'ROUTES'],
-    row: (p) => [p.platform_id, p.name, p.domain, p.status, p.verification_status, p.scopes?.length ?? 0, p.routes?.length ?? 0],
+    columns: ['PLATFORM_ID', 'NAME', 'DOMAIN', 'STATUS', 'VERIFICATION', 'SCOPES', 'ROUTES', 'RESOURCES'],
+    row: (p) => [p.platform_id, p.name, p.domain, p.status, p.verification_status, p.scopes?.length ?? 0, p.routes?.length ?? 0, (p.resources ?? []).join(' ')],
   }),
   {
     path: ['platform', 'show'],

@@ -9,6 +9,7 @@ import type { Store } from '../ports/store.js';
 import type { UnitOfWork } from '../ports/unit-of-work.js';
 import { NO_TELEMETRY, type Telemetry } from '../ports/telemetry.js';
 import { auditEvents, type ChangeBy } from '../audit/events.js';
+import { normaliseResource } from './resource-identifier.js';
 
 /** The HTTP methods a route rule may name (the scope file's set: SvcScopesYaml). */
 export const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
@@ -21,6 +22,8 @@ export interface PlatformDraft {
   verificationStatus?: VerificationStatus;
   scopes: { name: string; description?: string }[];
   routes?: RouteRule[];
+  /** Resource identifiers (RFC 8707), e.g. an MCP server's URI; normalised, unique across platforms. */
+  resources?: string[];
 }
 
 /** The fields an operator changes; the others stay. */
@@ -72,6 +75,7 @@ export class PlatformService {
       verificationStatus: body.verificationStatus ?? 'pending',
       scopes,
       routes: normaliseRoutes(body.routes ?? [], scopes),
+      resources: normaliseResources(body.resources ?? []),
     };
     return this.uow.run(async (tx) => {
       const platform = await tx.store.createPlatform(input);
@@ -91,6 +95,7 @@ export class PlatformService {
       if (body.domain !== undefined) patch.domain = body.domain ? body.domain.toLowerCase() : null;
       if (body.status !== undefined) patch.status = body.status;
       if (body.verificationStatus !== undefined) patch.verificationStatus = body.verificationStatus;
+      if (body.resources !== undefined) patch.resources = normaliseResources(body.resources);
       const scopes = body.scopes !== undefined ? normaliseScopes(body.scopes) : current.scopes;
       if (body.scopes !== undefined) patch.scopes = scopes;
       if (body.routes !== undefined) patch.routes = normaliseRoutes(body.routes, scopes);
@@ -165,6 +170,18 @@ function normaliseScopes(scopes: { name: string; description?: string }[]): Scop
     if (seen.has(scope.name)) throw new ServiceError('validation_error', `scopes[${i}].name "${scope.name}" is defined twice.`);
     seen.add(scope.name);
     return { name: scope.name, description: scope.description ?? '' };
+  });
+}
+
+/** Each identifier in normal form; one given twice (in any spelling) is refused, as a scope defined twice is. */
+function normaliseResources(resources: string[]): string[] {
+  const seen = new Set<string>();
+  return resources.map((text, i) => {
+    const check = normaliseResource(text);
+    if (!check.ok) throw new ServiceError('validation_error', `resources[${i}] ${check.reason}.`);
+    if (seen.has(check.resource)) throw new ServiceError('validation_error', `resources[${i}] repeats ${check.resource}.`);
+    seen.add(check.resource);
+    return check.resource;
   });
 }
 

@@ -25,7 +25,16 @@ export const PROFILE_TYP: Record<TokenProfile, TokenType> = { 'svc-native-jwt': 
 export interface TokenRequest {
   apiKeyId: string;
   secret: string;
-  platformId: string;
+  /**
+   * Undefined when the OAuth door's `resource` names no platform: refused like a platform the agent holds
+   * no grant on, after the credential check, so that the answer says nothing about which resources exist.
+   */
+  platformId: string | undefined;
+  /**
+   * The resource identifier (RFC 8707) the token is for, in normal form: an `oauth-at-jwt` token names it
+   * in `aud` beside the platform id (RFC 9068 §3: validators compare `aud` with their own identifier).
+   */
+  resource?: string;
   /** Empty or absent: every scope the grant holds. */
   scopes?: string[];
   profile?: string;
@@ -81,6 +90,7 @@ export class TokenService {
   private async issue(view: AgentView, request: TokenRequest, profile: TokenProfile, address: string, signal?: AbortSignal): Promise<IssuedToken> {
     await this.ports.limits.consumeToken(request.apiKeyId);
     if (view.status !== 'active') throw new ServiceError('agent_inactive');
+    if (request.platformId === undefined) throw new ServiceError('platform_access_denied');
     const platformId = request.platformId.toLowerCase();
     const grant = view.grants[platformId];
     if (!grant || grant.platformStatus !== 'active') throw new ServiceError('platform_access_denied');
@@ -93,7 +103,7 @@ export class TokenService {
     const payload = JSON.stringify({
       iss: this.ports.issuer,
       sub: view.agentId,
-      aud: platformId,
+      aud: profile === OAUTH_PROFILE && request.resource !== undefined ? [request.resource, platformId] : platformId,
       iat,
       nbf: iat,
       exp: iat + this.ports.tokenTtlSeconds,

@@ -8,7 +8,7 @@ import type { LockOptions, SigningKeyWriter, Store } from '../../../src/core/por
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../../src/core/ports/revocation-log.js';
 import type { SecretHasher, TokenSigner, TokenType } from '../../../src/core/ports/crypto.js';
 import type { AuditEvent, AuditSink } from '../../../src/core/audit/events.js';
-import { StoreUnavailableError } from '../../../src/core/errors.js';
+import { ServiceError, StoreUnavailableError } from '../../../src/core/errors.js';
 import type { FeedCredential, FeedCredentialRecord, FeedCredentialStore, FeedCredentialWrites } from '../../../src/core/ports/feed-credentials.js';
 
 interface StoredAgent extends AgentRecord {
@@ -89,6 +89,7 @@ export class MemoryStore implements Store {
     this.check();
     const at = now();
     const platform: PlatformRecord = { ...clone(input), id: randomUUID(), createdAt: at, updatedAt: at };
+    this.refuseHeldElsewhere(platform);
     this.platforms.set(platform.id, platform);
     return clone(platform);
   }
@@ -98,6 +99,7 @@ export class MemoryStore implements Store {
     const current = this.platforms.get(platformId);
     if (!current) return null;
     const updated: PlatformRecord = { ...current, ...clone(patch), updatedAt: now() };
+    this.refuseHeldElsewhere(updated);
     this.platforms.set(platformId, updated);
     if (patch.scopes) {
       const kept = new Set(patch.scopes.map((s) => s.name));
@@ -107,6 +109,20 @@ export class MemoryStore implements Store {
       }
     }
     return clone(updated);
+  }
+
+  /** What Postgres' unique indexes refuse (migration 005): another platform's resource or verified domain. */
+  private refuseHeldElsewhere(platform: PlatformRecord): void {
+    for (const other of this.platforms.values()) {
+      if (other.id === platform.id) continue;
+      if (platform.resources.some((r) => other.resources.includes(r))) {
+        throw new ServiceError('conflict', 'A resource identifier in resources is registered to another platform.');
+      }
+      const verified = (p: PlatformRecord) => (p.verificationStatus === 'verified' && p.domain ? p.domain.toLowerCase() : undefined);
+      if (verified(platform) !== undefined && verified(platform) === verified(other)) {
+        throw new ServiceError('conflict', 'Another platform is verified for this domain.');
+      }
+    }
   }
 
   async listPlatforms(): Promise<PlatformRecord[]> {

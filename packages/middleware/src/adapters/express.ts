@@ -1,4 +1,5 @@
-// Express adapters. Sets `req.agent` for authorized requests. Structural types only, so the package does
+// Express adapters. Sets `req.agent` for authorized requests, and `req.auth` (the MCP SDK's AuthInfo, which
+// its Streamable HTTP transport hands to tool handlers as `extra.authInfo`). Structural types only, so the package does
 // not need express (or its types) at run time. Two wirings (docs/client-and-middleware.md):
 //
 // - `app.use(expressAgentAuth(verifier))`, before the routes. It runs before Express has routed, and
@@ -9,6 +10,7 @@
 //   It runs after Express routed and looks the rule up by the route's own template (`req.route.path`):
 //   exactly the scopes of the handler that runs.
 import type { AgentClaims, AuthorizeResult, RouteTarget, Verifier } from '../verifier.js';
+import { mcpAuthInfo, type McpAuthInfo } from '../auth-info.js';
 
 export interface ExpressLikeRequest {
   method: string;
@@ -20,7 +22,9 @@ export interface ExpressLikeRequest {
   /** The matched route (set by Express while a route's handlers run). */
   route?: { path?: unknown };
   headers: { authorization?: string | string[] | undefined };
-  agent?: AgentClaims;
+  agent?: AgentClaims | undefined;
+  /** Typed by the MCP SDK's own declaration merging where it is installed; set here either way. */
+  auth?: McpAuthInfo | undefined;
 }
 
 export interface ExpressLikeResponse {
@@ -33,13 +37,13 @@ export interface ExpressLikeResponse {
 }
 
 declare global {
-  // Declaration merging into @types/express's Request (a no-op without it): handlers behind
-  // expressAgentAuth / expressRouteGuard read `req.agent` without a cast. Set on every request the
-  // middleware lets through; a route it does not cover has none (undefined at run time).
+  // Declaration merging into @types/express's Request (a no-op without it). Optional, as at run time: set on
+  // every request the middleware lets through, absent on a route it does not cover. `agentOf(req)` (or the
+  // `hasAgent(req)` guard) narrows it. `req.auth` is not declared here: the MCP SDK declares it.
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Request {
-      agent: AgentClaims;
+      agent?: AgentClaims;
     }
   }
 }
@@ -61,12 +65,15 @@ function run(
   next: ExpressLikeNext,
   target: RouteTarget,
 ): void {
-  verifier.authorize({ method: req.method, target, authorization: req.headers.authorization }).then((result: AuthorizeResult) => {
+  // The path too: the RFC 9728 metadata is answered by path, whichever route (if any) Express matched.
+  const path = req.originalUrl ?? req.url;
+  verifier.authorize({ method: req.method, path, target, authorization: req.headers.authorization }).then((result: AuthorizeResult) => {
     if (!result.ok) {
       res.status(result.status).set({ ...result.headers, 'content-type': 'application/json', 'cache-control': 'no-store' }).send(result.body);
       return;
     }
     req.agent = result.claims;
+    req.auth = mcpAuthInfo(result.claims);
     next();
   }, next);
 }
@@ -76,7 +83,7 @@ function run(
  *
  * @example
  * app.use(expressAgentAuth(verifier));
- * app.get('/orders/:id', (req, res) => res.json({ agent: req.agent.agentId }));
+ * app.get('/orders/:id', (req, res) => res.json({ agent: agentOf(req).agentId }));
  */
 export function expressAgentAuth(verifier: Verifier) {
   return (req: ExpressLikeRequest, res: ExpressLikeResponse, next: ExpressLikeNext): void =>

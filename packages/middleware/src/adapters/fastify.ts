@@ -33,6 +33,8 @@ export function fastifyOnRequest(verifier: Verifier) {
   return async (request: FastifyLikeRequest, reply: FastifyLikeReply): Promise<unknown> => {
     const result = await verifier.authorize({
       method: request.method,
+      // The path too: the RFC 9728 metadata is answered by path, whichever route (if any) Fastify matched.
+      path: request.url,
       target: { kind: 'template', template: request.routeOptions?.url, syntax: 'fastify' },
       authorization: request.headers.authorization,
     });

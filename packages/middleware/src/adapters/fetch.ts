@@ -7,11 +7,14 @@
 // handler a Request whose URL is the canonical one, so it routes on exactly what was checked.
 import type { AgentClaims, Verifier } from '../verifier.js';
 import type { Refusal } from '../challenge.js';
+import { mcpAuthInfo, type McpAuthInfo } from '../auth-info.js';
 
 /** Passed: the agent's claims and the canonical URL (equal to request.url unless the path was rewritten). */
 export interface FetchAuthorized {
   ok: true;
   agent: AgentClaims;
+  /** The caller as the MCP SDK's AuthInfo: `transport.handleRequest(request, { authInfo: verdict.auth })`. */
+  auth: McpAuthInfo;
   /** Absolute URL with the canonical path, to route on. */
   url: string;
 }
@@ -47,7 +50,8 @@ export function fetchAgentAuth(verifier: Verifier): (request: Request) => Promis
     });
     if (!result.ok) return refusalResponse(result);
     const canonical = result.canonicalTarget ?? received;
-    return { ok: true, agent: result.claims, url: canonical === received ? request.url : new URL(canonical, url).href };
+    const target = canonical === received ? request.url : new URL(canonical, url).href;
+    return { ok: true, agent: result.claims, auth: mcpAuthInfo(result.claims), url: target };
   };
 }
 

@@ -5,8 +5,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AgentClaims, Verifier } from '../verifier.js';
 import type { Refusal } from '../challenge.js';
+import { mcpAuthInfo, type McpAuthInfo } from '../auth-info.js';
 
-export type AgentIncomingMessage = IncomingMessage & { agent?: AgentClaims; originalUrl?: string };
+/** `auth`: the caller as the MCP SDK's AuthInfo, which its Node transport reads from `req.auth`. */
+export type AgentIncomingMessage = IncomingMessage & { agent?: AgentClaims; auth?: McpAuthInfo; originalUrl?: string };
 export type AuthorizedListener = (req: AgentIncomingMessage & { agent: AgentClaims }, res: ServerResponse) => unknown;
 
 /** Writes a refusal (status, WWW-Authenticate, JSON body) on a node:http response. */
@@ -29,6 +31,7 @@ export function protectNodeHandler(verifier: Verifier, listener: AuthorizedListe
         if (!result.ok) return writeRefusal(res, result);
         const request = req as AgentIncomingMessage & { agent: AgentClaims };
         request.agent = result.claims;
+        request.auth = mcpAuthInfo(result.claims);
         if (result.canonicalTarget !== undefined && result.canonicalTarget !== received) {
           request.originalUrl = received;
           request.url = result.canonicalTarget;

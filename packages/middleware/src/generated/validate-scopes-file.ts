@@ -4,7 +4,7 @@
 "use strict";
 export const validate = validate10;
 export default validate10;
-const schema11 = {"$id":"SvcScopesYaml","additionalProperties":false,"description":"Scope file of a platform, version 1.","type":"object","required":["schema","version","platform_id","scopes","routes"],"properties":{"schema":{"const":"SvcScopesYaml","type":"string"},"version":{"const":1,"type":"number"},"platform_id":{"format":"uuid","type":"string"},"scopes":{"type":"array","items":{"additionalProperties":false,"type":"object","required":["name","description"],"properties":{"name":{"minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:/\\-]+$","description":"Scope name, e.g. \"orders:read\".","type":"string"},"description":{"maxLength":1024,"type":"string"}}}},"routes":{"type":"array","items":{"additionalProperties":false,"type":"object","required":["method","path","scopes"],"properties":{"method":{"anyOf":[{"const":"GET","type":"string"},{"const":"HEAD","type":"string"},{"const":"POST","type":"string"},{"const":"PUT","type":"string"},{"const":"PATCH","type":"string"},{"const":"DELETE","type":"string"},{"const":"OPTIONS","type":"string"}]},"path":{"minLength":1,"maxLength":1024,"pattern":"^/([A-Za-z0-9._~!$&'()*+,;=:@%-]+|\\{[A-Za-z_][A-Za-z0-9_]*\\}|/)*$","description":"Path template such as /orders/{id}.","type":"string"},"scopes":{"type":"array","items":{"minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:/\\-]+$","description":"Scope name, e.g. \"orders:read\".","type":"string"}}}}}}};
+const schema11 = {"$id":"SvcScopesYaml","additionalProperties":false,"description":"Scope file of a platform, version 1.","type":"object","required":["schema","version","platform_id","scopes","routes"],"properties":{"schema":{"const":"SvcScopesYaml","type":"string"},"version":{"const":1,"type":"number"},"platform_id":{"format":"uuid","type":"string"},"scopes":{"type":"array","items":{"additionalProperties":false,"type":"object","required":["name","description"],"properties":{"name":{"minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:/\\-]+$","description":"Scope name, e.g. \"orders:read\".","type":"string"},"description":{"maxLength":1024,"type":"string"}}}},"routes":{"type":"array","items":{"additionalProperties":false,"type":"object","required":["method","path","scopes"],"properties":{"method":{"anyOf":[{"const":"GET","type":"string"},{"const":"HEAD","type":"string"},{"const":"POST","type":"string"},{"const":"PUT","type":"string"},{"const":"PATCH","type":"string"},{"const":"DELETE","type":"string"},{"const":"OPTIONS","type":"string"}]},"path":{"minLength":1,"maxLength":1024,"pattern":"^/([A-Za-z0-9._~!$&'()*+,;=:@%-]+|\\{[A-Za-z_][A-Za-z0-9_]*\\}|/)*$","description":"Path template such as /orders/{id}.","type":"string"},"scopes":{"type":"array","items":{"minLength":1,"maxLength":128,"pattern":"^[A-Za-z0-9_.:/\\-]+$","description":"Scope name, e.g. \"orders:read\".","type":"string"}}}}},"resources":{"maxItems":21,"description":"The resource identifiers (RFC 8707) the service issues tokens for on this platform besides urn:uuid:<platform_id>: its registered resources and https://<verified domain>. The middleware checks its `resource` option against them.","type":"array","items":{"minLength":1,"maxLength":2048,"type":"string"}}}};
 const formats0 = /^(?:urn:uuid:)?[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}$/i;
 const func2 = ((text) => { let n = 0; for (const _ of text) n++; return n; });
 const pattern0 = new RegExp("^[A-Za-z0-9_.:/\\-]+$", "u");
@@ -66,7 +66,7 @@ vErrors.push(err4);
 errors++;
 }
 for(const key0 in data){
-if(!(((((key0 === "schema") || (key0 === "version")) || (key0 === "platform_id")) || (key0 === "scopes")) || (key0 === "routes"))){
+if(!((((((key0 === "schema") || (key0 === "version")) || (key0 === "platform_id")) || (key0 === "scopes")) || (key0 === "routes")) || (key0 === "resources"))){
 const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err5];
@@ -659,14 +659,75 @@ vErrors.push(err52);
 errors++;
 }
 }
-}
-else {
-const err53 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data.resources !== undefined){
+let data13 = data.resources;
+if(Array.isArray(data13)){
+if(data13.length > 21){
+const err53 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/maxItems",keyword:"maxItems",params:{limit: 21},message:"must NOT have more than 21 items"};
 if(vErrors === null){
 vErrors = [err53];
 }
 else {
 vErrors.push(err53);
+}
+errors++;
+}
+const len3 = data13.length;
+for(let i3=0; i3<len3; i3++){
+let data14 = data13[i3];
+if(typeof data14 === "string"){
+if(func2(data14) > 2048){
+const err54 = {instancePath:instancePath+"/resources/" + i3,schemaPath:"#/properties/resources/items/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+if(func2(data14) < 1){
+const err55 = {instancePath:instancePath+"/resources/" + i3,schemaPath:"#/properties/resources/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+}
+else {
+const err56 = {instancePath:instancePath+"/resources/" + i3,schemaPath:"#/properties/resources/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+}
+}
+else {
+const err57 = {instancePath:instancePath+"/resources",schemaPath:"#/properties/resources/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+}
+}
+}
+else {
+const err58 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
 }
 errors++;
 }

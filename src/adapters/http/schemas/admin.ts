@@ -2,18 +2,29 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { AgentStatus, PlatformStatus, VerificationStatus } from './public.js';
 import { RoutePath, ScopeName } from '@agent-credential-exchange/middleware/scopes-file';
+import { UNSAFE_NAME_CHARACTERS } from '../../../support/unsafe-text.js';
 
 /**
- * Names are shown in terminals (`ace agent list`) and logs: no C0 or C1 control character, no DEL, so a
- * name cannot carry a terminal escape sequence or a line break.
+ * Names are shown in terminals (`ace agent list`), logs and consoles: none of the characters that would not
+ * show as themselves (support/unsafe-text.ts: controls, bidirectional controls, zero-width characters,
+ * line and paragraph separators).
  */
-export const NO_CONTROL_CHARACTERS = '^[^\\u0000-\\u001F\\u007F-\\u009F]*$';
-const Name = Type.String({ minLength: 1, maxLength: 200, pattern: NO_CONTROL_CHARACTERS });
+export const PRINTABLE_NAME = `^[^${UNSAFE_NAME_CHARACTERS}]*$`;
+const Name = Type.String({ minLength: 1, maxLength: 200, pattern: PRINTABLE_NAME });
 const Domain = Type.String({
   minLength: 1,
   maxLength: 253,
   pattern: '^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$',
   description: 'DNS host name of the platform.',
+});
+
+const Resource = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  description:
+    'Resource identifier (RFC 8707 / RFC 9728) a server of the platform answers as, e.g. an MCP server\'s URI https://api.example.com/mcp: ' +
+    'absolute, https (http only on a loopback host: localhost, 127.0.0.0/8, [::1]), no fragment, no query, no user information. ' +
+    'Stored normalised (scheme and host in lower case, no default port, no trailing slash); unique across platforms.',
 });
 
 export const AdminScopeInput = Type.Object(
@@ -38,6 +49,7 @@ export const PlatformCreate = Type.Object(
     verification_status: Type.Optional(VerificationStatus),
     scopes: Type.Array(AdminScopeInput, { maxItems: 1000 }),
     routes: Type.Optional(Type.Array(AdminRouteInput, { maxItems: 5000 })),
+    resources: Type.Optional(Type.Array(Resource, { maxItems: 20 })),
   },
   { $id: 'PlatformCreate', additionalProperties: false },
 );
@@ -81,6 +93,7 @@ export const PlatformView = Type.Object(
     verification_status: VerificationStatus,
     scopes: Type.Array(Type.Object({ name: Type.String(), description: Type.String() })),
     routes: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), scopes: Type.Array(Type.String()) })),
+    resources: Type.Array(Type.String(), { description: 'The resource identifiers of the platform, normalised.' }),
     created_at: Timestamp,
     updated_at: Timestamp,
   },

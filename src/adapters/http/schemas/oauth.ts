@@ -37,11 +37,15 @@ export const OAuthErrorBody = Type.Object(
 export const AuthorizationServerMetadata = Type.Object(
   {
     issuer: Type.String({ description: 'Equal to the iss of every token (ISSUER).' }),
+    authorization_endpoint: Type.String({
+      description:
+        'Served for clients whose metadata schema requires the member (the MCP SDK): it answers every request with the RFC 6749 §4.1.2.1 error unsupported_response_type, as no response type is supported.',
+    }),
     token_endpoint: Type.String(),
     jwks_uri: Type.String(),
     grant_types_supported: Type.Array(Type.Literal('client_credentials')),
     token_endpoint_auth_methods_supported: Type.Array(Type.String()),
-    response_types_supported: Type.Array(Type.String(), { maxItems: 0, description: 'No authorization endpoint: empty (the member is REQUIRED by RFC 8414).' }),
+    response_types_supported: Type.Array(Type.String(), { maxItems: 0, description: 'No response type is supported (client credentials only): empty (the member is REQUIRED by RFC 8414).' }),
     service_documentation: Type.String(),
   },
   { $id: 'AuthorizationServerMetadata', additionalProperties: true },

@@ -3,7 +3,8 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { addFormats } from '@agent-credential-exchange/middleware/ajv-formats';
 import type { TSchema, Static } from '@sinclair/typebox';
 import { ServiceError } from '../../../core/errors.js';
-import { NO_CONTROL_CHARACTERS } from './admin.js';
+import { PRINTABLE_NAME } from './admin.js';
+import { UNSAFE_NAME_CHARACTERS_TEXT } from '../../../support/unsafe-text.js';
 
 const ajv = new Ajv({ allErrors: false, useDefaults: true, coerceTypes: false, strict: true, allowUnionTypes: true });
 addFormats(ajv, ['uuid', 'date-time']);
@@ -50,8 +51,8 @@ function describe(error: ErrorObject | undefined): string {
   }
   const field = base || 'body';
   if (error.keyword === 'format' && (error.params as { format: string }).format === 'uuid') return `${field} must be a UUID.`;
-  if (error.keyword === 'pattern' && (error.params as { pattern: string }).pattern === NO_CONTROL_CHARACTERS) {
-    return `${field} must not contain control characters (U+0000–U+001F, U+007F–U+009F).`;
+  if (error.keyword === 'pattern' && (error.params as { pattern: string }).pattern === PRINTABLE_NAME) {
+    return `${field} must not contain ${UNSAFE_NAME_CHARACTERS_TEXT}.`;
   }
   if (error.keyword === 'pattern' && field === 'api_key_id') {
     return 'api_key_id must be the 9-character key prefix followed by 32 lowercase hexadecimal characters.';

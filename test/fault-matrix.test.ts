@@ -1,0 +1,331 @@
+// The fault matrix: a TCP fault proxy (kit/fault-proxy.ts) between the service and each store — Postgres,
+// Postgres behind PgBouncer (the proxy between the pooler and its server, so the pooler's own FATALs reach
+// the service), Redis — switched in turn to refuse, reset, blackhole, slow and truncate, under a steady
+// trickle of requests; and the server-side classes: for Postgres admin shutdown (57P01), read-only (25006),
+// authentication failing after start (28000); for Redis NOAUTH after start and READONLY (a demoted primary). For every fault: the process stays up, every answer is a 200
+// or a 503 with Retry-After (never a 500), no client connection is reset, and within 15 s of the fault
+// ending a request that needs the store succeeds again. One service process per store, faults in sequence.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import postgres from 'postgres';
+import { Redis } from 'ioredis';
+import { randomBytes } from 'node:crypto';
+import { AdminClient, type AgentCredentials, type PlatformRecord } from '../kit/admin.js';
+import { FaultProxy, FAULT_MODES, type FaultMode } from '../kit/fault-proxy.js';
+import { startPgBouncer, stopAll } from '../kit/topology/index.js';
+import { metricSum } from '../kit/metrics.js';
+import { waitFor } from '../kit/wait.js';
+import { createDatabase, PG_ADMIN_URL, startService, type ServiceHandle, type TestDatabase } from './support/service.js';
+import { serverErrorsIn, startRedisServer, type RedisServer } from './support/faults.js';
+import { freePort } from '../kit/ports.js';
+
+const STORE_TIMEOUT_MS = 800;
+/** A request that outlives this is a hang, not an answer. */
+const REQUEST_BOUND_MS = 6000;
+const RECOVERY_MS = 15_000;
+
+interface Answer {
+  what: string;
+  status: number;
+  retryAfter: string | null;
+  error?: string;
+}
+
+/** A service, a platform and a warm agent, with the two requests the load sends. */
+class Rig {
+  admin: AdminClient;
+  platform!: PlatformRecord;
+  agent!: AgentCredentials;
+  constructor(readonly service: ServiceHandle) {
+    this.admin = new AdminClient(service);
+  }
+
+  async seed(): Promise<void> {
+    this.platform = await this.admin.createPlatform({ name: 'Shop', domain: 'shop.example', verification_status: 'verified', scopes: [{ name: 'orders:read' }] });
+    this.agent = await this.admin.createAgent('warm');
+    await this.admin.grant(this.agent.agent_id, this.platform.platform_id, ['orders:read']);
+    await waitFor('a first token', async () => (await this.token()).status === 200, 10_000);
+  }
+
+  private async send(what: string, url: string, init: RequestInit): Promise<Answer> {
+    try {
+      const response = await fetch(url, { ...init, signal: AbortSignal.timeout(REQUEST_BOUND_MS) });
+      await response.arrayBuffer();
+      return { what, status: response.status, retryAfter: response.headers.get('retry-after') };
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      return { what, status: 0, retryAfter: null, error: `${(error as Error).name}: ${cause?.code ?? cause?.message ?? (error as Error).message}` };
+    }
+  }
+
+  /** A token for the warm agent: answered from the caches when they can. */
+  token(): Promise<Answer> {
+    return this.send('token', `${this.service.publicUrl}/api/v1/auth/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ api_key_id: this.agent.api_key_id, secret: this.agent.secret, platform_id: this.platform.platform_id }),
+    });
+  }
+
+  /** An admin read: always Postgres. */
+  adminRead(): Promise<Answer> {
+    return this.send('admin read', `${this.service.adminUrl}/admin/v1/agents/${this.agent.agent_id}`, { headers: { authorization: `Bearer ${this.service.adminToken}` } });
+  }
+
+  /** An admin write: Postgres, and a Redis publish after the commit. */
+  adminWrite(): Promise<Answer> {
+    return this.send('admin write', `${this.service.adminUrl}/admin/v1/agents/${this.agent.agent_id}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${this.service.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: `warm-${randomBytes(3).toString('hex')}` }),
+    });
+  }
+
+  /**
+   * Runs `fault` (which switches the fault on), keeps three request loops going until `bitten` says the fault
+   * showed (or 1.5 s of load at least), ends it with `heal`, and checks what the matrix promises.
+   */
+  async sweep(name: string, fault: () => Promise<void>, heal: () => Promise<void>, bitten: (answers: Answer[]) => boolean | Promise<boolean>): Promise<void> {
+    const answers: Answer[] = [];
+    let running = true;
+    const loop = async (request: () => Promise<Answer>) => {
+      while (running) answers.push(await request());
+    };
+    await fault();
+    const loops = [loop(() => this.token()), loop(() => this.adminRead()), loop(() => this.adminWrite())];
+    const started = Date.now();
+    // A process that died fails the sweep at once, with its last words.
+    const exited = new AbortController();
+    const onExit = () => exited.abort(new Error(`${name}: the service exited (${this.service.process.exitCode}):\n${this.service.output().slice(-1500)}`));
+    this.service.process.once('exit', onExit);
+    try {
+      await waitFor(`${name}: the fault to show`, async () => Date.now() - started >= 1500 && (await bitten(answers)), 12_000, 50, exited.signal);
+    } finally {
+      this.service.process.off('exit', onExit);
+      running = false;
+      await Promise.all(loops);
+      await heal();
+    }
+    const healed = Date.now();
+    const label = `${name}: ${summary(answers)}\n${this.recentWarnings()}`;
+    expect(this.service.process.exitCode, label).toBeNull();
+    expect(answers.filter((a) => a.status === 0), label).toEqual([]);
+    expect(answers.filter((a) => a.status !== 200 && a.status !== 503), label).toEqual([]);
+    expect(answers.filter((a) => a.status === 503 && !/^[1-9]\d*$/.test(a.retryAfter ?? '')), label).toEqual([]);
+    // Recovery: every kind of request succeeds again within 15 s of the fault ending.
+    await waitFor(
+      `${name}: 200s again after the fault ended`,
+      async () => (await Promise.all([this.token(), this.adminRead(), this.adminWrite()])).every((a) => a.status === 200),
+      RECOVERY_MS,
+      100,
+    );
+    expect(Date.now() - healed).toBeLessThan(RECOVERY_MS);
+    expect(this.service.process.exitCode, label).toBeNull();
+  }
+
+  async storeUp(store: 'postgres' | 'redis'): Promise<number> {
+    return metricSum(await (await fetch(`${this.service.adminUrl}/metrics`)).text(), 'ace_store_up', { store });
+  }
+
+  async noServerErrors(): Promise<void> {
+    expect(serverErrorsIn(await (await fetch(`${this.service.adminUrl}/metrics`)).text())).toEqual([]);
+    expect(this.service.output()).not.toMatch(/"status":500|internal_error|Unhandled|uncaught/i);
+  }
+
+  private recentWarnings(): string {
+    return this.service.output().split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-8).join('\n');
+  }
+}
+
+function summary(answers: Answer[]): string {
+  const counts = new Map<string, number>();
+  for (const a of answers) {
+    const key = `${a.what} ${a.status || a.error}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return [...counts].map(([k, n]) => `${k} x${n}`).join(', ');
+}
+
+const some503 = (what: string) => (answers: Answer[]) => answers.some((a) => a.what === what && a.status === 503);
+/** The fault showed: Postgres requests were refused, or (slow) at least answered late. */
+const postgresBitten = (mode: FaultMode) => (mode === 'slow' ? (answers: Answer[]) => answers.filter((a) => a.what === 'admin read').length >= 2 : some503('admin read'));
+
+const proxied = (url: string, proxy: FaultProxy) => {
+  const parsed = new URL(url);
+  parsed.host = proxy.address;
+  return parsed.toString();
+};
+const serviceEnv = { STORE_TIMEOUT_MS: String(STORE_TIMEOUT_MS), RATE_LIMIT_AUTH_FAIL_POINTS: '100000', RATE_LIMIT_TOKEN_POINTS: '100000', LOG_LEVEL: 'warn' };
+
+describe('fault matrix: Postgres', () => {
+  let database: TestDatabase;
+  let proxy: FaultProxy;
+  let rig: Rig;
+  let adminSql: postgres.Sql;
+  const role = `ace_fault_${randomBytes(4).toString('hex')}`;
+
+  beforeAll(async () => {
+    adminSql = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
+    // Its own login role owning its own database: authentication can fail after start without touching anyone else.
+    await adminSql.unsafe(`CREATE ROLE ${role} LOGIN`);
+    database = await createDatabase();
+    await adminSql.unsafe(`ALTER DATABASE ${database.name} OWNER TO ${role}`);
+    proxy = await FaultProxy.start({ target: { port: Number(new URL(database.url).port) } });
+    const url = new URL(proxied(database.url, proxy));
+    url.username = role;
+    rig = new Rig(await startService({ mode: 'real', database: { ...database, url: url.toString() }, env: serviceEnv }));
+    await rig.seed();
+  });
+
+  afterAll(async () => {
+    await rig?.service.dispose();
+    await proxy?.close();
+    await database?.drop();
+    await adminSql?.unsafe(`DROP ROLE IF EXISTS ${role}`);
+    await adminSql?.end();
+  });
+
+  const terminateBackends = () => adminSql.unsafe(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database.name}' AND pid <> pg_backend_pid()`);
+
+  it.each(FAULT_MODES)('network fault %s: up, no 500, no reset client, recovered within 15 s', async (mode) => {
+    await rig.sweep(mode, () => proxy.set(mode), () => proxy.heal(), postgresBitten(mode));
+  });
+
+  it('admin shutdown of every connection (57P01), repeatedly', async () => {
+    let terminating: NodeJS.Timeout | undefined;
+    await rig.sweep(
+      'admin shutdown',
+      async () => {
+        terminating = setInterval(() => void terminateBackends().catch((error) => console.error('terminate', error)), 150);
+      },
+      async () => clearInterval(terminating),
+      (answers) => answers.length >= 12,
+    );
+  });
+
+  it('read-only database (25006): writes are 503, reads and tokens go on', async () => {
+    await rig.sweep(
+      'read-only',
+      async () => {
+        await adminSql.unsafe(`ALTER DATABASE ${database.name} SET default_transaction_read_only = on`);
+        await terminateBackends();
+      },
+      async () => {
+        await adminSql.unsafe(`ALTER DATABASE ${database.name} RESET default_transaction_read_only`);
+        await terminateBackends();
+      },
+      some503('admin write'),
+    );
+  });
+
+  it('authentication failing after start (28000): 503, then recovers once the role can log in again', async () => {
+    await rig.sweep(
+      'auth failure',
+      async () => {
+        await adminSql.unsafe(`ALTER ROLE ${role} NOLOGIN`);
+        await terminateBackends();
+      },
+      async () => {
+        await adminSql.unsafe(`ALTER ROLE ${role} LOGIN`);
+      },
+      some503('admin read'),
+    );
+    await rig.noServerErrors();
+  });
+});
+
+describe('fault matrix: Postgres behind PgBouncer (faults between the pooler and its server)', () => {
+  let database: TestDatabase;
+  let proxy: FaultProxy;
+  let rig: Rig;
+
+  beforeAll(async () => {
+    database = await createDatabase();
+    proxy = await FaultProxy.start({ target: { port: Number(new URL(database.url).port) } });
+    const bouncer = await startPgBouncer({ upstream: { port: proxy.port }, settings: { server_login_retry: 1 } });
+    rig = new Rig(await startService({ mode: 'real', database: { ...database, url: bouncer.url(database.name) }, env: serviceEnv }));
+    await rig.seed();
+  });
+
+  afterAll(async () => {
+    await rig?.service.dispose();
+    await stopAll();
+    await proxy?.close();
+    await database?.drop();
+  });
+
+  // `refuse` here is the production incident: Postgres stopped behind PgBouncer, which answers every client
+  // with FATAL server_login_retry (08P01) on a connection the driver dropped: the process exited within 1.6 s.
+  it.each(FAULT_MODES)('fault %s behind the pooler: up, no 500, no reset client, recovered within 15 s', async (mode) => {
+    await rig.sweep(mode, () => proxy.set(mode), () => proxy.heal(), postgresBitten(mode));
+    if (mode === 'truncate') await rig.noServerErrors();
+  });
+});
+
+describe('fault matrix: Redis', () => {
+  let redis: RedisServer;
+  let proxy: FaultProxy;
+  let rig: Rig;
+  /** The server's password while the auth fault is on. */
+  let password: string | undefined;
+
+  beforeAll(async () => {
+    // A private server: the server-side faults below reconfigure it.
+    redis = await startRedisServer();
+    proxy = await FaultProxy.start({ target: { port: redis.port } });
+    rig = new Rig(await startService({ mode: 'real', env: { ...serviceEnv, REDIS_URL: proxied(redis.url, proxy) } }));
+    await rig.seed();
+  });
+
+  afterAll(async () => {
+    await rig?.service.dispose();
+    await proxy?.close();
+    await redis?.kill();
+  });
+
+  const command = async (...args: [string, ...(string | number)[]]) => {
+    const client = new Redis(redis.port, '127.0.0.1', { password, maxRetriesPerRequest: 1, lazyConnect: true });
+    await client.connect();
+    try {
+      await client.call(...args);
+    } finally {
+      client.disconnect();
+    }
+  };
+
+  it('authentication failing after start (NOAUTH): tokens from Postgres, recovered once the password is gone again', async () => {
+    await rig.sweep(
+      'redis auth failure',
+      async () => {
+        await command('CONFIG', 'SET', 'requirepass', 'rotated-under-the-service');
+        password = 'rotated-under-the-service';
+        await command('CLIENT', 'KILL', 'TYPE', 'normal'); // the service reconnects and is refused
+      },
+      async () => {
+        await command('CONFIG', 'SET', 'requirepass', '');
+        password = undefined;
+      },
+      async () => (await rig.storeUp('redis')) === 0,
+    );
+  });
+
+  it('a primary demoted to a replica (READONLY): up, no 500, recovered once it is a primary again', async () => {
+    // Replica of a port nothing listens on: it refuses writes (READONLY) and serves its data read-only.
+    // The fault showed once a cache write or delete failed.
+    const failures = async () => metricSum(await (await fetch(`${rig.service.adminUrl}/metrics`)).text(), 'ace_redis_failures_total');
+    const before = await failures();
+    await rig.sweep(
+      'redis read-only',
+      async () => command('REPLICAOF', '127.0.0.1', String(await freePort())),
+      async () => command('REPLICAOF', 'NO', 'ONE'),
+      async () => (await failures()) > before,
+    );
+  });
+
+  // Redis is a cache and a bus: tokens fall back to Postgres. The fault showed once the service saw Redis down
+  // (slow: once a dozen answers went through it).
+  it.each(FAULT_MODES)('fault %s: up, no 500, no reset client, recovered within 15 s', async (mode) => {
+    const bitten = mode === 'slow' ? (answers: Answer[]) => answers.length >= 12 : async () => (await rig.storeUp('redis')) === 0;
+    await rig.sweep(mode, () => proxy.set(mode), () => proxy.heal(), bitten);
+    if (mode === 'truncate') await rig.noServerErrors();
+  });
+});

@@ -1,0 +1,48 @@
+// Resource identifiers (RFC 8707 / RFC 9728) in one normal form, the same in the service (registration, the
+// token endpoint's lookup, `aud`) and in the middleware (its `resource` option): both run these cases.
+import { describe, expect, it } from 'vitest';
+import { normaliseResource as service } from '../../src/core/platforms/resource-identifier.js';
+import { normaliseResource as middleware } from '../../packages/middleware/src/resource.js';
+
+const SAME: [string, string][] = [
+  ['https://api.example.com/mcp', 'https://api.example.com/mcp'],
+  ['HTTPS://API.Example.COM/mcp', 'https://api.example.com/mcp'],
+  ['https://api.example.com:443/mcp/', 'https://api.example.com/mcp'],
+  ['https://api.example.com/', 'https://api.example.com'],
+  ['https://api.example.com', 'https://api.example.com'],
+  ['https://api.example.com:8443/mcp', 'https://api.example.com:8443/mcp'],
+  ['http://127.0.0.1:3000/mcp', 'http://127.0.0.1:3000/mcp'],
+  ['http://localhost:80/mcp', 'http://localhost/mcp'],
+  ['http://[::1]:3000/', 'http://[::1]:3000'],
+  ['http://127.1.2.3/x', 'http://127.1.2.3/x'],
+  // The path keeps its case: /MCP and /mcp are two resources.
+  ['https://api.example.com/MCP', 'https://api.example.com/MCP'],
+];
+
+const REFUSED = [
+  'http://api.example.com/mcp', // plain http off the loopback host
+  'http://127.0.0.1.example.com/mcp',
+  'https://api.example.com/mcp#x',
+  'https://api.example.com/mcp?tenant=1',
+  'https://user:pw@api.example.com/',
+  '/mcp',
+  'api.example.com/mcp',
+  'ftp://api.example.com/',
+  ' https://api.example.com/mcp',
+  'https://api.example.com/m\ncp',
+  `https://api.example.com/${'a'.repeat(2100)}`,
+];
+
+describe.each([
+  ['service', service],
+  ['middleware', middleware],
+])('normaliseResource (%s)', (_side, normalise) => {
+  it.each(SAME)('%s → %s', (input, expected) => {
+    expect(normalise(input)).toEqual({ ok: true, resource: expected });
+    // Idempotent: the normal form is its own normal form.
+    expect(normalise(expected)).toEqual({ ok: true, resource: expected });
+  });
+  it.each(REFUSED)('refuses %j', (input) => {
+    expect(normalise(input)).toMatchObject({ ok: false, reason: expect.any(String) });
+  });
+});
