@@ -25,6 +25,9 @@ export interface BenchOptions {
   fleetAgents: number;
   /** maxRetries given to each fleet agent's client (undefined: the client's defaults). */
   fleetRetries: number | undefined;
+  /** Agents of the rolling-restart scenario, and the request rate its fleet keeps up. */
+  rollingAgents: number;
+  rollingRate: number;
   embedded: boolean;
   peer: boolean;
   /** WORKERS of the service in compare (undefined: the service's default). */
@@ -41,7 +44,7 @@ export interface BenchOptions {
 }
 
 const HELP = `usage: npm run bench -- [flags]
-  --only <list>         scenarios to run, comma-separated: compare, scale, fleet, fanout, audit (the default set), topologies (~7 min, only when named), deployed (with --target)
+  --only <list>         scenarios to run, comma-separated: compare, scale, fleet, fanout, audit (the default set), topologies (~7 min, only when named), rolling (only when named), deployed (with --target)
   --rounds <n>          interleaved rounds per comparison; figures are medians (default 3; --quick: 1)
   --duration <s>        seconds per measurement (default 5; --quick: 2)
   --warmup <s>          warm-up seconds before each measurement (default 2; --quick: 1)
@@ -53,6 +56,8 @@ const HELP = `usage: npm run bench -- [flags]
   --openssl-seconds <s> openssl speed seconds (default 3; --quick: 1)
   --argon2-seconds <s>  raw argon2 rate seconds per round (default 3; --quick: 1)
   --fleet-agents <n>    agents of the fleet restart (default 5000; --quick: 300)
+  --rolling-agents <n>  agents of the rolling restart (--only rolling; default 200)
+  --rolling-rate <n>    token requests per second during the rolling restart (default 200)
   --fleet-retries <n>   maxRetries of each fleet agent's client (default: none, the client's wait budget alone)
   --workers <n>         WORKERS (HTTP processes) of the service in compare; the bare servers and the peer follow (default: the service's default)
   --uv-threads <n>      UV_THREADPOOL_SIZE of the service, the peer and the bare servers (default: max(2, cores))
@@ -82,6 +87,8 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
       'openssl-seconds': { type: 'string' },
       'argon2-seconds': { type: 'string' },
       'fleet-agents': { type: 'string' },
+      'rolling-agents': { type: 'string' },
+      'rolling-rate': { type: 'string' },
       'fleet-retries': { type: 'string' },
       'uv-threads': { type: 'string' },
       workers: { type: 'string' },
@@ -122,6 +129,8 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
     opensslSeconds: Math.floor(num('openssl-seconds', values['openssl-seconds'], quick ? 1 : 3, 1)),
     argon2Seconds: num('argon2-seconds', values['argon2-seconds'], quick ? 1 : 3, 1),
     fleetAgents: Math.floor(num('fleet-agents', values['fleet-agents'], quick ? 300 : 5000, 1)),
+    rollingAgents: Math.floor(num('rolling-agents', values['rolling-agents'], 200, 1)),
+    rollingRate: num('rolling-rate', values['rolling-rate'], 200, 1),
     fleetRetries: values['fleet-retries'] === undefined ? undefined : Math.floor(num('fleet-retries', values['fleet-retries'], 0, 0)),
     embedded: values.embedded === true,
     peer: values['no-peer'] !== true,

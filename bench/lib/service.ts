@@ -56,6 +56,34 @@ export interface StartOptions {
    * the bench's own and thrown away with its topology.
    */
   redisEnv?: Record<string, string>;
+  /**
+   * Another instance of one deployment: its database, Redis key prefix and key-encryption key, which this
+   * service uses and never drops (the caller owns them; see `sharedStores`).
+   */
+  shared?: SharedStores;
+}
+
+/** What the instances of one deployment share; made by `sharedStores`, dropped by its `drop`. */
+export interface SharedStores {
+  database: ScratchDatabase;
+  redisKeyPrefix: string;
+  keyEncryptionKey: string;
+  drop(): Promise<void>;
+}
+
+/** A database, a Redis key prefix and a key-encryption key for several instances (a rolling restart). */
+export async function sharedStores(): Promise<SharedStores> {
+  const database = await createDatabase(PG_ADMIN_URL, 'ace_bench');
+  const redisKeyPrefix = freshKeyPrefix('ace-bench');
+  return {
+    database,
+    redisKeyPrefix,
+    keyEncryptionKey: randomBytes(32).toString('hex'),
+    async drop() {
+      await database.drop().catch((error) => process.stderr.write(`bench: could not drop ${database.name}: ${error}\n`));
+      await deleteRedisKeys(REDIS_URL, redisKeyPrefix).catch((error) => process.stderr.write(`bench: could not delete ${redisKeyPrefix}*: ${error}\n`));
+    },
+  };
 }
 
 export async function startBenchService(options: StartOptions): Promise<BenchService> {
@@ -63,8 +91,9 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
   const redisUrl = options.redisUrl ?? REDIS_URL;
   const addresses = await serviceAddresses();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ace-bench-'));
-  const database: ScratchDatabase | undefined = options.embedded ? undefined : await createDatabase(options.pgAdminUrl ?? PG_ADMIN_URL, 'ace_bench');
-  const redisKeyPrefix = useRedis ? freshKeyPrefix('ace-bench') : undefined;
+  const { shared } = options;
+  const database: ScratchDatabase | undefined = options.embedded ? undefined : (shared?.database ?? (await createDatabase(options.pgAdminUrl ?? PG_ADMIN_URL, 'ace_bench')));
+  const redisKeyPrefix = useRedis ? (shared?.redisKeyPrefix ?? freshKeyPrefix('ace-bench')) : undefined;
   const redisEnv = options.redisEnv ?? { REDIS_URL: redisUrl };
 
   const env: Record<string, string> = {
@@ -75,7 +104,7 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
     // info: the start-up lines tell when every cluster worker is up; nothing is logged per request.
     LOG_LEVEL: 'info',
     ACCESS_LOG: 'false',
-    KEY_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+    KEY_ENCRYPTION_KEY: shared?.keyEncryptionKey ?? randomBytes(32).toString('hex'),
     // Limits must not shape the figures: the bench measures capacity, not the limiter.
     RATE_LIMIT_TOKEN_POINTS: '1000000',
     RATE_LIMIT_AUTH_FAIL_POINTS: '1000000',
@@ -115,6 +144,7 @@ export async function startBenchService(options: StartOptions): Promise<BenchSer
       if (disposed) return;
       disposed = true;
       await stopProcess(child, { signal: 'SIGTERM', killAfterMs: 15_000 });
+      if (shared) return rmSync(dataDir, { recursive: true, force: true });
       // Best effort, and said so: a leftover scratch database or key prefix must not fail the run.
       await database?.drop().catch((error) => process.stderr.write(`bench: could not drop ${database.name}: ${error}\n`));
       if (redisKeyPrefix && !options.redisEnv) {

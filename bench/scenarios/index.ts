@@ -9,6 +9,7 @@ import { deployed } from './deployed.js';
 import { topologies } from './topologies.js';
 import { feedflood } from './feedflood.js';
 import { keyagents } from './keyagents.js';
+import { rolling } from './rolling.js';
 
 export const SCENARIOS: Scenario[] = [
   compare,
@@ -20,4 +21,5 @@ export const SCENARIOS: Scenario[] = [
   deployed,
   feedflood,
   keyagents,
+  rolling,
 ];

@@ -9,11 +9,13 @@ import { declareKeyMetrics } from '../adapters/telemetry/key-metrics.js';
 import { RevocationMetrics } from '../adapters/telemetry/revocation-metrics.js';
 import { CryptoPools } from '../adapters/crypto/pools.js';
 import { RsaKeyMaterial } from '../adapters/crypto/key-material.js';
-import { loadOrCreateKeyEncryptionKey } from '../adapters/crypto/key-encryption.js';
+import { deriveKey, loadOrCreateKeyEncryptionKey } from '../adapters/crypto/key-encryption.js';
+import { RedisVerifiedMemory } from '../adapters/cache/verified-memory.js';
 import { Limiters } from '../adapters/ratelimit/limiters.js';
 import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.js';
 import type { RevocationStore } from '../core/ports/revocation-log.js';
 import { PostgresUnitOfWork } from '../adapters/postgres/unit-of-work.js';
+import { ClockSkewMonitor } from '../adapters/postgres/clock-skew.js';
 import { PostgresFeedCredentialStore } from '../adapters/postgres/feed-credential-store.js';
 import { FeedCredentialService } from '../core/feed/feed-credential-service.js';
 import { ScopeFiles } from '../adapters/http/scope-file.js';
@@ -35,6 +37,8 @@ import { startAudit, type RunningAudit } from './audit.js';
 import type { Stores } from './stores.js';
 import type { Cleanups } from './cleanups.js';
 
+/** How often each process reads the database's clock (one SELECT). */
+const CLOCK_CHECK_EVERY_MS = 5000;
 /** Bound on the worker threads' first module load at start-up (a cold image on a contended node). */
 const WORKER_LOAD_TIMEOUT_MS = 60_000;
 
@@ -125,7 +129,25 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   cleanups.add(() => keys.stop());
   declareKeyMetrics(metrics.registry, () => keys.keyInfo());
 
+  // Secrets verified by any instance, so a new pod or a restart costs no argon2 for warm agents.
+  const shared = redis
+    ? new RedisVerifiedMemory({
+        redis,
+        keyPrefix: `${config.redisKeyPrefix}v:`,
+        hmacKey: deriveKey(kek, 'verified-secret memory v1'),
+        ttlMs: config.verifiedCacheTtlSeconds * 1000,
+        onFailure: (operation) => metrics.redisFailed(operation),
+      })
+    : undefined;
+  if (shared) {
+    // Hygiene, not safety: an entry names the hash it matched, so a rotation already voids it.
+    bus.subscribe((message) => {
+      if (message.kind === 'agent') void shared.forget([message.apiKeyId]);
+      else if (message.kind === 'agents') void shared.forget(message.apiKeyIds);
+    });
+  }
   const authenticator = new Authenticator({
+    shared,
     store,
     hasher: pools,
     limits: limiters,
@@ -161,6 +183,21 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     clockToleranceSeconds: config.clientAssertionClockToleranceSeconds,
     decoyKeys: await decoyKeys(),
   });
+
+  const clock = new ClockSkewMonitor({
+    sql: stores.sql,
+    maxSeconds: config.clockSkewMaxSeconds,
+    timeoutMs: config.storeTimeoutMs,
+    registry: metrics.registry,
+    onVerdict: (refusing, skewSeconds, reason) =>
+      refusing
+        ? logger.error({ skewSeconds, maxSeconds: config.clockSkewMaxSeconds }, `clock skew: refusing to issue tokens (503): ${reason}`)
+        : logger.info({ skewSeconds }, 'clock skew back within CLOCK_SKEW_MAX_SECONDS: issuing tokens again'),
+    onFailure: (error) => telemetry.record({ type: 'background_failure', what: 'clock_skew_check', error }),
+  });
+  await clock.check();
+  clock.start(CLOCK_CHECK_EVERY_MS);
+  cleanups.add(() => clock.stop());
   const tokens = new TokenService({
     authenticator,
     assertions,
@@ -170,6 +207,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     audit: audit.sink,
     issuer: config.issuer,
     tokenTtlSeconds: config.tokenTtlSeconds,
+    clock,
   });
 
   const revocationMetrics = new RevocationMetrics(metrics.registry);

@@ -88,13 +88,13 @@ export const SETTINGS: readonly Setting[] = [
     // Measured (README, Performance): one HTTP process keeps up with the signatures of ~4 cores, and a
     // second one on 2 cores only adds memory and context switches.
     default: ({ values, cores }) => (values.redisUrl || values.redisSentinels || values.redisClusterNodes ? Math.max(1, Math.ceil(cores / 4)) : 1),
-    defaultText: 'ceil(cores / 4) with Redis, else `1` (more than 1 needs Redis)',
+    defaultText: 'ceil(cores / 4) with Redis, else `1` (more needs Redis)',
     meaning: 'HTTP processes (node:cluster, SO_REUSEPORT); see Performance',
   },
   {
     // libuv caps its pool at 1024 threads; main.ts sets the default before anything starts the pool.
     env: 'UV_THREADPOOL_SIZE', key: 'uvThreadpoolSize', type: 'int', min: 1, max: 1024, default: ({ cores }) => defaultUvThreadpoolSize(cores),
-    defaultText: 'cores (at least 2)', meaning: "libuv's pool, where jose's WebCrypto runs the RSA signatures (read by Node itself; pin it to the CPU limit in containers)",
+    defaultText: 'cores (at least 2)', meaning: "libuv's pool, where jose's WebCrypto runs the RSA signatures (read by Node; pin it to the CPU limit in containers)",
   },
   {
     // Each thread is a V8 isolate (~13 MiB idle, measured) plus argon2's 19 MiB while it hashes: the embedded
@@ -109,7 +109,7 @@ export const SETTINGS: readonly Setting[] = [
     env: 'ARGON2_MAX_PER_ADDRESS', key: 'argon2MaxPerAddress', type: 'int', min: 1, max: 100_000,
     default: ({ values }) => Math.max(1, Math.floor(values.argon2MaxQueue! / 16)),
     defaultText: '`ARGON2_MAX_QUEUE` / 16 (at least 1)',
-    meaning: 'credential checks one client address may have queued or running at once (per process); beyond it 429; at most `ARGON2_MAX_QUEUE`',
+    meaning: 'checks one client address may have queued or running (per process); beyond it 429; at most `ARGON2_MAX_QUEUE`',
   },
   // jose signs through WebCrypto on libuv's thread pool; a signing thread only batches and dispatches.
   { env: 'SIGN_THREADS', key: 'signThreads', type: 'int', default: 1, min: 1, max: 256, defaultText: '`1`', meaning: 'signing threads (batch and dispatch to libuv)' },
@@ -156,7 +156,8 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'SHUTDOWN_DRAIN_SECONDS', key: 'shutdownDrainSeconds', type: 'int', default: 5, min: 0, max: 120, defaultText: '`5`', meaning: 'serving after SIGTERM, not ready' },
   { env: 'SHUTDOWN_TIMEOUT_MS', key: 'shutdownTimeoutMs', type: 'int', default: 10_000, min: 100, max: 300_000, defaultText: '`10000`', meaning: 'graceful drain bound' },
   { env: 'REVOCATION_ISSUED_SLACK_SECONDS', key: 'revocationIssuedSlackSeconds', type: 'int', default: 2, min: 0, max: 60, defaultText: '`2`', meaning: 'a revocation also voids tokens issued up to this long after it (instances not yet told)' },
-  { env: 'REVOCATION_POLL_MS', key: 'revocationPollMs', type: 'int', default: 1000, min: 100, max: 60_000, defaultText: '`1000`', meaning: 'how often each process checks its subscribed feeds\' heads in Postgres (lost pub/sub messages)' },
+  { env: 'CLOCK_SKEW_MAX_SECONDS', key: 'clockSkewMaxSeconds', type: 'int', default: 1, min: 1, max: 3600, defaultText: '`1`', meaning: 'skew to Postgres that stops issuing' },
+  { env: 'REVOCATION_POLL_MS', key: 'revocationPollMs', type: 'int', default: 1000, min: 100, max: 60_000, defaultText: '`1000`', meaning: 'how often each process re-reads its feeds\' heads (lost pub/sub messages)' },
   { env: 'REVOCATION_HEARTBEAT_SECONDS', key: 'revocationHeartbeatSeconds', type: 'int', default: 5, min: 1, max: 300, defaultText: '`5`', meaning: 'how often the signed stream head is re-signed and pushed (staleAfterSeconds must exceed 1.5 × this)' },
   { env: 'REVOCATION_WS_MAX_PER_ADDRESS', key: 'revocationWsMaxPerAddress', type: 'int', default: 16, min: 1, max: 100_000, defaultText: '`16`', meaning: 'feed WebSockets per client address per process' },
   { env: 'REVOCATION_WS_MAX', key: 'revocationWsMax', type: 'int', default: 2048, min: 1, max: 1_000_000, defaultText: '`2048`', meaning: 'feed WebSockets per process' },

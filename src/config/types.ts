@@ -81,6 +81,7 @@ export interface Config {
   databasePoolSize: number;
   /** A revocation also voids tokens issued up to this long after the change. */
   revocationIssuedSlackSeconds: number;
+  clockSkewMaxSeconds: number;
   /** How often each process compares its subscribed revocation feeds with Postgres. */
   revocationPollMs: number;
   revocationHeartbeatSeconds: number;

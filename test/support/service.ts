@@ -11,6 +11,7 @@ import { DIST, serviceAddresses, spawnService, waitUntilReady, type Exit } from 
 export const PG_ADMIN_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const FAULT_HOOKS = path.join(DIST, 'test/support/fault-hooks.js');
+const CLOCK_OFFSET = path.join(DIST, 'test/support/clock-offset.js');
 
 export type TestDatabase = ScratchDatabase;
 
@@ -35,6 +36,8 @@ export interface StartOptions {
    * wedges it.
    */
   faultWorker?: boolean;
+  /** Test only: the service's wall clock runs this far ahead (negative: behind) of the machine's (clock-offset.ts). */
+  clockOffsetMs?: number;
   /**
    * Run the service under this command prefix (e.g. strace and its options). Signals from `stop` go to
    * the service process itself, the wrapper's child, not to the wrapper.
@@ -100,9 +103,11 @@ async function startOnce(options: StartOptions): Promise<ServiceHandle> {
           WORKERS: '1',
         }
       : {}),
+    ...(options.clockOffsetMs ? { ACE_TEST_CLOCK_OFFSET_MS: String(options.clockOffsetMs) } : {}),
     ...options.env,
   };
-  const service = spawnService({ env, nodeArgs: options.faultWorker ? ['--import', FAULT_HOOKS] : [], wrapWith: options.wrapWith, main: options.main });
+  const nodeArgs = [...(options.faultWorker ? ['--import', FAULT_HOOKS] : []), ...(options.clockOffsetMs ? ['--import', CLOCK_OFFSET] : [])];
+  const service = spawnService({ env, nodeArgs, wrapWith: options.wrapWith, main: options.main });
   const child = service.child;
   const wrapped = (options.wrapWith ?? []).length > 0;
   // With a wrapper, the service is the wrapper's child: that is the process to signal.

@@ -81,6 +81,20 @@ describe('group commit', () => {
 });
 
 describe('spool', () => {
+  it('the spool depth follows the segment files: counted per file, gone with the file', async () => {
+    const dir = tmp();
+    const spool = new Spool(dir, 1e9);
+    await spool.append([issued(1), issued(2)]);
+    await spool.seal();
+    await spool.append([issued(3)]);
+    expect(spool.depth).toBe(3);
+    const sealed = readdirSync(path.join(dir, 'audit-spool')).find((name) => name.endsWith('.ready'))!;
+    rmSync(path.join(dir, 'audit-spool', sealed)); // removed by hand
+    spool.claimDrainable();
+    expect(spool.depth).toBe(1);
+    await spool.close();
+  });
+
   it('takes the batches Postgres refuses (fsync before answering), then drains them once, without duplicates', async () => {
     const store = new FakeStore();
     const dir = tmp();

@@ -223,9 +223,9 @@ describe('TypeScript projects', () => {
     expect(files.filter((f) => !/^(src|workers)\//.test(f))).toEqual([]);
   });
 
-  it('the test build emits the fault helpers the service loads from dist/test/support, and nothing else of test/', () => {
+  it('the test build emits the fault helpers and the clock shift the service loads from dist/test/support, and nothing else of test/', () => {
     const files = compiled('tsconfig.test.json').filter((f) => !/^(src|workers)\//.test(f));
-    expect(files.sort()).toEqual(['test/support/fault-hooks.ts', 'test/support/fault-loader.ts', 'test/support/fault-worker.ts']);
+    expect(files.sort()).toEqual(['test/support/clock-offset.ts', 'test/support/fault-hooks.ts', 'test/support/fault-loader.ts', 'test/support/fault-worker.ts']);
   });
 
   it('the bench build compiles bench/ and the kit, and no test/ file', () => {

@@ -186,7 +186,7 @@ export class AuditTrail implements AuditSink {
         this.observer.failed(0, error); // unreadable now (a disk error): the segment stays and is tried next round
         continue;
       }
-      if (segment.claimed) this.spool.counted(events.length);
+      if (segment.claimed) this.spool.counted(segment, events.length);
       try {
         await this.drainSegment(events);
       } catch (error) {
@@ -194,7 +194,7 @@ export class AuditTrail implements AuditSink {
         return; // the segment stays; drained again (idempotently) next time
       }
       // Every event of the segment is committed (or kept in the rejected file): only now may it go.
-      await this.spool.remove(segment, events.length);
+      await this.spool.remove(segment);
       this.observer.drained(events.length);
       this.observer.spoolDepth(this.spool.depth);
     }

@@ -1,6 +1,6 @@
 // Private signing keys at rest: AES-256-GCM under the key-encryption key (KEY_ENCRYPTION_KEY, or one
 // generated into DATA_DIR with mode 0600 when unset).
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -52,4 +52,12 @@ export function loadOrCreateKeyEncryptionKey(configured: Buffer | undefined, dat
     return { kek: Buffer.from(readFileSync(file, 'utf8').trim(), 'hex') };
   }
   return { kek: Buffer.from(readFileSync(file, 'utf8').trim(), 'hex'), generatedPath: file };
+}
+
+/**
+ * A key for another purpose derived from the key-encryption key (HKDF-SHA256): every instance that can
+ * decrypt the signing keys derives the same one, and it reveals nothing about the KEK.
+ */
+export function deriveKey(kek: Buffer, purpose: string): Buffer {
+  return Buffer.from(hkdfSync('sha256', kek, Buffer.alloc(0), `agent-credential-exchange ${purpose}`, 32));
 }

@@ -32,6 +32,10 @@ export class PostgresUnitOfWork implements UnitOfWork {
         revocationLog: {
           append: (target, expiresAt) => appendRevocation(sql, target, expiresAt),
           agentsHoldingScopes: (platformId, scopes) => agentsHoldingScopes(sql, platformId, scopes),
+          databaseNow: async () => {
+            const [row] = await sql`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now`;
+            return Number(row.now);
+          },
         },
         audit: {
           insert: async (event) => {

@@ -12,6 +12,7 @@ const FAILURE_MESSAGES = {
   listing_enrichment: 'platform metadata for a listing could not be read; answered without it',
   feed_credentials_reload: 'reloading the revocation feed credentials failed (tried again by the next check)',
   client_keys_reload: 'reloading the agents\' client keys or the trusted workload issuers failed (checks of what it concerns answer 503 until it succeeds)',
+  clock_skew_check: "reading the database's clock failed (the last clock-skew verdict stands until a reading succeeds)",
 } as const;
 
 export class CoreTelemetry implements Telemetry {
@@ -24,6 +25,8 @@ export class CoreTelemetry implements Telemetry {
     switch (event.type) {
       case 'verified_memory':
         return this.metrics.cache('verified', event.hit);
+      case 'verified_shared':
+        return this.metrics.cache('verified_shared', event.hit);
       case 'credential_checked':
         return this.metrics.credentialChecked();
       case 'client_assertion':

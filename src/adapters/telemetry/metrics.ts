@@ -12,8 +12,19 @@ const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', '
 
 
 /** What a failed Redis command was doing (ace_redis_failures_total's `operation`). */
-export type RedisOperation = 'cache_get' | 'cache_set' | 'cache_delete' | 'cache_sweep' | 'publish' | 'rate_limit_refund' | 'admin_limit_read' | 'reconnect';
-export type CacheName = 'local' | 'redis' | 'verified';
+export type RedisOperation =
+  | 'cache_get'
+  | 'cache_set'
+  | 'cache_delete'
+  | 'cache_sweep'
+  | 'verified_get'
+  | 'verified_set'
+  | 'verified_delete'
+  | 'publish'
+  | 'rate_limit_refund'
+  | 'admin_limit_read'
+  | 'reconnect';
+export type CacheName = 'local' | 'redis' | 'verified' | 'verified_shared';
 export type StoreName = 'postgres' | 'redis';
 /** What an instance that is still ready can be serving without (ace_degraded's `component`). */
 export type DegradedComponent = 'postgres' | 'redis';
@@ -224,7 +235,7 @@ export class Metrics {
     );
     for (const sink of ['postgres', 'spool']) this.auditWritten.inc({ sink }, 0);
     // Pre-create series so dashboards and ratios see zeros instead of gaps.
-    for (const cache of ['local', 'redis', 'verified'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
+    for (const cache of ['local', 'redis', 'verified', 'verified_shared'] as const) for (const result of ['hit', 'miss']) this.cacheRequests.inc({ cache, result }, 0);
     for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address']) this.rateLimitRefusals.inc({ limiter }, 0);
     for (const reason of ['untrusted_peer', 'trust_proxy_off']) this.forwardedIgnored.inc({ reason }, 0);
     for (const pool of ['argon2', 'sign']) {

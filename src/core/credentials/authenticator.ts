@@ -13,7 +13,8 @@ import type { AttemptLimits } from '../ports/limits.js';
 import type { InvalidationBus } from '../ports/invalidation.js';
 import type { Telemetry } from '../ports/telemetry.js';
 import type { Argon2Share } from './argon2-share.js';
-import type { VerifiedCredentials } from './verified-cache.js';
+import type { VerifiedCredentials, VerifiedStamp } from './verified-cache.js';
+import type { SharedVerifiedMemory } from '../ports/verified-memory.js';
 import { hashesToVerify, hintedSalt } from './secret-hint.js';
 
 export interface AuthenticatorPorts {
@@ -26,6 +27,8 @@ export interface AuthenticatorPorts {
   share: Argon2Share;
   bus: InvalidationBus;
   telemetry: Telemetry;
+  /** Secrets verified by any instance (Redis); absent on the embedded default. */
+  shared?: SharedVerifiedMemory;
 }
 
 export interface Caller {
@@ -45,14 +48,17 @@ export class Authenticator {
   private readonly verified: VerifiedCredentials;
   private readonly share: Argon2Share;
   private readonly telemetry: Telemetry;
+  private readonly shared: SharedVerifiedMemory | undefined;
 
   constructor(ports: AuthenticatorPorts) {
-    ({ store: this.store, hasher: this.hasher, limits: this.limits, verified: this.verified, share: this.share, telemetry: this.telemetry } = ports);
+    ({ store: this.store, hasher: this.hasher, limits: this.limits, verified: this.verified, share: this.share, telemetry: this.telemetry, shared: this.shared } =
+      ports);
     const verified = this.verified;
     ports.bus.subscribe((message) => {
       if (message.kind === 'agent') verified.forget(message.apiKeyId);
       else if (message.kind === 'agents') message.apiKeyIds.forEach((id) => verified.forget(id));
-      else if (message.kind === 'all') verified.clear();
+      // Changes may have been missed (a reconnect, an unknown outcome): re-check, do not forget.
+      else if (message.kind === 'all') verified.recheckAll();
     });
   }
 
@@ -73,37 +79,99 @@ export class Authenticator {
       if (view && view.agentId === rememberedAgent) return view;
     }
 
-    // Cold path: argon2id. A full queue refuses first, before any store or limiter work. One point of the
-    // address's failure budget is reserved before any argon2 work: a wrong secret keeps it; success, and
-    // refusals that are ours (store, pool, queue share), give it back.
+    // A full queue refuses first, before any store or limiter work: shedding must stay cheap. (Agents
+    // known without argon2 never enter the queue, so they do not fill it on a fresh instance.)
     this.hasher.refuseIfVerificationsFull();
+    const recheck = this.verified.needsRecheck(caller.apiKeyId, caller.secret);
+    if (!this.shared && !recheck) return this.verifyCold(caller, await this.limits.reserveAuthAttempt(caller.address));
+
+    // The secret may be known without argon2: remembered here from before a possible missed invalidation,
+    // or verified by another instance (or before a restart). Both are checked against the hashes
+    // Postgres holds now. One point of the address's failure budget is reserved first, as for argon2, so a
+    // wrong secret costs this read no more often than it costs a verification.
     const refund = await this.limits.reserveAuthAttempt(caller.address);
-    let checked: Checked;
+    let prefetched: Prefetched;
     try {
-      checked = await this.checkSecret(caller);
+      const stamp = this.verified.generation;
+      const credentials = await this.store.getAgentCredentials(caller.apiKeyId);
+      prefetched = { stamp, credentials };
+      const known = await this.knownWithoutArgon2(caller, credentials, stamp, recheck);
+      if (credentials && known >= 0) {
+        const view = await this.accept(caller, { credentials, matched: known, generation: stamp });
+        refund();
+        return view;
+      }
+      this.hasher.refuseIfVerificationsFull(); // it may have filled meanwhile
     } catch (error) {
       refund();
       throw error;
     }
-    const { credentials, matched, generation } = checked;
+    return this.verifyCold(caller, refund, prefetched);
+  }
+
+  /** The index (0 current, 1 previous) of the hash the secret is known to match without argon2, or -1. */
+  private async knownWithoutArgon2(caller: Caller, credentials: AgentCredentials | null, stamp: VerifiedStamp, recheck: boolean): Promise<number> {
+    // An unknown key id asks the shared memory about the decoy: its answer costs what a known one's does.
+    const which = credentials ? hashesToVerify(caller.secret, credentials.hashes) : [];
+    const candidates = credentials ? which.map((i) => (i === 0 ? credentials.hashes.current : credentials.hashes.previous!)) : [this.decoy];
+    if (recheck) {
+      const index = this.verified.recheck(caller.apiKeyId, caller.secret, candidates, stamp);
+      if (credentials && index >= 0) return which[index];
+    }
+    if (!this.shared) return -1;
+    const index = await this.shared.find(caller.apiKeyId, caller.secret, candidates);
+    this.telemetry.record({ type: 'verified_shared', hit: credentials !== null && index >= 0 });
+    return credentials && index >= 0 ? which[index] : -1;
+  }
+
+  /**
+   * Cold path: argon2id. One point of the address's failure budget is reserved (`refund`) before any
+   * argon2 work: a wrong secret keeps it; success, and refusals that are ours (store, pool, queue share),
+   * give it back.
+   */
+  private async verifyCold(caller: Caller, refund: () => void, prefetched?: Prefetched): Promise<AgentView> {
+    let checked: Checked;
+    try {
+      checked = await this.checkSecret(caller, prefetched);
+    } catch (error) {
+      refund();
+      throw error;
+    }
+    const { credentials, matched } = checked;
     // The audit trail names the agent whose key id exists (never sent to the client).
     if (!credentials || matched < 0) throw new CredentialRefusal('invalid_credentials', credentials?.hashes.agentId);
     refund();
-    const { hashes } = credentials;
-    // The view read with the hashes, unless something about the agent changed meanwhile (then read again).
-    const view = await this.store.getAgentView(caller.apiKeyId, credentials);
-    if (!view) throw new ServiceError('invalid_credentials'); // deleted between the two reads
-    const validUntil = matched === 1 ? hashes.previousExpiresAt?.getTime() : undefined;
-    this.verified.remember(caller.apiKeyId, caller.secret, view.agentId, generation, validUntil);
+    const view = await this.accept(caller, { ...checked, credentials });
+    // Other instances (and this one after a restart) need no argon2 for it. Not awaited: the answer does not wait on Redis.
+    if (this.shared) {
+      const hash = matched === 0 ? credentials.hashes.current : credentials.hashes.previous!;
+      void this.shared.remember(caller.apiKeyId, caller.secret, hash, this.expiry(credentials, matched));
+    }
     return view;
   }
 
+  /** The view of a secret known to match hash `matched`; remembered in process. */
+  private async accept(caller: Caller, checked: Checked & { credentials: AgentCredentials }): Promise<AgentView> {
+    const { credentials, matched, generation } = checked;
+    // The view read with the hashes, unless something about the agent changed meanwhile (then read again).
+    const view = await this.store.getAgentView(caller.apiKeyId, credentials);
+    if (!view) throw new ServiceError('invalid_credentials'); // deleted between the two reads
+    const hash = matched === 0 ? credentials.hashes.current : credentials.hashes.previous!;
+    this.verified.remember(caller.apiKeyId, caller.secret, view.agentId, generation, hash, matched === 1 ? this.expiry(credentials, 1) : undefined);
+    return view;
+  }
+
+  /** A previous secret is good until its grace ends; the current one until the memory's own TTL. */
+  private expiry(credentials: AgentCredentials, matched: number): number {
+    return matched === 1 ? (credentials.hashes.previousExpiresAt?.getTime() ?? 0) : Infinity;
+  }
+
   /** One credential check in the argon2 pool, holding one of the address's few slots of the queue. */
-  private async checkSecret(caller: Caller): Promise<Checked> {
+  private async checkSecret(caller: Caller, prefetched?: Prefetched): Promise<Checked> {
     const leave = this.share.enter(caller.address);
     try {
-      const generation = this.verified.generation;
-      const credentials = await this.store.getAgentCredentials(caller.apiKeyId);
+      const generation = prefetched?.stamp ?? this.verified.generation;
+      const credentials = prefetched ? prefetched.credentials : await this.store.getAgentCredentials(caller.apiKeyId);
       const hashes = credentials?.hashes;
       // One verification in one task, whatever the agent's state: the decoy for an unknown id, else the
       // hash the secret's hint points at (both only for hashes older than hints).
@@ -125,5 +193,11 @@ interface Checked {
   /** Index of the matching candidate, or -1. */
   matched: number;
   /** The verified-secret memory's generation before the hashes were read. */
-  generation: number;
+  generation: VerifiedStamp;
+}
+
+/** Credentials read before the cold path (with the memory's stamp read before them). */
+interface Prefetched {
+  stamp: VerifiedStamp;
+  credentials: AgentCredentials | null;
 }

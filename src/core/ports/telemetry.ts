@@ -6,6 +6,8 @@ export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_sh
 export type TelemetryEvent =
   /** The verified-secret memory answered (hit) or not. */
   | { type: 'verified_memory'; hit: boolean }
+  /** The shared verified-secret memory (Redis) was asked about a secret the process did not remember. */
+  | { type: 'verified_shared'; hit: boolean }
   /** One argon2 credential check ran (a task refused by a full queue did not). */
   | { type: 'credential_checked' }
   /** A client assertion (private_key_jwt or a workload token) was accepted or refused, and why (never sent to the client). */
@@ -27,7 +29,8 @@ export type BackgroundTask =
   | 'admin_after_commit'
   | 'listing_enrichment'
   | 'feed_credentials_reload'
-  | 'client_keys_reload';
+  | 'client_keys_reload'
+  | 'clock_skew_check';
 
 export interface Telemetry {
   record(event: TelemetryEvent): void;

@@ -27,6 +27,11 @@ export type AdminWrites = Pick<
 /** The revocation log's append (and the query that decides who loses a scope), inside the transaction. */
 export interface RevocationAppender extends RevocationStoreQueries {
   append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]>;
+  /**
+   * The database's clock (ms since the epoch): revocation cut-offs are taken from it, so one instance's
+   * skewed clock cannot move a cut-off before tokens that other instances issue after the change.
+   */
+  databaseNow(): Promise<number>;
 }
 
 /** The ports a unit of work hands to its function. Only these may be used inside it. */

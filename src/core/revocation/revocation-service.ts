@@ -36,25 +36,28 @@ export interface RevocationServicePorts {
 export class RevocationService implements Revocations {
   constructor(private readonly ports: RevocationServicePorts) {}
 
-  agent(tx: Transaction, agentId: string, platformIds: string[]): Promise<void> {
-    if (platformIds.length === 0) return Promise.resolve();
-    return this.append(tx, { kind: 'agent', agentId, platformIds, iatMax: this.iatMax() });
+  async agent(tx: Transaction, agentId: string, platformIds: string[]): Promise<void> {
+    if (platformIds.length === 0) return;
+    const now = await tx.revocationLog.databaseNow();
+    return this.append(tx, { kind: 'agent', agentId, platformIds, iatMax: this.iatMax(now) }, now);
   }
 
-  platform(tx: Transaction, platformId: string): Promise<void> {
-    return this.append(tx, { kind: 'platform', platformId, iatMax: this.iatMax() });
+  async platform(tx: Transaction, platformId: string): Promise<void> {
+    const now = await tx.revocationLog.databaseNow();
+    return this.append(tx, { kind: 'platform', platformId, iatMax: this.iatMax(now) }, now);
   }
 
-  key(tx: Transaction, kid: string): Promise<void> {
-    return this.append(tx, { kind: 'key', kid });
+  async key(tx: Transaction, kid: string): Promise<void> {
+    return this.append(tx, { kind: 'key', kid }, await tx.revocationLog.databaseNow());
   }
 
-  private iatMax(): number {
-    return Math.floor(Date.now() / 1000) + this.ports.issuedSlackSeconds;
+  /** From the database's clock, never this instance's: a cut-off must not depend on which instance took the change. */
+  private iatMax(databaseNow: number): number {
+    return Math.floor(databaseNow / 1000) + this.ports.issuedSlackSeconds;
   }
 
-  private async append(tx: Transaction, target: RevocationTarget): Promise<void> {
-    const entries = await tx.revocationLog.append(target, revocationExpiry(target, this.ports.tokenTtlSeconds + this.ports.clockSkewSeconds));
+  private async append(tx: Transaction, target: RevocationTarget, databaseNow: number): Promise<void> {
+    const entries = await tx.revocationLog.append(target, revocationExpiry(target, this.ports.tokenTtlSeconds + this.ports.clockSkewSeconds, databaseNow));
     if (entries.length === 0) return;
     const platformIds = [...new Set(entries.map((e) => e.platformId))];
     // Told only once committed: a notice of an entry that was rolled back would send feeds after nothing.

@@ -10,6 +10,7 @@ import type { Authenticator } from '../credentials/authenticator.js';
 import type { AssertionAuthenticator } from '../credentials/assertion-authenticator.js';
 import type { KeyManager } from '../keys/key-manager.js';
 import { auditEvents, type AuditSink } from '../audit/events.js';
+import type { IssuingClock } from '../ports/clock.js';
 
 /** The contract's default token profile (header typ JWT). */
 export const TOKEN_PROFILE = 'svc-native-jwt';
@@ -65,7 +66,12 @@ export interface TokenServicePorts {
   audit: AuditSink;
   issuer: string;
   tokenTtlSeconds: number;
+  /** Refuses while this instance's clock is too far from the database's (iat/exp come from it). */
+  clock: IssuingClock;
 }
+
+/** Retry-After of a refusal for clock skew: another instance (or this one, once its clock is fixed) answers. */
+const CLOCK_RETRY_AFTER_SECONDS = 5;
 
 export class TokenService {
   constructor(private readonly ports: TokenServicePorts) {}
@@ -75,6 +81,8 @@ export class TokenService {
     let agentId: string | undefined;
     try {
       const profile = checkProfile(request.profile);
+      // Before any credential work: nothing this instance could sign now would be right.
+      if (this.ports.clock.refusal() !== undefined) throw unavailable(CLOCK_RETRY_AFTER_SECONDS, 'This instance cannot issue tokens now; retry shortly.');
       const view =
         request.assertion !== undefined
           ? await this.ports.assertions.authenticate({ assertion: request.assertion, clientId: request.apiKeyId === '' ? undefined : request.apiKeyId, address, signal })

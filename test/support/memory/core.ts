@@ -15,6 +15,7 @@ import type { GeneratedKey, KeyMaterial, TokenSigner } from '../../../src/core/p
 import type { LimiterName, Telemetry, TelemetryEvent } from '../../../src/core/ports/telemetry.js';
 import { RevocationService } from '../../../src/core/revocation/revocation-service.js';
 import { TokenService } from '../../../src/core/tokens/token-service.js';
+import { ANY_CLOCK, type IssuingClock } from '../../../src/core/ports/clock.js';
 import { MemoryAuditSink, MemoryHasher, MemoryRevocationLog, MemorySigner, MemoryStore } from './memory-store.js';
 import { MemoryUnitOfWork } from './unit-of-work.js';
 import { FeedCredentialService } from '../../../src/core/feed/feed-credential-service.js';
@@ -50,6 +51,8 @@ export interface CoreOptions {
   issuer?: string;
   apiKeyPrefix?: string;
   tokenTtlSeconds?: number;
+  /** The token service's clock check (default: none). */
+  clock?: IssuingClock;
   /** Where the core's events also go (the in-process app passes the service's metrics and logs). */
   telemetry?: Telemetry;
 }
@@ -137,7 +140,17 @@ export async function memoryCore(options: CoreOptions = {}) {
     clockToleranceSeconds: 30,
     decoyKeys: await decoyKeys(),
   });
-  const tokens = new TokenService({ authenticator, assertions, limits, keys, signer: options.signer ?? signer, audit, issuer: options.issuer ?? ISSUER, tokenTtlSeconds: options.tokenTtlSeconds ?? TOKEN_TTL_SECONDS });
+  const tokens = new TokenService({
+    authenticator,
+    assertions,
+    limits,
+    keys,
+    signer: options.signer ?? signer,
+    audit,
+    issuer: options.issuer ?? ISSUER,
+    tokenTtlSeconds: options.tokenTtlSeconds ?? TOKEN_TTL_SECONDS,
+    clock: options.clock ?? ANY_CLOCK,
+  });
   const clientKeys = new ClientKeyService({ uow, store: memoryUow.clientKeys, verifier, hasher, bus, revocations, apiKeyPrefix: options.apiKeyPrefix ?? API_KEY_PREFIX });
   const agents = new AgentService({ store, uow, hasher, revocations, apiKeyPrefix: options.apiKeyPrefix ?? API_KEY_PREFIX });
   const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: 200 });

@@ -68,6 +68,7 @@ export class MemoryUnitOfWork implements UnitOfWork {
           return log.append(target, expiresAt);
         },
         agentsHoldingScopes: (platformId, scopes) => log.agentsHoldingScopes(platformId, scopes),
+        databaseNow: async () => Date.now(),
       },
       audit: {
         insert: async (event) => {
