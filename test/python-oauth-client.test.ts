@@ -3,6 +3,10 @@
 // (python3-jwt) accepts with every RFC 9068 claim required, typ at+jwt, the signature from the metadata's
 // jwks_uri and iss equal to the metadata's issuer (examples/python-oauth-client/client.py).
 import { spawn, spawnSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
@@ -93,4 +97,31 @@ describe.skipIf(!python)('python3-authlib + PyJWT against /oauth2/token', () => 
     expect(code).toBe(2);
     expect(out.error).toBe('invalid_client');
   });
+
+  // RFC 7523 private_key_jwt, signed by authlib's PrivateKeyJWT (aud: the metadata's token endpoint).
+  for (const alg of ['RS256', 'ES256', 'PS256'] as const) {
+    it(`private_key_jwt (${alg}), an agent without a secret: authlib gets a token PyJWT accepts`, async () => {
+      const admin = new AdminClient(service);
+      const { publicKey, privateKey } = alg === 'ES256' ? generateKeyPairSync('ec', { namedCurve: 'P-256' }) : generateKeyPairSync('rsa', { modulusLength: 2048 });
+      const jwk = { ...publicKey.export({ format: 'jwk' }), kid: `authlib-${alg}`, alg };
+      const agent = await admin.call('POST', '/admin/v1/agents', { name: `authlib-${alg}`, token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [jwk] } }, 201);
+      await admin.grant(agent.agent_id, platformId, ['orders:read']);
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'ace-pkjwt-'));
+      const keyFile = path.join(dir, 'agent.pem');
+      writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
+      try {
+        const env = { ACE_PUBLIC_URL: service.publicUrl, ACE_CLIENT_ID: agent.api_key_id, ACE_PLATFORM_ID: platformId, ACE_AUTH_METHOD: 'private_key_jwt', ACE_PRIVATE_KEY_FILE: keyFile, ACE_ASSERTION_ALG: alg };
+        const { code, out, stderr } = await runClient(env);
+        expect(code, `${JSON.stringify(out)} ${stderr}`).toBe(0);
+        expect(out.claims).toMatchObject({ sub: agent.agent_id, client_id: agent.api_key_id, scope: 'orders:read' });
+        // A key the agent does not hold: invalid_client.
+        writeFileSync(keyFile, generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ format: 'pem', type: 'pkcs8' }));
+        const wrong = await runClient({ ...env, ACE_ASSERTION_ALG: 'RS256' });
+        expect(wrong.code).toBe(2);
+        expect(wrong.out.error).toBe('invalid_client');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
 });

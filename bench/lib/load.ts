@@ -39,6 +39,8 @@ export interface LoadOptions {
   duration: number;
   /** One request repeated, or a list each connection walks through in order. */
   requests: RequestSpec[];
+  /** Stops after this many requests instead of after `duration` (which then only bounds the run). */
+  amount?: number;
   /** Caps the request rate (req/s over all connections); unset = as fast as the server answers. */
   overallRate?: number;
   /** Lets the caller stop the run early (e.g. the pool of cold agents ran out). */
@@ -79,6 +81,7 @@ export function load(options: LoadOptions): Promise<LoadResult> {
         timeout: 10,
         requests: options.requests,
         ...(options.overallRate ? { overallRate: options.overallRate } : {}),
+        ...(options.amount ? { amount: options.amount } : {}),
         ...(options.workers ? { workers: options.workers } : {}),
       },
       (err, raw) => {

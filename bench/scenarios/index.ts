@@ -8,6 +8,7 @@ import { audit } from './audit.js';
 import { deployed } from './deployed.js';
 import { topologies } from './topologies.js';
 import { feedflood } from './feedflood.js';
+import { keyagents } from './keyagents.js';
 
 export const SCENARIOS: Scenario[] = [
   compare,
@@ -18,4 +19,5 @@ export const SCENARIOS: Scenario[] = [
   topologies,
   deployed,
   feedflood,
+  keyagents,
 ];

@@ -11,7 +11,9 @@ Debian 12: apt-get install python3-authlib python3-jwt python3-requests
 Environment: ACE_PUBLIC_URL (default http://localhost:8080), ACE_CLIENT_ID (api_key_id),
 ACE_CLIENT_SECRET, ACE_PLATFORM_ID, ACE_RESOURCE (default urn:uuid:<platform_id>; or
 https://<verified domain>, or a resource identifier registered to the platform, e.g. an MCP server's URL), ACE_AUTH_METHOD (client_secret_basic, the default, or client_secret_post),
-ACE_SCOPE (optional, space-delimited). Prints one JSON line; exit code 0 when the token passed every check,
+ACE_SCOPE (optional, space-delimited). With ACE_AUTH_METHOD=private_key_jwt (RFC 7523): ACE_PRIVATE_KEY_FILE
+(a PEM private key whose public JWK is registered for the agent) and ACE_ASSERTION_ALG (RS256, the default,
+ES256 or PS256) instead of ACE_CLIENT_SECRET. Prints one JSON line; exit code 0 when the token passed every check,
 2 with {"error": ...} when the server refused (an OAuth error), 1 when a check failed.
 """
 import ipaddress
@@ -24,6 +26,7 @@ import jwt  # PyJWT
 import requests
 from authlib.integrations.requests_client import OAuth2Session
 from authlib.integrations.base_client.errors import OAuthError
+from authlib.oauth2.rfc7523 import PrivateKeyJWT, private_key_jwt_sign
 
 RFC9068_CLAIMS = ["iss", "exp", "aud", "sub", "client_id", "iat", "jti"]
 RFC8414_REQUIRED = ["issuer", "token_endpoint", "response_types_supported"]
@@ -66,13 +69,28 @@ def metadata(base_url):
     return document
 
 
+class ShortLivedPrivateKeyJWT(PrivateKeyJWT):
+    """authlib's private_key_jwt with a one-minute assertion and a fresh jti each time.
+
+    authlib 1.2 signs assertions valid for an hour by default; the service accepts at most
+    CLIENT_ASSERTION_MAX_LIFETIME_SECONDS (300 by default), as RFC 7523 section 3 lets it.
+    """
+
+    def sign(self, auth, token_endpoint):
+        return private_key_jwt_sign(auth.client_secret, client_id=auth.client_id, token_endpoint=token_endpoint, alg=self.alg, expires_in=60)
+
+
 def main():
     base_url = os.environ.get("ACE_PUBLIC_URL", "http://localhost:8080").rstrip("/")
     client_id = os.environ["ACE_CLIENT_ID"]
-    client_secret = os.environ["ACE_CLIENT_SECRET"]
+    method = os.environ.get("ACE_AUTH_METHOD", "client_secret_basic")
+    if method == "private_key_jwt":
+        with open(os.environ["ACE_PRIVATE_KEY_FILE"], encoding="ascii") as key_file:
+            client_secret = key_file.read()  # authlib carries the private key where the secret would be
+    else:
+        client_secret = os.environ["ACE_CLIENT_SECRET"]
     platform_id = os.environ["ACE_PLATFORM_ID"]
     resource = os.environ.get("ACE_RESOURCE", f"urn:uuid:{platform_id}")
-    method = os.environ.get("ACE_AUTH_METHOD", "client_secret_basic")
     scope = os.environ.get("ACE_SCOPE") or None
 
     server = metadata(base_url)
@@ -80,6 +98,11 @@ def main():
         fail(f"{method} is not supported by the server")
 
     session = OAuth2Session(client_id, client_secret, token_endpoint_auth_method=method, scope=scope)
+    if method == "private_key_jwt":
+        alg = os.environ.get("ACE_ASSERTION_ALG", "RS256")
+        if alg not in server.get("token_endpoint_auth_signing_alg_values_supported", []):
+            fail(f"{alg} is not in token_endpoint_auth_signing_alg_values_supported")
+        session.register_client_auth_method(ShortLivedPrivateKeyJWT(server["token_endpoint"], alg=alg))
     try:
         token = session.fetch_token(server["token_endpoint"], grant_type="client_credentials", resource=resource)
     except OAuthError as error:

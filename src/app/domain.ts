@@ -25,6 +25,12 @@ import { TokenService } from '../core/tokens/token-service.js';
 import { PlatformService } from '../core/platforms/platform-service.js';
 import { AgentService } from '../core/agents/agent-service.js';
 import { RevocationService } from '../core/revocation/revocation-service.js';
+import { ClientKeyIndex } from '../core/credentials/client-key-index.js';
+import { AssertionAuthenticator } from '../core/credentials/assertion-authenticator.js';
+import { ClientKeyService } from '../core/agents/client-key-service.js';
+import { PostgresClientKeyStore } from '../adapters/postgres/client-key-store.js';
+import { decoyKeys, JoseAssertionVerifier } from '../adapters/crypto/assertion-verifier.js';
+import { MemoryReplayGuard, RedisReplayGuard } from '../adapters/cache/replay-guard.js';
 import { startAudit, type RunningAudit } from './audit.js';
 import type { Stores } from './stores.js';
 import type { Cleanups } from './cleanups.js';
@@ -49,6 +55,7 @@ export interface Domain {
   platforms: PlatformService;
   scopeFiles: ScopeFiles;
   agents: AgentService;
+  clientKeys: ClientKeyService;
 }
 
 export async function startDomain(config: Config, logger: Logger, metrics: Metrics, stores: Stores, cleanups: Cleanups): Promise<Domain> {
@@ -128,8 +135,35 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     telemetry,
   });
   await authenticator.init();
+
+  // Agents without secrets: client assertions checked at signature speed against keys held in memory.
+  const clientKeyStore = new PostgresClientKeyStore(stores.sql, config.storeTimeoutMs);
+  const clientKeyIndex = new ClientKeyIndex({ store: clientKeyStore, bus, telemetry });
+  await clientKeyIndex.init();
+  const assertionVerifier = new JoseAssertionVerifier({
+    allowLoopback: config.jwksUriAllowLoopback,
+    allowPrivate: config.jwksUriAllowPrivate,
+    timeoutMs: config.jwksUriTimeoutMs,
+    jwksCacheSeconds: config.jwksUriCacheSeconds,
+    jwksCooldownSeconds: config.jwksUriCooldownSeconds,
+  });
+  const assertions = new AssertionAuthenticator({
+    index: clientKeyIndex,
+    verifier: assertionVerifier,
+    // Shared by every instance through Redis; on the embedded default (one process) in memory.
+    replays: redis ? new RedisReplayGuard(redis, `${config.redisKeyPrefix}jti:`) : new MemoryReplayGuard(),
+    store,
+    limits: limiters,
+    telemetry,
+    audiences: [`${config.publicBaseUrl}/oauth2/token`, config.issuer],
+    maxAssertionLifetimeSeconds: config.clientAssertionMaxLifetimeSeconds,
+    maxWorkloadTokenLifetimeSeconds: config.workloadTokenMaxLifetimeSeconds,
+    clockToleranceSeconds: config.clientAssertionClockToleranceSeconds,
+    decoyKeys: await decoyKeys(),
+  });
   const tokens = new TokenService({
     authenticator,
+    assertions,
     limits: limiters,
     keys,
     signer: pools,
@@ -148,6 +182,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
   });
   const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs, telemetry });
   const agents = new AgentService({ store, uow, hasher: pools, revocations, apiKeyPrefix: config.apiKeyPrefix });
+  const clientKeys = new ClientKeyService({ uow, store: clientKeyStore, verifier: assertionVerifier, hasher: pools, bus, revocations, apiKeyPrefix: config.apiKeyPrefix });
   return {
     pools,
     limiters,
@@ -163,5 +198,6 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     platforms,
     scopeFiles: new ScopeFiles(platforms),
     agents,
+    clientKeys,
   };
 }

@@ -116,7 +116,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const adminServer = new HttpServer(
     [
       ...opsRoutes({ ready: selfCheckedReadiness(context, cleanups), metrics: context.metricsText }),
-      ...adminRoutes({ platforms, agents, keys, feedCredentials: domain.feedCredentials, audit: audit.sink, auditStore: audit.store }),
+      ...adminRoutes({ platforms, agents, clientKeys: domain.clientKeys, keys, feedCredentials: domain.feedCredentials, audit: audit.sink, auditStore: audit.store }),
     ],
     // The internal port has no proxy in front of it (never route ace-internal through an Ingress):
     // X-Forwarded-For there is the caller's own text, so the socket address counts.

@@ -64,6 +64,14 @@ export interface Config {
   localCacheTtlMs: number;
   localCacheMaxEntries: number;
   verifiedCacheTtlSeconds: number;
+  clientAssertionMaxLifetimeSeconds: number;
+  workloadTokenMaxLifetimeSeconds: number;
+  clientAssertionClockToleranceSeconds: number;
+  jwksUriAllowLoopback: boolean;
+  jwksUriAllowPrivate: boolean;
+  jwksUriTimeoutMs: number;
+  jwksUriCacheSeconds: number;
+  jwksUriCooldownSeconds: number;
   verifiedCacheMaxEntries: number;
   storeTimeoutMs: number;
   enrichmentTimeoutMs: number;

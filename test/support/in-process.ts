@@ -136,6 +136,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
     platforms: core.platforms,
     scopeFiles: new ScopeFiles(core.platforms),
     agents: core.agents,
+    clientKeys: core.clientKeys,
   };
   const servers = createServers(
     {

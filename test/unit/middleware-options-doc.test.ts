@@ -47,12 +47,12 @@ describe('middleware options tables', () => {
     try {
       const verifier = path.join(dir, 'packages/middleware/src/verifier.ts');
       const original = readFileSync(verifier, 'utf8');
-      expect(original).toContain('options.jwksTimeoutMs ?? 5000');
+      expect(original).toContain('const jwksTimeoutMs = options.jwksTimeoutMs ?? 5000');
       // The code's default moves (and its comment with it): the tables are stale.
-      writeFileSync(verifier, original.replace('options.jwksTimeoutMs ?? 5000', 'options.jwksTimeoutMs ?? 9000').replace('Timeout of a JWKS fetch. Default 5000.', 'Timeout of a JWKS fetch. Default 9000.'));
+      writeFileSync(verifier, original.replace('const jwksTimeoutMs = options.jwksTimeoutMs ?? 5000', 'options.jwksTimeoutMs ?? 9000').replace('Timeout of a JWKS fetch. Default 5000.', 'Timeout of a JWKS fetch. Default 9000.'));
       expect(check(dir)).toMatchObject({ ok: false, output: expect.stringContaining('not the current options table') });
       // Only the code moves: the comment now lies, and the script says so.
-      writeFileSync(verifier, original.replace('options.jwksTimeoutMs ?? 5000', 'options.jwksTimeoutMs ?? 9000'));
+      writeFileSync(verifier, original.replace('const jwksTimeoutMs = options.jwksTimeoutMs ?? 5000', 'options.jwksTimeoutMs ?? 9000'));
       expect(check(dir)).toMatchObject({ ok: false, output: expect.stringMatching(/jwksTimeoutMs: its doc comment says "Default 5000" but the code's default is 9000/) });
     } finally {
       rmSync(dir, { recursive: true, force: true });

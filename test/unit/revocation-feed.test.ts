@@ -19,10 +19,14 @@ const PLATFORM_REVOKED = 'urn:agent-credential-exchange:secevent:platform-tokens
 const KEY_RETIRED = 'urn:agent-credential-exchange:secevent:signing-key-retired';
 const HEAD = 'urn:agent-credential-exchange:secevent:stream-head';
 
+type KeyPair = Awaited<ReturnType<typeof generateKeyPair>>;
+/** Two RSA key pairs for the whole file: generating them per test costs seconds on a busy machine. */
+let keyPairs: Promise<[KeyPair, KeyPair]> | undefined;
+const sharedKeyPairs = () => (keyPairs ??= Promise.all([generateKeyPair('RS256'), generateKeyPair('RS256')]));
+
 async function setup(options: RevocationFeedOptions = {}, jwksCooldownMs = 0) {
-  const { privateKey, publicKey } = await generateKeyPair('RS256');
+  const [{ privateKey, publicKey }, second] = await sharedKeyPairs();
   const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
-  const second = await generateKeyPair('RS256');
   const jwk2 = { ...(await exportJWK(second.publicKey)), kid: 'k2', alg: 'RS256', use: 'sig' };
   const published = [jwk];
   const calls: { url: string; body?: string }[] = [];

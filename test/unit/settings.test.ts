@@ -1,4 +1,4 @@
-// The settings table is the one declaration: the README's table is its rendering, and the loader reads it.
+// The settings table is the one declaration: docs/configuration.md's table is its rendering, and the loader reads it.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -6,8 +6,8 @@ import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { SETTINGS, defaultBaseUrl, settingsTable } from '../../src/config/settings.js';
 
 describe('settings table', () => {
-  it('the README shows the current table (regenerate with npm run build && npm run docs:settings)', () => {
-    const readme = readFileSync(path.resolve(import.meta.dirname, '../../README.md'), 'utf8');
+  it('docs/configuration.md shows the current table (regenerate with npm run build && npm run docs:settings)', () => {
+    const readme = readFileSync(path.resolve(import.meta.dirname, '../../docs/configuration.md'), 'utf8');
     const between = /<!-- settings:start[^>]*-->\n([\s\S]*?)\n<!-- settings:end -->/.exec(readme);
     expect(between?.[1]).toBe(settingsTable());
   });

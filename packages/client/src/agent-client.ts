@@ -5,7 +5,9 @@
 import { inspect } from 'node:util';
 import { AgentClientError, RetriesExhaustedError } from './errors.js';
 import { parseRetryAfter, retryDelayMs, sleep, type BackoffPolicy } from './backoff.js';
-import { createServiceApi, type PlatformEntry, type ServiceApi } from './service-api.js';
+import { createServiceApi, type ClientCredential, type PlatformEntry, type ServiceApi } from './service-api.js';
+import { privateKeyAssertions, readPrivateKeyFile, workloadTokenAssertions, type AssertionAlgorithm } from './client-assertion.js';
+import type { JsonWebKey, KeyObject } from 'node:crypto';
 import { PlatformMap } from './platform-map.js';
 import { TokenStore } from './token-store.js';
 
@@ -15,9 +17,27 @@ export const DEFAULT_MAX_WAIT_MS = 300_000;
 export interface AgentClientOptions {
   /** Base URL of the credential exchange service. */
   serviceUrl: string;
-  apiKeyId: string;
-  /** Kept in a closure, sent only in the body of the service's two credential endpoints. */
-  secret: string;
+  /** The agent's api_key_id (client_id). Optional with `workloadTokenFile` (the token's binding names the agent). */
+  apiKeyId?: string;
+  /**
+   * How the agent proves who it is, exactly one of: `secret` (kept in a closure, sent only in the body of
+   * the service's two credential endpoints); `privateKey` or `privateKeyFile` (private_key_jwt, RFC 7523:
+   * a one-minute assertion signed for each token request at the OAuth token endpoint); `workloadTokenFile`
+   * (a token the workload's platform issued, e.g. a Kubernetes projected service-account token, read again
+   * at each request since the platform rotates it). Agents without secrets cannot list their platforms
+   * (the listing is contract v1, secret only): name them with `platforms`.
+   */
+  secret?: string;
+  /** private_key_jwt: a PEM string, a KeyObject or a private JWK. */
+  privateKey?: KeyObject | string | JsonWebKey;
+  /** private_key_jwt: a file with the private key (PEM or JWK), read once at start. */
+  privateKeyFile?: string;
+  /** The kid registered for the key. Default: its RFC 7638 thumbprint (what `ace agent create --key` registers for a key without kid). */
+  keyId?: string;
+  /** Default by key type: ES256 (EC P-256), RS256 (RSA), EdDSA (Ed25519). */
+  algorithm?: AssertionAlgorithm;
+  /** Workload identity: the file the platform mounts its token in (re-read at every token request). */
+  workloadTokenFile?: string;
   /** fetch implementation used for the service and the platforms (defaults to the global fetch). */
   fetch?: typeof fetch;
   /**
@@ -76,6 +96,8 @@ export class AgentClient {
   readonly #backoff: BackoffPolicy;
   readonly #serviceUrl: string;
   readonly #apiKeyId: string;
+  /** Agents without secrets have no listing (contract v1): their platforms come from `platforms`. */
+  readonly #lists: boolean;
   #agentId = '';
   #listing: PlatformEntry[] = [];
   #map: PlatformMap;
@@ -85,7 +107,9 @@ export class AgentClient {
     // Called as a plain function: some fetch implementations refuse another `this`.
     this.#fetch = (input, init) => fetchImpl(input, init);
     this.#serviceUrl = options.serviceUrl.replace(/\/+$/, '');
-    this.#apiKeyId = options.apiKeyId;
+    this.#apiKeyId = options.apiKeyId ?? '';
+    const credential = credentialOf(options);
+    this.#lists = 'secret' in credential;
     this.#overrides = { ...(options.platforms ?? {}) };
     this.#allowInsecureHttp = options.allowInsecureHttp ?? false;
     this.#platformRetries = options.maxRetries ?? 3;
@@ -94,8 +118,8 @@ export class AgentClient {
     this.#backoff = { baseDelayMs: 250, maxDelayMs: (options.maxRetryDelaySeconds ?? 60) * 1000, maxBackoffMs: 10_000 };
     this.#api = createServiceApi({
       serviceUrl: this.#serviceUrl,
-      apiKeyId: options.apiKeyId,
-      secret: options.secret,
+      apiKeyId: this.#apiKeyId,
+      credential,
       fetch: this.#fetch,
       retry: { ...this.#backoff, maxWaitMs: options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS, maxRetries: options.maxRetries },
       timeoutMs: options.serviceTimeoutMs ?? 10_000,
@@ -112,9 +136,11 @@ export class AgentClient {
 
   /** Creates the client and lists the agent's platforms (throws AgentClientError if the service refuses). */
   static async start(options: AgentClientOptions): Promise<AgentClient> {
-    for (const name of ['serviceUrl', 'apiKeyId', 'secret'] as const) {
-      if (typeof options[name] !== 'string' || options[name] === '') throw new TypeError(`AgentClient: ${name} is required`);
-    }
+    if (typeof options.serviceUrl !== 'string' || options.serviceUrl === '') throw new TypeError('AgentClient: serviceUrl is required');
+    const given = (['secret', 'privateKey', 'privateKeyFile', 'workloadTokenFile'] as const).filter((name) => options[name] !== undefined);
+    if (given.length !== 1) throw new TypeError('AgentClient: give exactly one of secret, privateKey, privateKeyFile and workloadTokenFile');
+    if (options.workloadTokenFile === undefined && (typeof options.apiKeyId !== 'string' || options.apiKeyId === '')) throw new TypeError('AgentClient: apiKeyId is required');
+    if (options.secret !== undefined && (typeof options.secret !== 'string' || options.secret === '')) throw new TypeError('AgentClient: secret must be a non-empty string');
     for (const name of ['maxWaitMs', 'maxRetries', 'maxRetryDelaySeconds', 'refreshSkewSeconds', 'serviceTimeoutMs'] as const) {
       const value = options[name];
       if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
@@ -128,6 +154,10 @@ export class AgentClient {
 
   /** Lists the agent's platforms again and rebuilds the URL map (e.g. after a new grant). */
   async reloadPlatforms(): Promise<void> {
+    if (!this.#lists) {
+      this.#map = new PlatformMap([], this.#overrides, this.#allowInsecureHttp);
+      return;
+    }
     const listing = await this.#api.listPlatforms();
     this.#agentId = listing.agent_id;
     this.#listing = listing.platforms;
@@ -206,6 +236,13 @@ export class AgentClient {
   [inspect.custom](): string {
     return this.toString();
   }
+}
+
+function credentialOf(options: AgentClientOptions): ClientCredential {
+  if (options.secret !== undefined) return { secret: options.secret };
+  if (options.workloadTokenFile !== undefined) return { assertions: workloadTokenAssertions(options.workloadTokenFile) };
+  const privateKey = options.privateKey ?? readPrivateKeyFile(options.privateKeyFile!);
+  return { assertions: privateKeyAssertions({ apiKeyId: options.apiKeyId!, privateKey, keyId: options.keyId, algorithm: options.algorithm }) };
 }
 
 /** Bodies that can be sent twice: none, strings, bytes, Blob, FormData, URLSearchParams (not streams). */

@@ -1,7 +1,14 @@
-// Calls to the credential exchange service (contract v1, endpoints 1 and 2). The secret lives only in
-// this closure: it is put into request bodies and nowhere else (no field, no log, no error message).
+// Calls to the credential exchange service (contract v1, endpoints 1 and 2; for agents without secrets the
+// OAuth token endpoint with a client assertion, RFC 7523). The secret lives only in this closure: it is put
+// into request bodies and nowhere else (no field, no log, no error message).
 import { AgentClientError, ERR_BAD_RESPONSE, RetriesExhaustedError } from './errors.js';
 import { parseRetryAfter, RetrySchedule, sleep, type RetryPolicy } from './backoff.js';
+import type { AssertionSource } from './client-assertion.js';
+
+/** How the agent proves who it is: its secret, or client assertions (private_key_jwt, a workload token). */
+export type ClientCredential = { secret: string } | { assertions: AssertionSource };
+
+const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 
 /** One platform of the agent's listing (contract v1, endpoint 1). */
 export interface PlatformEntry {
@@ -33,8 +40,9 @@ export interface ServiceApi {
 
 export interface ServiceApiOptions {
   serviceUrl: string;
+  /** May be '' for a workload token (the service finds the agent by the token's binding). */
   apiKeyId: string;
-  secret: string;
+  credential: ClientCredential;
   fetch: typeof fetch;
   /** Retries after 429, 502, 503, 504 or a network failure: bounded in time, optionally in number. */
   retry: RetryPolicy;
@@ -51,19 +59,47 @@ const RETRYABLE = new Set([429, 502, 503, 504]);
 
 export function createServiceApi(options: ServiceApiOptions): ServiceApi {
   // Copy what is needed; the options object (which holds the secret) is not retained.
-  const { apiKeyId, secret, retry, timeoutMs } = options;
+  const { apiKeyId, credential, retry, timeoutMs } = options;
   const fetchImpl = options.fetch;
   const base = options.serviceUrl.replace(/\/+$/, '');
+  const tokenEndpoint = `${base}/oauth2/token`;
 
-  async function post(path: string, extra: Record<string, unknown>, what: string): Promise<unknown> {
+  /** A JSON body of the contract's endpoints (with the secret). */
+  const contractBody = (extra: Record<string, unknown>) => async () => ({
+    type: 'application/json',
+    text: JSON.stringify({ api_key_id: apiKeyId, secret: 'secret' in credential ? credential.secret : undefined, ...extra }),
+  });
+
+  /** The RFC 6749 form with a fresh client assertion (each attempt: an assertion's jti is used once). */
+  const assertionForm = (assertions: AssertionSource, platformId: string, scopes: string[] | undefined) => async () => ({
+    type: 'application/x-www-form-urlencoded',
+    text: new URLSearchParams({
+      grant_type: 'client_credentials',
+      client_assertion_type: JWT_BEARER,
+      client_assertion: await assertions(tokenEndpoint),
+      ...(apiKeyId ? { client_id: apiKeyId } : {}),
+      audience: platformId,
+      ...(scopes?.length ? { scope: scopes.join(' ') } : {}),
+    }).toString(),
+  });
+
+  async function post(path: string, body: () => Promise<{ type: string; text: string }>, what: string): Promise<unknown> {
     const schedule = new RetrySchedule(retry);
     for (;;) {
       let failure: { status?: number; code?: string; detail?: string; retryAfterMs?: number; cause?: unknown; summary: string };
+      let type: string;
+      let text: string;
+      try {
+        ({ type, text } = await body());
+      } catch (error) {
+        // The agent's own side (a key that cannot sign, a workload token file missing): not worth a retry.
+        throw new AgentClientError(`${what}: the client assertion could not be made (${(error as Error).message})`, undefined, undefined, undefined, { cause: error });
+      }
       try {
         const response = await fetchImpl(`${base}${path}`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', accept: 'application/json' },
-          body: JSON.stringify({ api_key_id: apiKeyId, secret, ...extra }),
+          headers: { 'content-type': type, accept: 'application/json' },
+          body: text,
           signal: AbortSignal.timeout(timeoutMs),
         });
         if (response.ok) {
@@ -108,13 +144,18 @@ export function createServiceApi(options: ServiceApiOptions): ServiceApi {
 
   return {
     async listPlatforms() {
-      const body = (await post('/api/v1/auth/agents/me/platforms', {}, 'listing the platforms')) as PlatformListing;
+      if (!('secret' in credential)) throw new AgentClientError('listing the platforms needs the secret (contract v1): agents without secrets name their platforms with the platforms option');
+      const body = (await post('/api/v1/auth/agents/me/platforms', contractBody({}), 'listing the platforms')) as PlatformListing;
       if (!body || !Array.isArray(body.platforms)) throw new AgentClientError('listing the platforms: unexpected response shape', undefined, ERR_BAD_RESPONSE);
       return body;
     },
     async requestToken(platformId, scopes) {
       const what = `token for platform ${platformId}`;
-      const body = (await post('/api/v1/auth/token', { platform_id: platformId, ...(scopes?.length ? { scopes } : {}) }, what)) as {
+      const body = (
+        'secret' in credential
+          ? await post('/api/v1/auth/token', contractBody({ platform_id: platformId, ...(scopes?.length ? { scopes } : {}) }), what)
+          : await post('/oauth2/token', assertionForm(credential.assertions, platformId, scopes), what)
+      ) as {
         access_token?: unknown;
         expires_in?: unknown;
       };

@@ -10,7 +10,19 @@
 // edge bundlers (Next.js) warn.
 import { jwtVerify } from 'jose/jwt/verify';
 import type { JWSHeaderParameters, JWTPayload } from 'jose';
-import { EVENT_STREAM_HEAD, SET_TYP, revocationJti, seqOfJti, type PollAnswer, type SetPayload } from './feed-document.js';
+import {
+  CLOSE_CREDENTIAL_REVOKED,
+  EVENT_STREAM_HEAD,
+  FEED_SUBPROTOCOL,
+  FEED_TOKEN_SUBPROTOCOL_PREFIX,
+  SET_TYP,
+  feedPollPath,
+  feedSocketPath,
+  revocationJti,
+  seqOfJti,
+  type PollAnswer,
+  type SetPayload,
+} from './feed-document.js';
 import type { JwksCache } from './jwks-cache.js';
 import { readStreamHead, RevocationRules } from './revocation-rules.js';
 
@@ -25,11 +37,8 @@ export interface FeedSocket {
 /** The WebSocket constructor: `protocols` carries the feed token (browser and undici WebSockets cannot set headers). */
 export type FeedSocketConstructor = new (url: string, protocols?: string | string[]) => FeedSocket;
 
-/** The subprotocol the service answers, and the prefix of the one that carries the feed token. */
-export const FEED_SUBPROTOCOL = 'ace-feed';
-export const FEED_TOKEN_SUBPROTOCOL_PREFIX = 'ace-feed-token.';
-/** The service closes a socket with this code when the feed credential it was opened with is deleted. */
-export const CLOSE_CREDENTIAL_REVOKED = 4401;
+// The wire protocol's names (subprotocols, close code) live in feed-document.ts, shared with the service.
+export { CLOSE_CREDENTIAL_REVOKED, FEED_SUBPROTOCOL, FEED_TOKEN_SUBPROTOCOL_PREFIX };
 
 /** The feed refused our feed token (401): missing, wrong, deleted, or another platform's. */
 export class FeedUnauthorizedError extends Error {
@@ -168,6 +177,7 @@ export class RevocationReceiver {
   private readonly now: () => number;
   private readonly pollMs: number;
   private readonly feedUrl: string;
+  private readonly socketUrl: string;
   private readonly warn: (message: string, detail?: Record<string, unknown>) => void;
 
   constructor(
@@ -184,7 +194,8 @@ export class RevocationReceiver {
       now: this.now,
     });
     this.pollMs = (options.pollIntervalSeconds ?? 5) * 1000;
-    this.feedUrl = `${deps.serviceUrl}/api/v1/platforms/${deps.platformId}/revocations`;
+    this.feedUrl = `${deps.serviceUrl}${feedPollPath(deps.platformId)}`;
+    this.socketUrl = `${deps.serviceUrl.replace(/^http/, 'ws')}${feedSocketPath(deps.platformId)}`;
     this.warn = options.warn ?? ((message, detail) => console.warn(`[agent-credential-exchange] ${message}`, detail ?? ''));
   }
 
@@ -416,7 +427,7 @@ export class RevocationReceiver {
       this.warn('no WebSocket implementation available: polling the revocation feed instead');
       return;
     }
-    const url = `${this.feedUrl.replace(/^http/, 'ws')}/ws?since=${this.rules.seq}`;
+    const url = `${this.socketUrl}?since=${this.rules.seq}`;
     let socket: FeedSocket;
     try {
       socket = new Socket(url, [FEED_SUBPROTOCOL, `${FEED_TOKEN_SUBPROTOCOL_PREFIX}${this.deps.feedToken}`]);

@@ -10,6 +10,7 @@ import {
   EVENT_PLATFORM_TOKENS_REVOKED,
   EVENT_SESSION_REVOKED,
   EVENT_SIGNING_KEY_RETIRED,
+  parseLiveRanges,
   type RevocationEventBody,
   type SetPayload,
 } from './feed-document.js';
@@ -33,22 +34,9 @@ export function readStreamHead(event: unknown): StreamHead | undefined {
   if (!event || typeof event !== 'object') return undefined;
   const { seq, live } = event as { seq?: unknown; live?: unknown };
   if (!Number.isSafeInteger(seq) || (seq as number) < 0) return undefined;
-  const head = seq as number;
-  if (live === undefined) return { seq: head };
-  if (!Array.isArray(live)) return undefined;
-  let previousTo = 0;
-  for (const range of live as unknown[]) {
-    if (!Array.isArray(range) || range.length !== 2) return undefined;
-    const [from, to] = range as unknown[];
-    if (!Number.isSafeInteger(from) || !Number.isSafeInteger(to)) return undefined;
-    const f = from as number;
-    const t = to as number;
-    if (f < 1 || f > t || t > head) return undefined;
-    // The first range may start at 1; every later one must leave a gap after the previous one.
-    if (previousTo > 0 && f <= previousTo + 1) return undefined;
-    previousTo = t;
-  }
-  return { seq: head, live: live as [number, number][] };
+  if (live === undefined) return { seq: seq as number };
+  const ranges = parseLiveRanges(live, seq as number);
+  return ranges === undefined ? undefined : { seq: seq as number, live: ranges };
 }
 
 /**

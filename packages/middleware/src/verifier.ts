@@ -220,13 +220,14 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     maxPathLength: positiveInteger('maxPathLength', options.maxPathLength ?? DEFAULT_MAX_PATH_LENGTH),
     maxSegmentLength: positiveInteger('maxSegmentLength', options.maxSegmentLength ?? DEFAULT_MAX_SEGMENT_LENGTH),
   };
+  const jwksTimeoutMs = options.jwksTimeoutMs ?? 5000;
   const jwks = new JwksCache({
     url: options.jwksUrl ?? `${serviceUrl}/.well-known/jwks.json`,
     fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init),
     cooldownMs,
     defaultMaxAgeMs: 300_000,
     maxMaxAgeMs: (options.jwksMaxAgeSeconds ?? 3600) * 1000,
-    timeoutMs: options.jwksTimeoutMs ?? 5000,
+    timeoutMs: jwksTimeoutMs,
   });
 
   const feedToken = options.revocationFeed === false ? undefined : (options.revocationFeed?.feedToken ?? options.feedToken);
@@ -255,7 +256,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
         );
   const ready = async () => {
     await jwks.prefetch();
-    if (resource !== undefined) await checkResourceRegistered({ serviceUrl, platformId, resource, fetch: options.fetch ?? globalThis.fetch, timeoutMs: options.jwksTimeoutMs ?? 5000 });
+    if (resource !== undefined) await checkResourceRegistered({ serviceUrl, platformId, resource, fetch: options.fetch ?? globalThis.fetch, timeoutMs: jwksTimeoutMs });
     await feed?.sync();
   };
 

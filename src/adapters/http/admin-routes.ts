@@ -9,6 +9,8 @@ import {
   AgentList,
   AgentPatch,
   AgentView,
+  ClientKeyAdd,
+  ClientKeysView,
   EventPage,
   EventQueryParams,
   FeedCredentialCreated,
@@ -24,10 +26,19 @@ import {
   PlatformView,
   SecretRotate,
   SecretRotated,
+  WorkloadBindingCreate,
+  WorkloadBindingList,
+  WorkloadBindingQuery,
+  WorkloadBindingView,
+  WorkloadIssuerCreate,
+  WorkloadIssuerList,
+  WorkloadIssuerView,
 } from './schemas/admin.js';
 import { UUID_PATTERN } from './schemas/public.js';
 import { compileValidator } from './schemas/validate.js';
 import type { AgentService } from '../../core/agents/agent-service.js';
+import type { ClientKeyService } from '../../core/agents/client-key-service.js';
+import type { KeySource, PublicJwk, TrustedIssuer, WorkloadBinding } from '../../core/ports/client-keys.js';
 import type { KeyManager } from '../../core/keys/key-manager.js';
 import type { KeyStatus } from '../../core/keys/key-states.js';
 import type { PlatformChange, PlatformDraft, PlatformService } from '../../core/platforms/platform-service.js';
@@ -55,6 +66,7 @@ export interface AdminGuardDeps {
 export interface AdminDeps {
   platforms: PlatformService;
   agents: AgentService;
+  clientKeys: ClientKeyService;
   keys: KeyManager;
   feedCredentials: FeedCredentialService;
   audit: AuditSink;
@@ -100,6 +112,17 @@ export const presentAgent = (a: AgentRecord) => ({
   created_at: a.createdAt,
   updated_at: a.updatedAt,
 });
+
+/** A key source as RFC 7591 metadata: `jwks` or `jwks_uri`. */
+const presentKeySource = (source: KeySource) => (source.jwksUri !== undefined ? { jwks_uri: source.jwksUri } : { jwks: { keys: source.keys } });
+const presentIssuer = (i: TrustedIssuer) => ({ issuer_id: i.id, issuer: i.issuer, audience: i.audience, ...presentKeySource(i.source), created_at: i.createdAt.toISOString() });
+const presentBinding = (b: WorkloadBinding) => ({ issuer_id: b.issuerId, subject: b.subject, agent_id: b.agentId, created_at: b.createdAt.toISOString() });
+
+/** `jwks` or `jwks_uri`, exactly one. */
+function keySource(body: { jwks?: { keys: unknown[] }; jwks_uri?: string }): KeySource {
+  if ((body.jwks === undefined) === (body.jwks_uri === undefined)) throw new ServiceError('validation_error', 'Give exactly one of jwks and jwks_uri.');
+  return body.jwks_uri !== undefined ? { jwksUri: body.jwks_uri } : { keys: body.jwks!.keys as PublicJwk[] };
+}
 
 const presentFeedCredential = (c: FeedCredential) => ({ feed_credential_id: c.id, platform_id: c.platformId, created_at: c.createdAt.toISOString() });
 
@@ -220,6 +243,50 @@ export const adminRouteTable = {
     summary: 'Take a grant back', params: { ...AGENT_ID, ...PLATFORM_ID }, audit: change('grant.deleted'),
     responses: { 204: { description: 'Deleted.' }, ...refusals({ ...GUARD_REFUSALS, not_found: '' }) },
   },
+  clientKeyList: {
+    ...admin, method: 'GET', path: '/admin/v1/agents/:agent_id/keys', name: 'admin_agent_keys', operationId: 'adminListAgentKeys',
+    summary: "A private_key_jwt agent's public keys (jwks) or its jwks_uri", params: AGENT_ID,
+    responses: { 200: ok('Its keys.', ClientKeysView), ...refusals({ ...GUARD_REFUSALS, not_found: '', conflict: 'the agent authenticates with a secret.' }) },
+  },
+  clientKeyAdd: {
+    ...admin, method: 'POST', path: '/admin/v1/agents/:agent_id/keys', name: 'admin_agent_keys', operationId: 'adminAddAgentKey',
+    summary: 'Add a public key to a private_key_jwt agent (several live keys: rotation with overlap)', params: AGENT_ID, body: jsonBody(ClientKeyAdd), audit: change('agent.key_added'),
+    responses: { 201: ok('Its keys now.', ClientKeysView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '', conflict: 'a key with this kid exists, 10 keys already, or the agent uses a secret or a jwks_uri.' }) },
+  },
+  clientKeyRemove: {
+    ...admin, method: 'DELETE', path: '/admin/v1/agents/:agent_id/keys/:kid', name: 'admin_agent_key', operationId: 'adminRemoveAgentKey',
+    summary: "Remove an agent's key: assertions it signs are refused, and the agent's tokens are taken back (revocation feed)", params: { ...AGENT_ID, kid: Type.String() }, audit: change('agent.key_removed'),
+    responses: { 204: { description: 'Removed.' }, ...refusals({ ...GUARD_REFUSALS, not_found: '', conflict: 'the agent authenticates with a secret.' }) },
+  },
+  workloadIssuerCreate: {
+    ...admin, method: 'POST', path: '/admin/v1/workload-issuers', name: 'admin_workload_issuers', operationId: 'adminCreateWorkloadIssuer',
+    summary: 'Trust a workload identity issuer (Kubernetes service accounts, SPIFFE, a CI OIDC issuer)', body: jsonBody(WorkloadIssuerCreate), audit: change('workload_issuer.created'),
+    responses: { 201: ok('Created.', WorkloadIssuerView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, validation_error: '', conflict: 'this issuer is trusted already.' }) },
+  },
+  workloadIssuerList: {
+    ...admin, method: 'GET', path: '/admin/v1/workload-issuers', name: 'admin_workload_issuers', operationId: 'adminListWorkloadIssuers',
+    summary: 'List trusted workload identity issuers', responses: { 200: ok('Every trusted issuer.', WorkloadIssuerList), ...refusals(GUARD_REFUSALS) },
+  },
+  workloadIssuerDelete: {
+    ...admin, method: 'DELETE', path: '/admin/v1/workload-issuers/:issuer_id', name: 'admin_workload_issuer', operationId: 'adminDeleteWorkloadIssuer',
+    summary: 'Stop trusting an issuer (its bindings go, and the bound agents\' tokens are taken back)', params: { issuer_id: Type.String({ format: 'uuid' }) }, audit: change('workload_issuer.deleted'),
+    responses: { 204: { description: 'Deleted.' }, ...refusals({ ...GUARD_REFUSALS, not_found: '' }) },
+  },
+  workloadBindingCreate: {
+    ...admin, method: 'POST', path: '/admin/v1/workload-issuers/:issuer_id/bindings', name: 'admin_workload_bindings', operationId: 'adminBindWorkload',
+    summary: "Let a workload (the issuer's subject) act as an agent", params: { issuer_id: Type.String({ format: 'uuid' }) }, body: jsonBody(WorkloadBindingCreate), audit: change('workload_binding.created'),
+    responses: { 201: ok('Bound.', WorkloadBindingView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '', conflict: 'the subject is bound already.' }) },
+  },
+  workloadBindingList: {
+    ...admin, method: 'GET', path: '/admin/v1/workload-issuers/:issuer_id/bindings', name: 'admin_workload_bindings', operationId: 'adminListWorkloadBindings',
+    summary: "List an issuer's bindings", params: { issuer_id: Type.String({ format: 'uuid' }) },
+    responses: { 200: ok('Its bindings.', WorkloadBindingList), ...refusals(GUARD_REFUSALS) },
+  },
+  workloadBindingDelete: {
+    ...admin, method: 'DELETE', path: '/admin/v1/workload-issuers/:issuer_id/bindings', name: 'admin_workload_bindings', operationId: 'adminUnbindWorkload',
+    summary: 'Unbind a workload (?subject=...): its agent\'s tokens are taken back', params: { issuer_id: Type.String({ format: 'uuid' }) }, query: WorkloadBindingQuery, audit: change('workload_binding.deleted'),
+    responses: { 204: { description: 'Unbound.' }, ...refusals({ ...GUARD_REFUSALS, not_found: '', validation_error: '' }) },
+  },
   keyList: {
     ...admin, method: 'GET', path: '/admin/v1/keys', name: 'admin_keys', operationId: 'adminListKeys',
     summary: 'List signing keys and their states', responses: { 200: ok('Every key.', KeyList), ...refusals(GUARD_REFUSALS) },
@@ -260,6 +327,9 @@ export function adminRoutes(deps: AdminDeps): Route[] {
   const agentPatch = compileValidator(t.agentPatch.body.schema);
   const grantPut = compileValidator(t.grantPut.body.schema);
   const secretRotate = compileValidator(t.secretRotate.body.schema);
+  const clientKeyAdd = compileValidator(t.clientKeyAdd.body.schema);
+  const workloadIssuerCreate = compileValidator(t.workloadIssuerCreate.body.schema);
+  const workloadBindingCreate = compileValidator(t.workloadBindingCreate.body.schema);
   // An empty body on the rotate endpoints means "no options".
   const optionalBody = (request: HttpRequest) => (request.body && request.body.length > 0 ? parseJsonBody(request) : {});
 
@@ -290,8 +360,14 @@ export function adminRoutes(deps: AdminDeps): Route[] {
       return { status: 204 };
     },
     agentCreate: async (r) => {
-      const { agent, secret } = await deps.agents.create(agentCreate(parseJsonBody(r)).name, by(r));
-      return json(201, { ...presentAgent(agent), secret }, { 'Cache-Control': 'no-store' });
+      const body = agentCreate(parseJsonBody(r));
+      if (body.token_endpoint_auth_method === 'private_key_jwt') {
+        const agent = await deps.clientKeys.createKeyAgent(body.name, keySource(body), by(r, body));
+        return json(201, { ...presentAgent(agent), token_endpoint_auth_method: 'private_key_jwt' }, { 'Cache-Control': 'no-store' });
+      }
+      if (body.jwks !== undefined || body.jwks_uri !== undefined) throw new ServiceError('validation_error', 'jwks and jwks_uri go with token_endpoint_auth_method private_key_jwt.');
+      const { agent, secret } = await deps.agents.create(body.name, by(r));
+      return json(201, { ...presentAgent(agent), token_endpoint_auth_method: body.token_endpoint_auth_method ?? 'client_secret_basic', secret }, { 'Cache-Control': 'no-store' });
     },
     agentList: async () => json(200, { agents: (await deps.agents.list()).map(presentAgent) }),
     agentGet: async (r) => json(200, presentAgent(await deps.agents.get(uuidParam(r, 'agent_id')))),
@@ -318,6 +394,43 @@ export function adminRoutes(deps: AdminDeps): Route[] {
     grantDelete: async (r) => {
       const [agentId, platformId] = [uuidParam(r, 'agent_id'), uuidParam(r, 'platform_id')];
       await deps.agents.deleteGrant(agentId, platformId, by(r));
+      return { status: 204 };
+    },
+    clientKeyList: async (r) => {
+      const id = uuidParam(r, 'agent_id');
+      const source = await deps.clientKeys.keysOf(id);
+      if (!source) throw new ServiceError('conflict', 'This agent authenticates with a secret, not with keys.');
+      return json(200, { agent_id: id, token_endpoint_auth_method: 'private_key_jwt', ...presentKeySource(source) });
+    },
+    clientKeyAdd: async (r) => {
+      const id = uuidParam(r, 'agent_id');
+      const source = await deps.clientKeys.addKey(id, clientKeyAdd(parseJsonBody(r)), by(r));
+      return json(201, { agent_id: id, token_endpoint_auth_method: 'private_key_jwt', ...presentKeySource(source) });
+    },
+    clientKeyRemove: async (r) => {
+      await deps.clientKeys.removeKey(uuidParam(r, 'agent_id'), r.params.kid, by(r));
+      return { status: 204 };
+    },
+    workloadIssuerCreate: async (r) => {
+      const body = workloadIssuerCreate(parseJsonBody(r));
+      const issuer = await deps.clientKeys.createIssuer({ issuer: body.issuer, audience: body.audience, source: keySource(body) }, by(r, body));
+      return json(201, presentIssuer(issuer));
+    },
+    workloadIssuerList: async () => json(200, { workload_issuers: (await deps.clientKeys.listIssuers()).map(presentIssuer) }),
+    workloadIssuerDelete: async (r) => {
+      await deps.clientKeys.deleteIssuer(uuidParam(r, 'issuer_id'), by(r));
+      return { status: 204 };
+    },
+    workloadBindingCreate: async (r) => {
+      const body = workloadBindingCreate(parseJsonBody(r));
+      const binding = await deps.clientKeys.bind(uuidParam(r, 'issuer_id'), body.subject, body.agent_id, by(r));
+      return json(201, presentBinding(binding));
+    },
+    workloadBindingList: async (r) => json(200, { bindings: (await deps.clientKeys.listBindings(uuidParam(r, 'issuer_id'))).map(presentBinding) }),
+    workloadBindingDelete: async (r) => {
+      const subject = new URLSearchParams(r.query).get('subject');
+      if (!subject) throw new ServiceError('validation_error', 'The subject query parameter is required.');
+      await deps.clientKeys.unbind(uuidParam(r, 'issuer_id'), subject, by(r));
       return { status: 204 };
     },
     keyList: () => json(200, { keys: deps.keys.list().map(presentKey) }),

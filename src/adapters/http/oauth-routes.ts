@@ -80,12 +80,16 @@ class OAuthError extends Error {
 const invalidRequest = (description: string) => new OAuthError('invalid_request', 400, description);
 const invalidTarget = (description: string) => new OAuthError('invalid_target', 400, description);
 
-interface ClientCredentials {
-  apiKeyId: string;
-  secret: string;
-  /** Basic was used: a 401 then carries WWW-Authenticate (RFC 6749 §5.2). */
-  basic: boolean;
-}
+/** RFC 7521 §4.2: the only client assertion type: a JWT (RFC 7523 §2.2). */
+const JWT_BEARER_ASSERTION = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+/** What private_key_jwt assertions may be signed with: never `none`, never HMAC. */
+export const ASSERTION_SIGNING_ALGS = ['ES256', 'RS256', 'PS256', 'EdDSA'];
+
+type ClientCredentials =
+  /** `basic`: Basic was used, so a 401 carries WWW-Authenticate (RFC 6749 §5.2). */
+  | { apiKeyId: string; secret: string; basic: boolean }
+  /** A client assertion: private_key_jwt, or a workload token; `apiKeyId` is '' when client_id was not sent. */
+  | { apiKeyId: string; assertion: string; basic: false };
 
 /** RFC 8414 metadata. `issuer` is exactly the tokens' `iss`. */
 export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'publicBaseUrl'>): Record<string, unknown> {
@@ -99,7 +103,8 @@ export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'pu
     token_endpoint: `${base}${OAUTH_TOKEN_PATH}`,
     jwks_uri: `${base}/.well-known/jwks.json`,
     grant_types_supported: ['client_credentials'],
-    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+    token_endpoint_auth_signing_alg_values_supported: ASSERTION_SIGNING_ALGS,
     // REQUIRED by RFC 8414 §2; the authorization endpoint supports no response type: the honest value is empty.
     response_types_supported: [],
     service_documentation: `${base}/openapi.json`,
@@ -233,7 +238,8 @@ async function readGrant(request: HttpRequest, seen: SeenRequest, apiKeyId: RegE
   // A store outage while reading the resource index is answered like any outage: 503.
   const { platformId, resource } = await target(params, resources);
   if (platformId !== undefined) seen.platformId = platformId;
-  const tokenRequest: TokenRequest = { apiKeyId: client.apiKeyId, secret: client.secret, platformId, ...(resource !== undefined ? { resource } : {}), scopes, profile: OAUTH_PROFILE };
+  const credential = 'assertion' in client ? { assertion: client.assertion } : { secret: client.secret };
+  const tokenRequest: TokenRequest = { apiKeyId: client.apiKeyId, ...credential, platformId, ...(resource !== undefined ? { resource } : {}), scopes, profile: OAUTH_PROFILE };
   return { tokenRequest, basic: client.basic };
 }
 
@@ -246,8 +252,22 @@ function readForm(request: HttpRequest): Map<string, string> {
   }
 }
 
-/** client_secret_basic (RFC 6749 §2.3.1: form-encoded id and secret inside Basic) or client_secret_post; never both. */
+/**
+ * client_secret_basic (RFC 6749 §2.3.1: form-encoded id and secret inside Basic), client_secret_post, or a
+ * client assertion (RFC 7521 §4.2: private_key_jwt, a workload token); exactly one.
+ */
 function clientCredentials(authorization: string, params: Map<string, string>, apiKeyId: RegExp): ClientCredentials {
+  const assertionType = params.get('client_assertion_type');
+  const assertion = params.get('client_assertion');
+  if (assertionType !== undefined || assertion !== undefined) {
+    if (authorization !== '' || params.has('client_secret')) throw invalidRequest('Use one client authentication method: a client assertion, Basic or client_secret, not several.');
+    if (assertionType !== JWT_BEARER_ASSERTION) throw invalidRequest(`client_assertion_type must be ${JWT_BEARER_ASSERTION}.`);
+    if (assertion === undefined || assertion === '') throw invalidRequest('client_assertion is missing.');
+    const id = params.get('client_id');
+    // A malformed client_id is refused like an unknown client.
+    if (id !== undefined && !apiKeyId.test(id)) throw invalidClient(false, 'Invalid client credentials.');
+    return { apiKeyId: id ?? '', assertion, basic: false };
+  }
   const inBody = params.has('client_secret');
   const scheme = authorization.trim().split(/\s+/, 1)[0] ?? '';
   const basic = scheme.toLowerCase() === 'basic';

@@ -7,6 +7,7 @@ import { runEffects, type Transaction, type UnitOfWork } from '../../core/ports/
 import { adminSql, keyWriter, type PostgresStore } from './postgres-store.js';
 import { agentsHoldingScopes, appendRevocation } from './revocation-store.js';
 import { insertAuditEvents } from './audit-store.js';
+import { clientKeyWrites } from './client-key-store.js';
 import { feedCredentialWrites } from './feed-credential-store.js';
 
 export interface PostgresUnitOfWorkOptions {
@@ -39,6 +40,7 @@ export class PostgresUnitOfWork implements UnitOfWork {
         },
         keys: keyWriter(sql),
         feedCredentials: feedCredentialWrites(sql),
+        clientKeys: clientKeyWrites(sql),
         // Transaction-scoped: released by COMMIT or ROLLBACK, even if this process dies; its wait is
         // bounded by the transaction's lock_timeout (the store deadline).
         lock: async (name) => {

@@ -11,6 +11,7 @@ const FAILURE_MESSAGES = {
   admin_after_commit: 'an invalidation after a committed admin change failed (caches expire by TTL)',
   listing_enrichment: 'platform metadata for a listing could not be read; answered without it',
   feed_credentials_reload: 'reloading the revocation feed credentials failed (tried again by the next check)',
+  client_keys_reload: 'reloading the agents\' client keys or the trusted workload issuers failed (checks of what it concerns answer 503 until it succeeds)',
 } as const;
 
 export class CoreTelemetry implements Telemetry {
@@ -25,6 +26,8 @@ export class CoreTelemetry implements Telemetry {
         return this.metrics.cache('verified', event.hit);
       case 'credential_checked':
         return this.metrics.credentialChecked();
+      case 'client_assertion':
+        return this.metrics.clientAssertion(event.method, event.outcome);
       case 'rate_limited':
         return this.metrics.rateLimited(event.limiter);
       case 'background_failure':

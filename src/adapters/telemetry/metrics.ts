@@ -29,6 +29,7 @@ export class Metrics {
   private readonly cacheRequests: client.Counter<'cache' | 'result'>;
   private readonly rateLimitRefusals: client.Counter<'limiter'>;
   private readonly credentialChecks: client.Counter;
+  private readonly clientAssertions: client.Counter;
   private readonly backgroundFailures: client.Counter;
   private readonly adminAuthFailures: client.Counter;
   private readonly forwardedIgnored: client.Counter;
@@ -109,6 +110,12 @@ export class Metrics {
     this.credentialChecks = new client.Counter({
       name: 'ace_credential_checks_total',
       help: 'Credential checks run in the argon2 pool (each verifies one hash; two only for hashes older than the secret hint), successful or not.',
+      registers,
+    });
+    this.clientAssertions = new client.Counter({
+      name: 'ace_client_assertions_total',
+      help: 'Client assertions checked (private_key_jwt, workload identity tokens), by method and outcome: accepted, or the reason of a refusal (the client is only ever told invalid_client).',
+      labelNames: ['method', 'outcome'],
       registers,
     });
     this.backgroundFailures = new client.Counter({
@@ -273,6 +280,10 @@ export class Metrics {
 
   credentialChecked(): void {
     this.credentialChecks.inc();
+  }
+
+  clientAssertion(method: string, outcome: string): void {
+    this.clientAssertions.inc({ method, outcome });
   }
 
   backgroundFailure(task: BackgroundTask): void {

@@ -2,6 +2,7 @@
 import { listCommand, seg, str, type Command, type Context } from '../command.js';
 import { UsageError } from '../errors.js';
 import { fields, table } from '../output.js';
+import { KEY_OPTIONS, NO_SECRET_OPTION, keySource } from './client-keys.js';
 
 interface Agent {
   agent_id: string;
@@ -53,15 +54,20 @@ function printCredentials(ctx: Context, record: object, pairs: [string, string][
 export const agentCommands: Command[] = [
   {
     path: ['agent', 'create'],
-    summary: 'Create an agent and print its api_key_id and secret (shown once)',
-    usage: 'agent create (--name NAME | NAME)',
-    options: { name: { type: 'string', value: 'NAME', description: 'Agent name' } },
+    summary: 'Create an agent and print its api_key_id and secret (shown once); with --key or --jwks-uri, an agent without a secret (private_key_jwt)',
+    usage: 'agent create (--name NAME | NAME) [--key public.jwk|public.pem | --jwks-uri URL | --no-secret]',
+    options: { name: { type: 'string', value: 'NAME', description: 'Agent name' }, ...KEY_OPTIONS, ...NO_SECRET_OPTION },
     args: { min: 0, max: 1 },
     async run(ctx, values, positionals) {
       const flag = str(values, 'name');
       if (flag !== undefined && positionals.length) throw new UsageError('agent create: give the name once, as --name or as an argument', ['agent', 'create']);
       const name = flag ?? positionals[0];
       if (name === undefined) throw new UsageError('agent create needs a name', ['agent', 'create']);
+      if (values.key !== undefined || values['jwks-uri'] !== undefined || values['no-secret'] === true) {
+        const created = await ctx.admin().json<Agent>('POST', '/admin/v1/agents', { name, token_endpoint_auth_method: 'private_key_jwt', ...keySource(values, ['agent', 'create']) });
+        if (ctx.out.json) return ctx.out.printJson(created);
+        return ctx.out.print(agentFields(created) + '\ntoken_endpoint_auth_method  private_key_jwt');
+      }
       const agent = await ctx.admin().json<Agent & { secret: string }>('POST', '/admin/v1/agents', { name });
       printCredentials(ctx, agent, [
         ['agent_id', agent.agent_id],

@@ -20,6 +20,12 @@ export const EVENT_TYPES = [
   'key.retired',
   'feed_credential.created',
   'feed_credential.deleted',
+  'agent.key_added',
+  'agent.key_removed',
+  'workload_issuer.created',
+  'workload_issuer.deleted',
+  'workload_binding.created',
+  'workload_binding.deleted',
   'admin.auth_failed',
 ] as const;
 
@@ -47,6 +53,11 @@ export interface EventData {
   window_seconds?: number;
   /** feed_credential.*: the credential's id (never its token or hash). */
   feed_credential_id?: string;
+  /** agent.key_*: the client key's `kid` (a public key's name, never key material). */
+  client_kid?: string;
+  /** workload_*: the trusted issuer's id, and the workload subject bound. */
+  issuer_id?: string;
+  subject?: string;
 }
 
 export interface AuditEvent {
@@ -118,10 +129,27 @@ export const auditEvents = {
   },
   /** An admin change: the ids it concerns and the names of the fields it set. */
   adminChange(
-    type: Extract<EventType, `agent.${string}` | `grant.${string}` | `platform.${string}` | `key.${string}` | `feed_credential.${string}`>,
-    i: { actor: string; clientAddress: string; agentId?: string; platformId?: string; kid?: string; fields?: string[]; scopes?: string[]; graceSeconds?: number; status?: string; feedCredentialId?: string },
+    type: Extract<EventType, `agent.${string}` | `grant.${string}` | `platform.${string}` | `key.${string}` | `feed_credential.${string}` | `workload_${string}`>,
+    i: {
+      actor: string;
+      clientAddress: string;
+      agentId?: string;
+      platformId?: string;
+      kid?: string;
+      fields?: string[];
+      scopes?: string[];
+      graceSeconds?: number;
+      status?: string;
+      feedCredentialId?: string;
+      clientKid?: string;
+      issuerId?: string;
+      subject?: string;
+    },
   ): AuditEvent {
     const data: EventData = {};
+    if (i.clientKid) data.client_kid = i.clientKid;
+    if (i.issuerId) data.issuer_id = i.issuerId;
+    if (i.subject) data.subject = i.subject;
     if (i.feedCredentialId) data.feed_credential_id = i.feedCredentialId;
     if (i.fields) data.fields = [...i.fields].sort();
     if (i.scopes) data.scopes = i.scopes;

@@ -9,6 +9,8 @@ export type Invalidation =
   | { kind: 'revocation'; platformIds: string[]; at: number }
   /** A revocation-feed credential of this platform was created or deleted. */
   | { kind: 'feed_credentials'; platformId: string }
+  /** Trusted workload issuers or their bindings changed (an agent's own keys travel as `agent`). */
+  | { kind: 'client_keys' }
   | { kind: 'all' };
 
 export interface InvalidationBus {

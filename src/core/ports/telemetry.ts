@@ -8,6 +8,8 @@ export type TelemetryEvent =
   | { type: 'verified_memory'; hit: boolean }
   /** One argon2 credential check ran (a task refused by a full queue did not). */
   | { type: 'credential_checked' }
+  /** A client assertion (private_key_jwt or a workload token) was accepted or refused, and why (never sent to the client). */
+  | { type: 'client_assertion'; method: 'private_key_jwt' | 'workload'; outcome: 'accepted' | string }
   | { type: 'rate_limited'; limiter: LimiterName }
   /** Background work failed and will be tried again (key refresh, revocation push); `what` is a fixed name. */
   | { type: 'background_failure'; what: BackgroundTask; error: unknown };
@@ -24,7 +26,8 @@ export type BackgroundTask =
   | 'revocation_purge'
   | 'admin_after_commit'
   | 'listing_enrichment'
-  | 'feed_credentials_reload';
+  | 'feed_credentials_reload'
+  | 'client_keys_reload';
 
 export interface Telemetry {
   record(event: TelemetryEvent): void;

@@ -6,6 +6,7 @@ import type { AuditEvent } from '../audit/events.js';
 import type { RevocationEntry, RevocationStoreQueries, RevocationTarget } from './revocation-log.js';
 import type { SigningKeyWriter, Store } from './store.js';
 import type { FeedCredentialWrites } from './feed-credentials.js';
+import type { ClientKeyWrites } from './client-keys.js';
 
 /** The admin writes of the store, and the reads a change needs to decide, inside the transaction. */
 export type AdminWrites = Pick<
@@ -38,6 +39,8 @@ export interface Transaction {
   keys: SigningKeyWriter;
   /** The revocation feed's credentials (their hashes). */
   feedCredentials: FeedCredentialWrites;
+  /** Agents' public keys, trusted workload issuers and their bindings. */
+  clientKeys: ClientKeyWrites;
   /**
    * A cluster-wide lock held until commit or rollback (Postgres: pg_advisory_xact_lock, which works
    * through a transaction-mode pooler). Waits at most the store deadline.

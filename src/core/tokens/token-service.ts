@@ -7,6 +7,7 @@ import type { AgentView } from '../model.js';
 import type { TokenSigner, TokenType } from '../ports/crypto.js';
 import type { AttemptLimits } from '../ports/limits.js';
 import type { Authenticator } from '../credentials/authenticator.js';
+import type { AssertionAuthenticator } from '../credentials/assertion-authenticator.js';
 import type { KeyManager } from '../keys/key-manager.js';
 import { auditEvents, type AuditSink } from '../audit/events.js';
 
@@ -22,8 +23,12 @@ export type TokenProfile = (typeof TOKEN_PROFILES)[number];
 export const PROFILE_TYP: Record<TokenProfile, TokenType> = { 'svc-native-jwt': 'JWT', 'oauth-at-jwt': 'at+jwt' };
 
 export interface TokenRequest {
+  /** The api_key_id (client_id); with an assertion it may be empty (a workload token names its agent by binding). */
   apiKeyId: string;
-  secret: string;
+  /** The agent's secret, or, for agents without secrets, `assertion`. */
+  secret?: string;
+  /** A client assertion (RFC 7523 §2.2): a private_key_jwt or a workload identity token. */
+  assertion?: string;
   /**
    * Undefined when the OAuth door's `resource` names no platform: refused like a platform the agent holds
    * no grant on, after the credential check, so that the answer says nothing about which resources exist.
@@ -53,6 +58,7 @@ export type ExchangeOutcome =
 
 export interface TokenServicePorts {
   authenticator: Authenticator;
+  assertions: AssertionAuthenticator;
   limits: AttemptLimits;
   keys: KeyManager;
   signer: TokenSigner;
@@ -69,7 +75,10 @@ export class TokenService {
     let agentId: string | undefined;
     try {
       const profile = checkProfile(request.profile);
-      const view = await this.ports.authenticator.authenticate({ apiKeyId: request.apiKeyId, secret: request.secret, address, signal });
+      const view =
+        request.assertion !== undefined
+          ? await this.ports.assertions.authenticate({ assertion: request.assertion, clientId: request.apiKeyId === '' ? undefined : request.apiKeyId, address, signal })
+          : await this.ports.authenticator.authenticate({ apiKeyId: request.apiKeyId, secret: request.secret ?? '', address, signal });
       agentId = view.agentId;
       return { issued: await this.issue(view, request, profile, address, signal), agentId };
     } catch (error) {
@@ -80,7 +89,7 @@ export class TokenService {
   }
 
   private async issue(view: AgentView, request: TokenRequest, profile: TokenProfile, address: string, signal?: AbortSignal): Promise<IssuedToken> {
-    await this.ports.limits.consumeToken(request.apiKeyId);
+    await this.ports.limits.consumeToken(view.apiKeyId);
     if (view.status !== 'active') throw new ServiceError('agent_inactive');
     if (request.platformId === undefined) throw new ServiceError('platform_access_denied');
     const platformId = request.platformId.toLowerCase();
@@ -102,7 +111,7 @@ export class TokenService {
       jti,
       scope,
       svc_token_profile: profile,
-      client_id: request.apiKeyId,
+      client_id: view.apiKeyId,
     });
     // The token leaves only once the trail holds it durably (Postgres or the local spool): a crash never
     // leaves a token in a client's hands that the trail does not show. Everything the event says is known

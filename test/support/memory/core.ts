@@ -18,6 +18,11 @@ import { TokenService } from '../../../src/core/tokens/token-service.js';
 import { MemoryAuditSink, MemoryHasher, MemoryRevocationLog, MemorySigner, MemoryStore } from './memory-store.js';
 import { MemoryUnitOfWork } from './unit-of-work.js';
 import { FeedCredentialService } from '../../../src/core/feed/feed-credential-service.js';
+import { ClientKeyIndex } from '../../../src/core/credentials/client-key-index.js';
+import { AssertionAuthenticator } from '../../../src/core/credentials/assertion-authenticator.js';
+import { ClientKeyService } from '../../../src/core/agents/client-key-service.js';
+import { decoyKeys, JoseAssertionVerifier } from '../../../src/adapters/crypto/assertion-verifier.js';
+import { MemoryReplayGuard } from '../../../src/adapters/cache/replay-guard.js';
 
 /** Key material without RSA: a random kid, a placeholder public key, the "private key" in clear. */
 export class MemoryKeyMaterial implements KeyMaterial {
@@ -116,11 +121,28 @@ export async function memoryCore(options: CoreOptions = {}) {
     telemetry: record,
   });
   await authenticator.init();
-  const tokens = new TokenService({ authenticator, limits, keys, signer: options.signer ?? signer, audit, issuer: options.issuer ?? ISSUER, tokenTtlSeconds: options.tokenTtlSeconds ?? TOKEN_TTL_SECONDS });
+  const verifier = new JoseAssertionVerifier({ allowLoopback: true, allowPrivate: false, timeoutMs: 2000, jwksCacheSeconds: 60, jwksCooldownSeconds: 0 });
+  const clientKeyIndex = new ClientKeyIndex({ store: memoryUow.clientKeys, bus, telemetry: record });
+  await clientKeyIndex.init();
+  const assertions = new AssertionAuthenticator({
+    index: clientKeyIndex,
+    verifier,
+    replays: new MemoryReplayGuard(),
+    store,
+    limits,
+    telemetry: record,
+    audiences: [`${options.issuer ?? ISSUER}/oauth2/token`, options.issuer ?? ISSUER],
+    maxAssertionLifetimeSeconds: 300,
+    maxWorkloadTokenLifetimeSeconds: 86_400,
+    clockToleranceSeconds: 30,
+    decoyKeys: await decoyKeys(),
+  });
+  const tokens = new TokenService({ authenticator, assertions, limits, keys, signer: options.signer ?? signer, audit, issuer: options.issuer ?? ISSUER, tokenTtlSeconds: options.tokenTtlSeconds ?? TOKEN_TTL_SECONDS });
+  const clientKeys = new ClientKeyService({ uow, store: memoryUow.clientKeys, verifier, hasher, bus, revocations, apiKeyPrefix: options.apiKeyPrefix ?? API_KEY_PREFIX });
   const agents = new AgentService({ store, uow, hasher, revocations, apiKeyPrefix: options.apiKeyPrefix ?? API_KEY_PREFIX });
   const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: 200 });
   const feedCredentials = new FeedCredentialService({ store: memoryUow.feedCredentials, uow, bus });
-  return { feedCredentials, memory, memoryUow, uow, store, log, bus, hasher, signer, audit, telemetry, refusals, limits, revocations, keys, authenticator, tokens, agents, platforms, stop: () => keys.stop() };
+  return { clientKeys, feedCredentials, memory, memoryUow, uow, store, log, bus, hasher, signer, audit, telemetry, refusals, limits, revocations, keys, authenticator, tokens, agents, platforms, stop: () => keys.stop() };
 }
 
 export type MemoryCore = Awaited<ReturnType<typeof memoryCore>>;

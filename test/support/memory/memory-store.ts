@@ -10,6 +10,7 @@ import type { SecretHasher, TokenSigner, TokenType } from '../../../src/core/por
 import type { AuditEvent, AuditSink } from '../../../src/core/audit/events.js';
 import { ServiceError, StoreUnavailableError } from '../../../src/core/errors.js';
 import type { FeedCredential, FeedCredentialRecord, FeedCredentialStore, FeedCredentialWrites } from '../../../src/core/ports/feed-credentials.js';
+import type { AgentKeys, ClientKeyStore, ClientKeyWrites, KeySource, TrustedIssuer, WorkloadBinding } from '../../../src/core/ports/client-keys.js';
 
 interface StoredAgent extends AgentRecord {
   secretHash: string;
@@ -394,5 +395,102 @@ export class MemoryFeedCredentials implements FeedCredentialStore, FeedCredentia
   async feedCredentialsOf(platformId: string): Promise<FeedCredentialRecord[]> {
     this.check();
     return [...this.rows.values()].filter((r) => r.platformId === platformId).map(clone);
+  }
+}
+
+/** Agents' public keys, trusted workload issuers and bindings in memory (as the Postgres tables keep them). */
+export class MemoryClientKeys implements ClientKeyStore, ClientKeyWrites {
+  readonly agentKeys = new Map<string, { source: KeySource; updatedAt: Date }>();
+  readonly issuers = new Map<string, TrustedIssuer>();
+  readonly bindings = new Map<string, WorkloadBinding>();
+
+  constructor(private readonly store: MemoryStore) {}
+
+  private check(): void {
+    if (this.store.down) throw new StoreUnavailableError('memory');
+  }
+
+  private apiKeyIdOf(agentId: string): string | undefined {
+    return this.store.agents.get(agentId)?.apiKeyId;
+  }
+
+  async putAgentKeys(agentId: string, source: KeySource): Promise<void> {
+    this.check();
+    if (!this.store.agents.has(agentId)) throw new Error('foreign key: no such agent');
+    this.agentKeys.set(agentId, { source: clone(source), updatedAt: new Date() });
+  }
+
+  async agentKeysOf(agentId: string): Promise<KeySource | null> {
+    this.check();
+    const row = this.agentKeys.get(agentId);
+    return row ? clone(row.source) : null;
+  }
+
+  async insertTrustedIssuer(row: TrustedIssuer): Promise<void> {
+    this.check();
+    if ([...this.issuers.values()].some((i) => i.issuer === row.issuer)) throw new Error('unique: issuer');
+    this.issuers.set(row.id, clone(row));
+  }
+
+  async deleteTrustedIssuer(id: string): Promise<boolean> {
+    this.check();
+    for (const [key, b] of this.bindings) if (b.issuerId === id) this.bindings.delete(key);
+    return this.issuers.delete(id);
+  }
+
+  async getTrustedIssuer(id: string): Promise<TrustedIssuer | null> {
+    this.check();
+    const row = this.issuers.get(id);
+    return row ? clone(row) : null;
+  }
+
+  async trustedIssuerNamed(issuer: string): Promise<TrustedIssuer | null> {
+    this.check();
+    const row = [...this.issuers.values()].find((i) => i.issuer === issuer);
+    return row ? clone(row) : null;
+  }
+
+  async insertBinding(row: WorkloadBinding): Promise<boolean> {
+    this.check();
+    const key = `${row.issuerId}\n${row.subject}`;
+    if (this.bindings.has(key)) return false;
+    this.bindings.set(key, { issuerId: row.issuerId, subject: row.subject, agentId: row.agentId, createdAt: row.createdAt });
+    return true;
+  }
+
+  async deleteBinding(issuerId: string, subject: string): Promise<string | null> {
+    this.check();
+    const key = `${issuerId}\n${subject}`;
+    const row = this.bindings.get(key);
+    if (!row) return null;
+    this.bindings.delete(key);
+    return row.agentId;
+  }
+
+  async allAgentKeys(): Promise<AgentKeys[]> {
+    this.check();
+    return [...this.agentKeys].flatMap(([agentId, row]) => {
+      const apiKeyId = this.apiKeyIdOf(agentId);
+      return apiKeyId ? [{ agentId, apiKeyId, source: clone(row.source), updatedAt: row.updatedAt }] : [];
+    });
+  }
+
+  async agentKeysByApiKeyId(apiKeyId: string): Promise<AgentKeys | null> {
+    return (await this.allAgentKeys()).find((a) => a.apiKeyId === apiKeyId) ?? null;
+  }
+
+  async listTrustedIssuers(): Promise<TrustedIssuer[]> {
+    this.check();
+    return [...this.issuers.values()].map(clone);
+  }
+
+  async listBindings(issuerId?: string): Promise<WorkloadBinding[]> {
+    this.check();
+    return [...this.bindings.values()]
+      .filter((b) => issuerId === undefined || b.issuerId === issuerId)
+      .flatMap((b) => {
+        const apiKeyId = this.apiKeyIdOf(b.agentId);
+        return apiKeyId ? [{ ...b, apiKeyId }] : [];
+      });
   }
 }

@@ -5,7 +5,7 @@
 // the unit, as the Postgres test does with triggers.
 import { StoreUnavailableError } from '../../../src/core/errors.js';
 import { runEffects, type Transaction, type UnitOfWork } from '../../../src/core/ports/unit-of-work.js';
-import { MemoryFeedCredentials, type MemoryAuditSink, type MemoryRevocationLog, type MemoryStore } from './memory-store.js';
+import { MemoryClientKeys, MemoryFeedCredentials, type MemoryAuditSink, type MemoryRevocationLog, type MemoryStore } from './memory-store.js';
 
 export interface MemoryFaults {
   append?: boolean;
@@ -31,6 +31,7 @@ export class MemoryUnitOfWork implements UnitOfWork {
     private readonly log: MemoryRevocationLog,
     private readonly audit: MemoryAuditSink,
     readonly feedCredentials: MemoryFeedCredentials = new MemoryFeedCredentials(store),
+    readonly clientKeys: MemoryClientKeys = new MemoryClientKeys(store),
   ) {}
 
   run<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
@@ -54,6 +55,9 @@ export class MemoryUnitOfWork implements UnitOfWork {
       entries: clone(log.entries),
       events: audit.events.length,
       feedCredentials: clone(this.feedCredentials.rows),
+      agentKeys: clone(this.clientKeys.agentKeys),
+      issuers: clone(this.clientKeys.issuers),
+      bindings: clone(this.clientKeys.bindings),
     };
     const effects: (() => Promise<void>)[] = [];
     const tx: Transaction = {
@@ -80,6 +84,7 @@ export class MemoryUnitOfWork implements UnitOfWork {
         },
       },
       feedCredentials: this.feedCredentials,
+      clientKeys: this.clientKeys,
       lock: async () => {}, // units already run one at a time
       afterCommit: (effect) => void effects.push(effect),
     };
@@ -93,6 +98,9 @@ export class MemoryUnitOfWork implements UnitOfWork {
       restoreMap(store.grants, before.grants);
       restoreMap(store.keys, before.keys);
       restoreMap(this.feedCredentials.rows, before.feedCredentials);
+      restoreMap(this.clientKeys.agentKeys, before.agentKeys);
+      restoreMap(this.clientKeys.issuers, before.issuers);
+      restoreMap(this.clientKeys.bindings, before.bindings);
       restoreMap(log.seqs, before.seqs);
       log.entries.splice(0, log.entries.length, ...before.entries);
       audit.events.splice(before.events);

@@ -58,7 +58,28 @@ export type PlatformCreate = Static<typeof PlatformCreate>;
 export const PlatformPatch = Type.Partial(PlatformCreate, { $id: 'PlatformPatch', additionalProperties: false });
 export type PlatformPatch = Static<typeof PlatformPatch>;
 
-export const AgentCreate = Type.Object({ name: Name }, { $id: 'AgentCreate', additionalProperties: false });
+/** A public JWK (its members are checked by the service: kty, crv, size, no private members). */
+const PublicJwkInput = Type.Object(
+  { kty: Type.String({ maxLength: 8 }), kid: Type.String({ minLength: 1, maxLength: 128 }) },
+  { additionalProperties: Type.Union([Type.String({ maxLength: 2048 }), Type.Array(Type.String({ maxLength: 64 }), { maxItems: 16 })]), description: 'A public JWK (RFC 7517) with a kid: EC P-256 (ES256), RSA >= 2048 bits (RS256, PS256) or OKP Ed25519 (EdDSA).' },
+);
+const JwkSetInput = Type.Object({ keys: Type.Array(PublicJwkInput, { maxItems: 10 }) }, { additionalProperties: false, description: 'An agent with no keys authenticates only through a workload binding (or keys added later).' });
+const JwksUri = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL of a JWK Set (http on loopback only with JWKS_URI_ALLOW_LOOPBACK).' });
+
+/** RFC 7591 client metadata: without token_endpoint_auth_method the agent gets a secret (client_secret_basic). */
+export const AgentCreate = Type.Object(
+  {
+    name: Name,
+    token_endpoint_auth_method: Type.Optional(
+      Type.Union([Type.Literal('client_secret_basic'), Type.Literal('client_secret_post'), Type.Literal('private_key_jwt')], {
+        description: 'private_key_jwt: the agent authenticates with assertions signed by its keys (jwks or jwks_uri, one of them); no secret is made.',
+      }),
+    ),
+    jwks: Type.Optional(JwkSetInput),
+    jwks_uri: Type.Optional(JwksUri),
+  },
+  { $id: 'AgentCreate', additionalProperties: false },
+);
 export type AgentCreate = Static<typeof AgentCreate>;
 
 export const AgentPatch = Type.Object(
@@ -104,9 +125,55 @@ export const AgentView = Type.Object(
   { agent_id: Uuid, name: Type.String(), status: AgentStatus, api_key_id: Type.String(), created_at: Timestamp, updated_at: Timestamp },
   { $id: 'Agent' },
 );
-export const AgentCreated = Type.Composite([AgentView, Type.Object({ secret: Type.String({ description: 'Shown once; never stored in clear.' }) })], {
-  $id: 'AgentCreated',
-});
+export const AgentCreated = Type.Composite(
+  [
+    AgentView,
+    Type.Object({
+      token_endpoint_auth_method: Type.String(),
+      secret: Type.Optional(Type.String({ description: 'Shown once; never stored in clear. Absent for private_key_jwt agents.' })),
+    }),
+  ],
+  { $id: 'AgentCreated' },
+);
+
+export const ClientKeyAdd = Type.Composite([PublicJwkInput], { $id: 'ClientKeyAdd' });
+export const ClientKeysView = Type.Object(
+  {
+    agent_id: Uuid,
+    token_endpoint_auth_method: Type.Literal('private_key_jwt'),
+    jwks: Type.Optional(Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) })),
+    jwks_uri: Type.Optional(Type.String()),
+  },
+  { $id: 'ClientKeys' },
+);
+export const WorkloadIssuerCreate = Type.Object(
+  {
+    issuer: Type.String({ minLength: 1, maxLength: 512, pattern: PRINTABLE_NAME, description: 'The iss of the workload tokens, exactly.' }),
+    audience: Type.String({ minLength: 1, maxLength: 512, pattern: PRINTABLE_NAME, description: 'The aud the issuer puts in tokens meant for this service (e.g. its issuer URL).' }),
+    jwks: Type.Optional(JwkSetInput),
+    jwks_uri: Type.Optional(JwksUri),
+  },
+  { $id: 'WorkloadIssuerCreate', additionalProperties: false },
+);
+export const WorkloadIssuerView = Type.Object(
+  {
+    issuer_id: Uuid,
+    issuer: Type.String(),
+    audience: Type.String(),
+    jwks: Type.Optional(Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown())) })),
+    jwks_uri: Type.Optional(Type.String()),
+    created_at: Timestamp,
+  },
+  { $id: 'WorkloadIssuer' },
+);
+export const WorkloadIssuerList = Type.Object({ workload_issuers: Type.Array(WorkloadIssuerView) }, { $id: 'WorkloadIssuerList' });
+export const WorkloadBindingCreate = Type.Object(
+  { subject: Type.String({ minLength: 1, maxLength: 512, pattern: PRINTABLE_NAME, description: 'The sub of the workload tokens (e.g. system:serviceaccount:<ns>:<name>, spiffe://<trust domain>/<path>).' }), agent_id: Uuid },
+  { $id: 'WorkloadBindingCreate', additionalProperties: false },
+);
+export const WorkloadBindingView = Type.Object({ issuer_id: Uuid, subject: Type.String(), agent_id: Uuid, created_at: Timestamp }, { $id: 'WorkloadBinding' });
+export const WorkloadBindingList = Type.Object({ bindings: Type.Array(WorkloadBindingView) }, { $id: 'WorkloadBindingList' });
+export const WorkloadBindingQuery = Type.Object({ subject: Type.String({ minLength: 1, maxLength: 512 }) }, { additionalProperties: false });
 export const SecretRotated = Type.Object(
   { api_key_id: Type.String(), secret: Type.String({ description: 'Shown once; never stored in clear.' }) },
   { $id: 'SecretRotated' },

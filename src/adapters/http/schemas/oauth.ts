@@ -7,6 +7,13 @@ export const OAuthTokenRequest = Type.Object(
     grant_type: Type.Literal('client_credentials'),
     client_id: Type.Optional(Type.String({ description: 'client_secret_post: the api_key_id (with Basic, optional and equal to it).' })),
     client_secret: Type.Optional(Type.String({ description: 'client_secret_post: the secret. Never logged.' })),
+    client_assertion_type: Type.Optional(Type.Literal('urn:ietf:params:oauth:client-assertion-type:jwt-bearer', { description: 'RFC 7521 §4.2, with client_assertion.' })),
+    client_assertion: Type.Optional(
+      Type.String({
+        description:
+          'private_key_jwt (RFC 7523 §2.2): a JWT signed by one of the agent\'s keys, iss = sub = client_id, aud the token endpoint or the issuer, exp at most CLIENT_ASSERTION_MAX_LIFETIME_SECONDS ahead, a jti used once. Or a workload identity token of a trusted issuer whose subject is bound to the agent.',
+      }),
+    ),
     resource: Type.Optional(Type.String({ description: 'RFC 8707: https://<verified domain of the platform> or urn:uuid:<platform_id>.' })),
     audience: Type.Optional(Type.String({ format: 'uuid', description: 'The platform_id (when resource is not given, or naming the same platform).' })),
     scope: Type.Optional(Type.String({ description: 'Space-delimited scopes; absent or empty: every scope granted on the platform.' })),
@@ -45,6 +52,7 @@ export const AuthorizationServerMetadata = Type.Object(
     jwks_uri: Type.String(),
     grant_types_supported: Type.Array(Type.Literal('client_credentials')),
     token_endpoint_auth_methods_supported: Type.Array(Type.String()),
+    token_endpoint_auth_signing_alg_values_supported: Type.Array(Type.String()),
     response_types_supported: Type.Array(Type.String(), { maxItems: 0, description: 'No response type is supported (client credentials only): empty (the member is REQUIRED by RFC 8414).' }),
     service_documentation: Type.String(),
   },

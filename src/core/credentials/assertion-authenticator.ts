@@ -1,0 +1,142 @@
+// Agents without secrets (RFC 7523 §2.2 client authentication): the client proves who it is with a JWT
+// instead of a shared secret, checked at signature speed (no argon2).
+//
+// - private_key_jwt: `iss` = `sub` = the agent's api_key_id (= client_id), signed by one of the agent's
+//   registered public keys, `aud` this token endpoint or our issuer, a short life, and a `jti` used once
+//   across every instance until it expires.
+// - workload identity federation: a token the workload's platform issued (a Kubernetes projected
+//   service-account token, a SPIFFE JWT-SVID, a CI job's OIDC token): `iss` a trusted issuer, `aud` the
+//   audience the operator registered for it, `sub` bound to an agent.
+//
+// Every failure is the same Refusal `invalid_credentials` (401 invalid_client, one body): the reason goes
+// to telemetry only. An unknown client costs one signature verification too (a decoy), so the answer's
+// timing does not tell registered clients from unknown ones. Failures spend the address's failed-login
+// budget like wrong secrets do.
+import { CredentialRefusal } from '../errors.js';
+import type { AgentView } from '../model.js';
+import { AssertionRejected, type AssertionExpectations, type AssertionVerifier, type ReplayGuard } from '../ports/assertions.js';
+import type { KeySource } from '../ports/client-keys.js';
+import type { AttemptLimits } from '../ports/limits.js';
+import type { Store } from '../ports/store.js';
+import type { Telemetry } from '../ports/telemetry.js';
+import type { ClientKeyIndex } from './client-key-index.js';
+
+export interface AssertionAuthenticatorPorts {
+  index: ClientKeyIndex;
+  verifier: AssertionVerifier;
+  replays: ReplayGuard;
+  store: Store;
+  limits: AttemptLimits;
+  telemetry: Telemetry;
+  /** What a private_key_jwt assertion's `aud` may name: the token endpoint URL and the issuer (RFC 7523 §3). */
+  audiences: string[];
+  /** Longest `exp - now` of a private_key_jwt assertion (seconds). */
+  maxAssertionLifetimeSeconds: number;
+  /** Longest `exp - now` of a workload token (seconds): platforms issue them for an hour or more. */
+  maxWorkloadTokenLifetimeSeconds: number;
+  clockToleranceSeconds: number;
+  /** Verified against when the client is unknown, so that it costs what a known one does. */
+  decoyKeys: KeySource;
+}
+
+export interface AssertionCaller {
+  assertion: string;
+  /** client_id when the request named one (it must then be the agent's api_key_id). */
+  clientId: string | undefined;
+  address: string;
+  signal?: AbortSignal;
+}
+
+type Method = 'private_key_jwt' | 'workload';
+
+export class AssertionAuthenticator {
+  constructor(private readonly ports: AssertionAuthenticatorPorts) {}
+
+  async authenticate(caller: AssertionCaller): Promise<AgentView> {
+    const { limits } = this.ports;
+    limits.assertNotLockedOut(caller.address);
+    const refund = await limits.reserveAuthAttempt(caller.address);
+    let method: Method = 'private_key_jwt';
+    let agentId: string | undefined;
+    try {
+      const claimed = this.ports.verifier.peek(caller.assertion);
+      const plan = claimed && (await this.plan(claimed.issuer, claimed.subject, caller.clientId));
+      method = plan?.method ?? (claimed && claimed.issuer !== claimed.subject ? 'workload' : 'private_key_jwt');
+      agentId = plan?.agentId;
+      if (!plan || plan.apiKeyId === undefined) {
+        await this.decoy(caller);
+        throw new AssertionRejected(plan ? 'subject_not_bound' : 'unknown_client');
+      }
+      const verified = await this.ports.verifier.verify(caller.assertion, plan.expect, caller.signal);
+      // Single use for private_key_jwt only: a workload presents the token its platform mounted until it is
+      // rotated (Kubernetes: about an hour), whatever its jti. The view is read meanwhile (one round trip).
+      const [firstUse, view] = await Promise.all([
+        plan.expect.requireJti ? this.ports.replays.firstUse(`${verified.issuer}\n${verified.jti}`, verified.expiresAt * 1000) : true,
+        this.ports.store.getAgentView(plan.apiKeyId),
+      ]);
+      if (!firstUse) throw new AssertionRejected('jti_replayed');
+      if (!view || view.agentId !== plan.agentId) throw new AssertionRejected('agent_changed');
+      refund();
+      this.ports.telemetry.record({ type: 'client_assertion', method, outcome: 'accepted' });
+      return view;
+    } catch (error) {
+      if (!(error instanceof AssertionRejected)) {
+        refund(); // ours (a store outage): not the client's failure
+        throw error;
+      }
+      this.ports.telemetry.record({ type: 'client_assertion', method, outcome: error.reason });
+      throw new CredentialRefusal('invalid_credentials', agentId);
+    }
+  }
+
+  /** Whose keys to verify with and what the assertion must say; undefined: nobody we know. */
+  private async plan(issuer: string, subject: string, clientId: string | undefined) {
+    const { index } = this.ports;
+    if (issuer === subject) {
+      const agent = await index.agent(issuer);
+      if (agent) {
+        if (clientId !== undefined && clientId !== agent.apiKeyId) throw new AssertionRejected('client_id_mismatch');
+        const expect: AssertionExpectations = {
+          keys: agent.source,
+          issuer,
+          subject,
+          audiences: this.ports.audiences,
+          maxLifetimeSeconds: this.ports.maxAssertionLifetimeSeconds,
+          clockToleranceSeconds: this.ports.clockToleranceSeconds,
+          requireJti: true,
+        };
+        return { method: 'private_key_jwt' as const, apiKeyId: agent.apiKeyId, agentId: agent.agentId, expect };
+      }
+    }
+    const federated = await index.federated(issuer, subject);
+    if (!federated) return undefined;
+    if (clientId !== undefined && federated.apiKeyId !== undefined && clientId !== federated.apiKeyId) throw new AssertionRejected('client_id_mismatch');
+    const expect: AssertionExpectations = {
+      keys: federated.issuer.source,
+      issuer,
+      subject,
+      audiences: [federated.issuer.audience],
+      maxLifetimeSeconds: this.ports.maxWorkloadTokenLifetimeSeconds,
+      clockToleranceSeconds: this.ports.clockToleranceSeconds,
+      requireJti: false,
+    };
+    return { method: 'workload' as const, apiKeyId: federated.apiKeyId, agentId: federated.agentId, expect };
+  }
+
+  /** One verification against keys nobody holds: an unknown client costs what a known one does. */
+  private async decoy(caller: AssertionCaller): Promise<void> {
+    const expect: AssertionExpectations = {
+      keys: this.ports.decoyKeys,
+      issuer: '',
+      audiences: this.ports.audiences,
+      maxLifetimeSeconds: this.ports.maxAssertionLifetimeSeconds,
+      clockToleranceSeconds: this.ports.clockToleranceSeconds,
+      requireJti: true,
+    };
+    try {
+      await this.ports.verifier.verify(caller.assertion, expect, caller.signal);
+    } catch (error) {
+      if (!(error instanceof AssertionRejected)) throw error;
+    }
+  }
+}

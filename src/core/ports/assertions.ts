@@ -1,0 +1,56 @@
+// Client assertions (RFC 7523 §2.2): a JWT the client signs (private_key_jwt) or its platform issued
+// (workload identity), checked by an adapter (adapters/crypto/assertion-verifier.ts, jose) against keys
+// the core names; and the single use of each assertion's `jti` across every instance.
+import type { KeySource } from './client-keys.js';
+
+/** What an assertion must say, besides a signature by one of `keys`. */
+export interface AssertionExpectations {
+  keys: KeySource;
+  /** Exactly this `iss`. */
+  issuer: string;
+  /** Exactly this `sub`, when given. */
+  subject?: string;
+  /** One of these in `aud`. */
+  audiences: string[];
+  /** `exp` no further than this many seconds after now (and after `iat`). */
+  maxLifetimeSeconds: number;
+  /** Tolerance for `exp`, `iat` and `nbf` against this instance's clock. */
+  clockToleranceSeconds: number;
+  /** `jti` required (private_key_jwt: single use); a workload token may reuse its jti until it expires. */
+  requireJti: boolean;
+}
+
+export interface VerifiedAssertion {
+  issuer: string;
+  subject: string;
+  /** Seconds since the epoch. */
+  expiresAt: number;
+  jti: string | undefined;
+}
+
+export interface AssertionVerifier {
+  /** The unverified `iss` and `sub` (to pick the keys to verify with), or undefined for anything not a JWS. */
+  peek(assertion: string): { issuer: string; subject: string } | undefined;
+  /** Throws AssertionRejected (any reason: the caller answers them all alike) or StoreUnavailableError. */
+  verify(assertion: string, expect: AssertionExpectations, signal?: AbortSignal): Promise<VerifiedAssertion>;
+  /** Why this JWK cannot be registered (not a public ES256/RS256/PS256/EdDSA key), or undefined when it can. */
+  checkPublicKey(jwk: Record<string, unknown>): Promise<string | undefined>;
+  /** Why this jwks_uri cannot be registered (scheme, host), or undefined when it can (nothing is fetched). */
+  checkJwksUri(uri: string): string | undefined;
+}
+
+/**
+ * Why an assertion was refused, for metrics only (never for the client: no oracle). `reason` is one of a
+ * fixed set of codes (jose's error codes and ours), so it can label a metric.
+ */
+export class AssertionRejected extends Error {
+  constructor(readonly reason: string) {
+    super(`client assertion rejected: ${reason}`);
+  }
+}
+
+/** Each assertion once: shared through Redis when there is one, in process otherwise. */
+export interface ReplayGuard {
+  /** true the first time `id` is presented before `expiresAtMs`; false when it was seen. Throws StoreUnavailableError. */
+  firstUse(id: string, expiresAtMs: number): Promise<boolean>;
+}
