@@ -4,7 +4,7 @@ import cluster from 'node:cluster';
 import { loadConfig, ConfigError, type Config } from '../config/config.js';
 import { redisTopologyKind } from '../config/redis-settings.js';
 import { createLogger, type Logger } from '../adapters/telemetry/logger.js';
-import { tolerateDroppedStoreErrors } from '../adapters/telemetry/dropped-socket-errors.js';
+import { tolerateDroppedStoreErrors } from '../adapters/telemetry/dropped-store-errors.js';
 import { isDriverStoreFailure } from '../adapters/postgres/errors.js';
 import { assertNativeUws } from '../adapters/http/server.js';
 import { startApp } from './start-app.js';

@@ -116,7 +116,7 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'SIGN_MAX_QUEUE', key: 'signMaxQueue', type: 'int', default: 2048, min: 0, max: 1_000_000, defaultText: '`2048`', meaning: 'signing waiting line' },
   // At least 1 s: one argon2id verification takes 30-60 ms on an idle core and several times that on a
   // contended one; a shorter bound replaced healthy threads (their requests answered 503) and could not start.
-  { env: 'ARGON2_TASK_TIMEOUT_MS', key: 'argon2TaskTimeoutMs', type: 'int', default: 10_000, min: 1000, max: 600_000, defaultText: '`10000`', meaning: 'a longer argon2 task is hung: thread replaced, request 503' },
+  { env: 'ARGON2_TASK_TIMEOUT_MS', key: 'argon2TaskTimeoutMs', type: 'int', default: 10_000, min: 1000, max: 600_000, defaultText: '`10000`', meaning: 'an argon2 task running longer is a hung worker: its thread is replaced, its request gets 503 (at least 1 s: one verification takes several times its idle 30–60 ms on a busy core)' },
   { env: 'SIGN_TASK_TIMEOUT_MS', key: 'signTaskTimeoutMs', type: 'int', default: 5_000, min: 1000, max: 600_000, defaultText: '`5000`', meaning: 'the same bound for signing tasks' },
   { env: 'RATE_LIMIT_TOKEN_POINTS', key: 'rateLimitTokenPoints', type: 'int', default: 120, min: 1, max: 1e9, defaultText: '`120`', meaning: 'token requests per `api_key_id` and window (authenticated only)' },
   { env: 'RATE_LIMIT_TOKEN_WINDOW_SECONDS', key: 'rateLimitTokenWindowSeconds', type: 'int', default: 60, min: 1, max: 86_400, defaultText: '`60`', meaning: 'window of the token limit' },
@@ -153,7 +153,7 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'VERIFIED_CACHE_MAX_ENTRIES', key: 'verifiedCacheMaxEntries', type: 'int', default: 100_000, min: 0, max: 10_000_000, defaultText: '`100000`', meaning: 'bound of that memory' },
   { env: 'STORE_TIMEOUT_MS', key: 'storeTimeoutMs', type: 'int', default: 2000, min: 50, max: 60_000, defaultText: '`2000`', meaning: 'bound on every Postgres call; past it: 503 with `Retry-After`' },
   { env: 'ENRICHMENT_TIMEOUT_MS', key: 'enrichmentTimeoutMs', type: 'int', default: 100, min: 1, max: 10_000, defaultText: '`100`', meaning: 'budget for name/hostname in the platform listing' },
-  { env: 'SHUTDOWN_DRAIN_SECONDS', key: 'shutdownDrainSeconds', type: 'int', default: 5, min: 0, max: 120, defaultText: '`5`', meaning: 'serving after SIGTERM, not ready' },
+  { env: 'SHUTDOWN_DRAIN_SECONDS', key: 'shutdownDrainSeconds', type: 'int', default: 5, min: 0, max: 120, defaultText: '`5`', meaning: 'after SIGTERM: `/readyz` answers 503 at once while both listeners keep serving this long (answers say `Connection: close`), so balancers polling `/readyz` move off before the ports close; set it above their poll interval × unhealthy threshold' },
   { env: 'SHUTDOWN_TIMEOUT_MS', key: 'shutdownTimeoutMs', type: 'int', default: 10_000, min: 100, max: 300_000, defaultText: '`10000`', meaning: 'graceful drain bound' },
   { env: 'REVOCATION_ISSUED_SLACK_SECONDS', key: 'revocationIssuedSlackSeconds', type: 'int', default: 2, min: 0, max: 60, defaultText: '`2`', meaning: 'a revocation also voids tokens issued up to this long after it (instances not yet told)' },
   { env: 'CLOCK_SKEW_MAX_SECONDS', key: 'clockSkewMaxSeconds', type: 'int', default: 1, min: 1, max: 3600, defaultText: '`1`', meaning: 'skew to Postgres that stops issuing' },

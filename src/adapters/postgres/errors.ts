@@ -77,7 +77,7 @@ export async function boundedCall<T>(timeoutMs: number, fn: () => Promise<T>): P
 
 /**
  * An error of the driver itself (a server's or pooler's answer, or postgres.js's own connection error) that
- * says "the store is away, try again": the kind a promise the driver dropped may carry (dropped-socket-errors.ts).
+ * says "the store is away, try again": the kind a promise the driver dropped may carry (dropped-store-errors.ts).
  */
 export function isDriverStoreFailure(reason: unknown): boolean {
   if (!(reason instanceof Error)) return false;

@@ -3,5 +3,5 @@ export { Metrics, type CacheName, type StoreName } from './metrics.js';
 export { RevocationMetrics } from './revocation-metrics.js';
 export { CoreTelemetry } from './core-telemetry.js';
 export { createLogger, loggerOptions, type Logger } from './logger.js';
-export { isDroppedSocketError, tolerateDroppedStoreErrors } from './dropped-socket-errors.js';
+export { isDroppedSocketError, tolerateDroppedStoreErrors } from './dropped-store-errors.js';
 export { CENSOR, isSensitiveKey, redactDeep } from './redact.js';

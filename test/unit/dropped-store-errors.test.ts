@@ -3,7 +3,7 @@
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import { isDriverStoreFailure } from '../../src/adapters/postgres/errors.js';
-import { isDroppedSocketError } from '../../src/adapters/telemetry/dropped-socket-errors.js';
+import { isDroppedSocketError } from '../../src/adapters/telemetry/dropped-store-errors.js';
 
 const systemError = (code: string, syscall?: string) => Object.assign(new Error(`${syscall ?? 'x'} ${code}`), { code, errno: -1, ...(syscall ? { syscall } : {}) });
 
