@@ -4,6 +4,7 @@
 //   ACE_PUBLIC_URL   public listener  (default http://localhost:8080, the service's default issuer)
 //   ACE_ADMIN_URL    admin listener   (default http://127.0.0.1:8081)
 //   ACE_ADMIN_TOKEN  admin token      (default: read from $DATA_DIR/admin-token, DATA_DIR default ./data)
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
@@ -39,7 +40,8 @@ const admin = (method, route, body) => call(adminUrl, method, route, body, { aut
 
 const platform = await admin('POST', '/admin/v1/platforms', {
   name: 'Demo Shop',
-  domain: 'shop.example.com',
+  // A verified domain belongs to one platform: each run of the demo registers its own.
+  domain: `shop-${randomBytes(3).toString('hex')}.example.com`,
   verification_status: 'verified',
   scopes: [{ name: 'orders:read', description: 'Read orders' }, { name: 'orders:write', description: 'Create orders' }],
   routes: [

@@ -41,7 +41,7 @@ const ROUTES = [
   // Three parameters in one segment: a regular expression for it backtracks polynomially.
   { method: 'GET' as const, path: '/v/{a}-{b}-{c}.json', scopes: ['files:read'] },
 ];
-const ISSUER = 'http://ace.test';
+const ISSUER = 'https://ace.test';
 
 let verifier: Verifier;
 let token: string;
