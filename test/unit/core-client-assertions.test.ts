@@ -14,8 +14,8 @@ afterEach(() => {
   for (const c of started.splice(0)) c.stop();
 });
 
-async function setUp() {
-  const core = await memoryCore();
+async function setUp(options: Parameters<typeof memoryCore>[0] = {}) {
+  const core = await memoryCore(options);
   started.push(core);
   const platform = await core.platforms.create({ name: 'shop', scopes: [{ name: 'read' }] }, BY);
   const pair = await generateKeyPair('ES256');
@@ -54,6 +54,15 @@ describe('private_key_jwt (core, memory ports)', () => {
     expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('invalid_credentials');
     expect(code(await exchange(await sign(next.privateKey, 'k2')))).toBe('issued');
     expect(core.audit.events.map((e) => e.type)).toEqual(expect.arrayContaining(['agent.key_added', 'agent.key_removed']));
+  });
+
+  it("spends the address's failure budget on bad assertions only: past it, even a good one is refused", async () => {
+    const { core, pair, sign, exchange } = await setUp({ authFailPoints: 3 });
+    for (let i = 0; i < 5; i++) expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('issued');
+    const stranger = await generateKeyPair('ES256');
+    for (let i = 0; i < 3; i++) expect(code(await exchange(await sign(stranger.privateKey, 'k1')))).toMatch(/invalid_credentials|rate_limited/);
+    expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('rate_limited');
+    expect(core.refusals).toContain('auth_fail_per_address');
   });
 
   it('refuses a client_id other than the assertion iss, and iss != sub', async () => {

@@ -54,8 +54,9 @@ export class AssertionAuthenticator {
 
   async authenticate(caller: AssertionCaller): Promise<AgentView> {
     const { limits } = this.ports;
+    // A locked-out address is refused from memory. Unlike argon2, a signature check is cheap, so nothing is
+    // reserved up front (a success costs the limiter no round trip); a failure spends a point afterwards.
     limits.assertNotLockedOut(caller.address);
-    const refund = await limits.reserveAuthAttempt(caller.address);
     let method: Method = 'private_key_jwt';
     let agentId: string | undefined;
     try {
@@ -76,15 +77,13 @@ export class AssertionAuthenticator {
       ]);
       if (!firstUse) throw new AssertionRejected('jti_replayed');
       if (!view || view.agentId !== plan.agentId) throw new AssertionRejected('agent_changed');
-      refund();
       this.ports.telemetry.record({ type: 'client_assertion', method, outcome: 'accepted' });
       return view;
     } catch (error) {
-      if (!(error instanceof AssertionRejected)) {
-        refund(); // ours (a store outage): not the client's failure
-        throw error;
-      }
+      if (!(error instanceof AssertionRejected)) throw error; // ours (a store outage): not the client's failure
       this.ports.telemetry.record({ type: 'client_assertion', method, outcome: error.reason });
+      // The failure spends a point of the address's budget (past it: 429, and refused from memory after).
+      await limits.reserveAuthAttempt(caller.address);
       throw new CredentialRefusal('invalid_credentials', agentId);
     }
   }
