@@ -4,15 +4,13 @@
 // validation_error), and the CLI escapes every control character it prints, for names stored before.
 // Issue #31: the same for characters that do not show as themselves: bidirectional controls (a name that
 // reads as another), zero-width characters (two names that look alike) and U+2028/2029.
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import { contractErrorProblem } from './support/faults.js';
+import { runAce } from './support/ace.js';
 
-const CLI = path.resolve(import.meta.dirname, '../dist/src/cli/main.js');
 // Sets the terminal title, clears the screen, then forges a second table row.
 const HOSTILE = 'evil\u001b]0;pwned\u0007\u001b[2J\nFAKE-ID  root  active';
 const C1 = 'csi\u009b31m-red';
@@ -23,19 +21,8 @@ const BIDI = 'invoice-\u202Eexe.nimda\u202C\u200B\u2028x';
 const INVISIBLE = ['\u061C', '\u200B', '\u200C', '\u200D', '\u200E', '\u200F', '\u2028', '\u2029', '\u202A', '\u202B', '\u202C', '\u202D', '\u202E', '\u2060', '\u2066', '\u2067', '\u2068', '\u2069', '\uFEFF'];
 const DETAIL = 'name must not contain control, bidirectional or invisible characters (U+0000–U+001F, U+007F–U+009F, U+061C, U+200B–U+200F, U+2028–U+202E, U+2060–U+2069, U+FEFF).';
 
-function ace(service: ServiceHandle, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      env: { PATH: process.env.PATH ?? '', ACE_ADMIN_URL: service.adminUrl, ACE_ADMIN_TOKEN: service.adminToken },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function ace(service: ServiceHandle, args: string[]) {
+  return runAce(args, { ACE_ADMIN_URL: service.adminUrl, ACE_ADMIN_TOKEN: service.adminToken });
 }
 
 const CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/;

@@ -2,7 +2,6 @@
 // agent created with a PEM public key, keys added (JWK) and removed, a workload issuer and a binding; the key
 // agent then gets a token with an assertion its private key signs. A private key file is refused before
 // anything is sent.
-import { spawn } from 'node:child_process';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -11,21 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SignJWT } from 'jose';
 import { AdminClient } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
+import { CLI, runAce } from './support/ace.js';
 
-const CLI = path.resolve(import.meta.dirname, '../dist/src/cli/main.js');
 const ISSUER = 'https://ace.cli.example';
 
-function ace(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const ace = runAce;
 
 let service: ServiceHandle;
 let env: Record<string, string>;

@@ -1,5 +1,4 @@
 // The `ace` operator CLI, run as a child process (dist/src/cli/main.js) against a real service.
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -9,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postJson } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import { freePort } from '../kit/ports.js';
+import { CLI, runAce } from './support/ace.js';
 
-const CLI = path.resolve(import.meta.dirname, '../dist/src/cli/main.js');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 interface Run {
@@ -20,16 +19,8 @@ interface Run {
 }
 
 /** Runs `ace` with only the given environment (so a developer's ACE_* cannot leak in), in an empty cwd. */
-function ace(args: string[], env: Record<string, string> = {}, cwd = mkdtempSync(path.join(os.tmpdir(), 'ace-cli-'))): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function ace(args: string[], env: Record<string, string> = {}, cwd = mkdtempSync(path.join(os.tmpdir(), 'ace-cli-'))) {
+  return runAce(args, env, cwd);
 }
 
 /** `ace ... --json`, expecting success; the parsed stdout. */
