@@ -73,7 +73,8 @@ describe('readiness without probe traffic', () => {
     });
     expect((await gauges()).ready).toBe(1);
     expect((await token()).status, 'the warm agent is served from the cache').toBe(200);
-    expect(service.output()).toMatch(/degraded, still ready: Postgres: no writable primary/);
+    // The log line travels through the process's stdout pipe: it may arrive after the gauges moved.
+    await waitFor('the "degraded, still ready" log line', async () => /degraded, still ready: Postgres: no writable primary/.test(service.output()));
 
     await redisProxy.set('refuse');
     await waitFor('ace_ready 0 with both stores away', async () => (await gauges()).ready === 0);
@@ -84,7 +85,7 @@ describe('readiness without probe traffic', () => {
       const now = await gauges();
       return now.ready === 1 && now.postgres === 1 && now.degradedPostgres === 0 && now.degradedRedis === 0;
     }, 20_000);
-    expect(service.output()).toMatch(/no longer degraded/);
+    await waitFor('the "no longer degraded" log line', async () => /no longer degraded/.test(service.output()));
 
     // Nobody asked /readyz in between: the gauges moved on the service's own timer.
     expect((await gauges()).readyzCalls).toBe(before.readyzCalls);
