@@ -12,8 +12,8 @@
 // is reported: what an answer costs the service, apart from the load generator sharing the cores. The
 // service's resident memory is sampled throughout. Its growth over the floods (the peak of the rounds over
 // the RSS after a warm-up of the reference arm, the token load beside a JWKS flood) must stay within 64 MiB:
-// what the floods add, not the token load's own warm-up (its young generations, its threads' arenas), which
-// is printed beside it as the growth since the cold start.
+// what the floods add, not the token load's own warm-up growth, which is printed beside it as the growth
+// since the cold start.
 // The flood runs in a thread of its own (autocannon `workers`): sharing the event loop of the measured token
 // load, a flood whose requests cost the client more would slow the token client, not the service.
 import { randomBytes, randomUUID } from 'node:crypto';
