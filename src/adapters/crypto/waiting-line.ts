@@ -38,7 +38,7 @@ interface Waiting<T, R> {
   item: T;
   signal?: AbortSignal;
   onAbort?: () => void;
-  /** Left the line (client gone); skipped at dispatch. */
+  /** Left the line (client gone, or its overflow wait ran out); skipped at dispatch. */
   gone: boolean;
   /** The end of an overflow caller's wait. */
   timer?: NodeJS.Timeout;
