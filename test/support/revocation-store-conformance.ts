@@ -1,16 +1,16 @@
 // One behavioural suite for the RevocationStore interface (the revocation feed's storage), run against
-// Postgres and PGlite. Platforms, agents and grants are made through the Store the feed refers to; each
-// test makes its own, and reads only their feeds (a key entry goes to every platform of the database).
+// Postgres, PGlite and the memory adapter. Platforms, agents and grants are made through the unit of work
+// of the same records; each test makes its own, and reads only their feeds (a key entry goes to every platform of the database).
 import { randomBytes, randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import type { RevocationEntry, RevocationStore } from '../../src/core/ports/revocation-log.js';
-import type { Store } from '../../src/core/ports/store.js';
-import { platformInput } from './store-conformance.js';
+import type { AdminWrites, UnitOfWork } from '../../src/core/ports/unit-of-work.js';
+import { platformInput, writeThrough } from './store-conformance.js';
 
 export interface RevocationStoreUnderTest {
   revocations: RevocationStore;
-  /** The platforms, agents and grants of the same database. */
-  store: Store;
+  /** Writes the platforms, agents and grants of the same database. */
+  uow: UnitOfWork;
 }
 
 const HOUR_MS = 3_600_000;
@@ -18,9 +18,10 @@ const inAnHour = () => new Date(Date.now() + HOUR_MS);
 const seqs = (entries: RevocationEntry[]) => entries.map((e) => e.seq);
 
 export function revocationStoreConformance(get: () => RevocationStoreUnderTest): void {
-  const newPlatform = async () => (await get().store.createPlatform(platformInput({ routes: [] }))).id;
+  const write = <T>(fn: (writes: AdminWrites) => Promise<T>) => writeThrough(get().uow)(fn);
+  const newPlatform = async () => (await write((w) => w.createPlatform(platformInput({ routes: [] })))).id;
   const newAgent = async () =>
-    (await get().store.createAgent({ name: `agent ${randomBytes(3).toString('hex')}`, apiKeyId: `ak_${randomBytes(8).toString('hex')}`, secretHash: `$hash$${randomUUID()}` })).id;
+    (await write((w) => w.createAgent({ name: `agent ${randomBytes(3).toString('hex')}`, apiKeyId: `ak_${randomBytes(8).toString('hex')}`, secretHash: `$hash$${randomUUID()}` }))).id;
 
   it('appends an agent entry to each of its platforms, once per platform, each with the next sequence', async () => {
     const { revocations } = get();
@@ -145,13 +146,15 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
   });
 
   it('agentsHoldingScopes names the agents whose grant on the platform holds any of the scopes', async () => {
-    const { revocations, store } = get();
+    const { revocations } = get();
     const [platform, elsewhere] = [await newPlatform(), await newPlatform()];
     const [reader, writer, both, other] = [await newAgent(), await newAgent(), await newAgent(), await newAgent()];
-    await store.putGrant(reader, platform, ['orders:read']);
-    await store.putGrant(writer, platform, ['orders:write']);
-    await store.putGrant(both, platform, ['orders:read', 'orders:write']);
-    await store.putGrant(other, elsewhere, ['orders:write']);
+    await write(async (w) => {
+      await w.putGrant(reader, platform, ['orders:read']);
+      await w.putGrant(writer, platform, ['orders:write']);
+      await w.putGrant(both, platform, ['orders:read', 'orders:write']);
+      await w.putGrant(other, elsewhere, ['orders:write']);
+    });
     expect((await revocations.agentsHoldingScopes(platform, ['orders:write'])).sort()).toEqual([writer, both].sort());
     expect((await revocations.agentsHoldingScopes(platform, ['orders:read', 'orders:write'])).sort()).toEqual([reader, writer, both].sort());
     expect(await revocations.agentsHoldingScopes(platform, ['orders:delete'])).toEqual([]);

@@ -1,7 +1,7 @@
 // Postgres implementation of the revocation feed's storage (migration 003_revocation.sql). Every call is
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall } from './errors.js';
+import { boundedCall } from './bounded.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../core/ports/revocation-log.js';
 
 type Row = Record<string, any>;
@@ -24,7 +24,7 @@ export class PostgresRevocationStore implements RevocationStore {
   ) {}
 
   private run<T>(fn: () => Promise<T>): Promise<T> {
-    return boundedCall(this.timeoutMs, fn);
+    return boundedCall({ timeoutMs: this.timeoutMs }, fn);
   }
 
   append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
