@@ -27,10 +27,6 @@ export class PostgresRevocationStore implements RevocationStore {
     return boundedCall({ timeoutMs: this.timeoutMs }, fn);
   }
 
-  append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
-    return this.run(() => appendRevocation(this.sql, target, expiresAt));
-  }
-
   since(platformId: string, since: number, now: Date): Promise<{ head: number; entries: RevocationEntry[] }> {
     return this.run(async () => {
       // One statement, one snapshot: the head and the entries agree, so "since head" misses nothing.
@@ -73,11 +69,8 @@ export class PostgresRevocationStore implements RevocationStore {
   }
 }
 
-/**
- * Appends the entries of `target` (one per affected platform) on `sql`: the pool, or the transaction of
- * the admin change they belong to (unit-of-work.ts).
- */
-export async function appendRevocation(sql: Sql | TransactionSql, target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
+/** Appends the entries of `target` (one per affected platform) in the transaction of the admin change they belong to (unit-of-work.ts). */
+export async function appendRevocation(sql: TransactionSql, target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
   // Bumping the head row takes its lock until commit: writers of one platform queue here, so each
   // platform's sequence is gap-free and in commit order. Platforms are locked in id order (no deadlock).
   const platformIds =

@@ -34,6 +34,7 @@ export interface AdminWrites {
 
 /** The revocation log's append (and the query that decides who loses a scope), inside the transaction. */
 export interface RevocationAppender extends RevocationStoreQueries {
+  /** Appends entries (one per affected platform) expiring at `expiresAt`; returns them with their sequences. */
   append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]>;
   /**
    * The database's clock (ms since the epoch): revocation cut-offs are taken from it, so one instance's

@@ -278,6 +278,7 @@ export class MemoryRevocationLog implements RevocationStore {
 
   constructor(private readonly store: MemoryStore) {}
 
+  /** The unit of work's append (MemoryUnitOfWork restores the log when the unit rolls back). */
   async append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
     const platformIds =
       target.kind === 'agent' ? [...new Set(target.platformIds)].sort() : target.kind === 'platform' ? [target.platformId] : [...this.store.platforms.keys()].sort();
