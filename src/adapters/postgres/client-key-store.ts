@@ -2,7 +2,7 @@
 // 006_client_keys.sql). Reads are bounded by the store timeout; connection failures become
 // StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall } from './errors.js';
+import { boundedCall } from './bounded.js';
 import type { AgentKeys, ClientKeyStore, ClientKeyWrites, KeySource, PublicJwk, TrustedIssuer, WorkloadBinding } from '../../core/ports/client-keys.js';
 
 type Row = Record<string, any>;
@@ -19,7 +19,7 @@ export class PostgresClientKeyStore implements ClientKeyStore {
   ) {}
 
   private run<T>(fn: () => Promise<T>): Promise<T> {
-    return boundedCall(this.timeoutMs, fn);
+    return boundedCall({ timeoutMs: this.timeoutMs }, fn);
   }
 
   allAgentKeys(): Promise<AgentKeys[]> {
