@@ -81,6 +81,13 @@ describe('private_key_jwt (core, memory ports)', () => {
     core.memory.down = false;
     await core.bus.publish({ kind: 'agent', apiKeyId: agent.apiKeyId });
     expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('issued');
+    // Everything to re-read (a reconnect, a write of unknown outcome): the same, for every agent, until it is read.
+    core.memory.down = true;
+    await core.bus.publish({ kind: 'all' });
+    const whileDown = await exchange(await sign(pair.privateKey, 'k1'));
+    expect('refused' in whileDown && whileDown.refused.code).toBe('store_unavailable');
+    core.memory.down = false;
+    expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('issued');
   });
 
   it("issues from the key index's copy of the agent (no store read), which a deactivation, a grant taken back or a disabled platform changes at once", async () => {

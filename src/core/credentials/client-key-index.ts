@@ -4,9 +4,10 @@
 // trip per request, even for its first token). Loaded at start, re-read for the agents the bus names (any
 // change of an agent: its keys, status, grants, deletion), fully on a `client_keys` notice (issuers,
 // bindings), on a `platform` notice that concerns a key agent's grant (the platform's status is in the
-// view), on `all`, and every REFRESH_MS in case a message was lost. A request waits for a re-read that a
-// notice started (what it concerns is not answered from the copy it replaces), and while such a re-read
-// has not succeeded the check answers 503 (nothing falls back to stale keys or a stale view).
+// view), on `all`, and every REFRESH_MS in case a message was lost (in the background). A request waits
+// for a re-read that a notice started (what it concerns is not answered from the copy it replaces), and
+// while such a re-read has not succeeded the check answers 503 (nothing falls back to stale keys or a
+// stale view).
 import { StoreUnavailableError } from '../errors.js';
 import type { AgentView } from '../model.js';
 import type { AgentKeys, ClientKeyStore, TrustedIssuer } from '../ports/client-keys.js';
@@ -46,10 +47,14 @@ export class ClientKeyIndex {
   private readonly telemetry: Telemetry;
   private snapshot: Snapshot | undefined;
   private loadedAt = 0;
-  /** The full load in flight, and the one queued behind it after a notice. */
+  /** The full load in flight; whether a failure of it is an outage; the one queued behind it after a notice. */
   private full: Promise<void> | undefined;
-  private fullAfterNotice: Promise<void> | undefined;
+  private fullCritical = false;
+  private queued: Promise<void> | undefined;
+  /** The full load the latest notice asked for, until it settles: requests wait for it. */
+  private noticed: Promise<void> | undefined;
   private fullFailed = false;
+  private refreshTriedAt = 0;
   private readonly partial = new Map<string, Promise<void>>();
   private readonly failedAgents = new Set<string>();
   /** Agents named by a notice while a full load was out: that load may have read them before the change. */
@@ -61,14 +66,14 @@ export class ClientKeyIndex {
       if (message.kind === 'agent') this.reloadAgents([message.apiKeyId]);
       else if (message.kind === 'agents') this.reloadAgents(message.apiKeyIds);
       else if (message.kind === 'client_keys' || message.kind === 'all' || (message.kind === 'platform' && this.grantsOn(message.platformId))) {
-        void this.reloadAllAfterNotice().catch((error: unknown) => this.failed(error));
+        void this.reloadAfterNotice().catch((error: unknown) => this.failed(error));
       }
     });
   }
 
   /** The first load (start-up waits for it: a store outage then fails the start, as every other load). */
   async init(): Promise<void> {
-    await this.reloadAll();
+    await this.reload(true);
   }
 
   /** The key agent with this api_key_id, or undefined (not a key agent, or unknown). */
@@ -91,34 +96,51 @@ export class ClientKeyIndex {
   }
 
   private async current(): Promise<Snapshot> {
-    // A full load after a notice (or a periodic one) is waited for: its copy replaces one that may be stale.
-    await (this.fullAfterNotice ?? this.full)?.catch(() => undefined);
-    if (this.snapshot === undefined || this.fullFailed || Date.now() - this.loadedAt > REFRESH_MS) {
+    // A full re-read a notice asked for is waited for: its copy replaces one that may be stale. The periodic
+    // refresh is not: it runs beside the requests, and one that fails keeps the last good copy (it was current
+    // within REFRESH_MS and every change since came with a notice).
+    await this.noticed?.catch(() => undefined);
+    if (this.snapshot === undefined || this.fullFailed) {
       try {
-        await this.reloadAll();
+        await this.reload(true);
       } catch (error) {
-        // A periodic refresh that fails keeps the last good copy (it was current within REFRESH_MS and every
-        // change since came with a notice); a failed load after a notice or at start is an outage.
-        if (this.snapshot === undefined || this.fullFailed) throw error instanceof StoreUnavailableError ? error : new StoreUnavailableError('postgres', error);
-        this.failed(error);
+        throw error instanceof StoreUnavailableError ? error : new StoreUnavailableError('postgres', error);
       }
+    } else if (Date.now() - Math.max(this.loadedAt, this.refreshTriedAt) > REFRESH_MS) {
+      this.refreshTriedAt = Date.now();
+      void this.reload(false).catch((error: unknown) => this.failed(error));
     }
     return this.snapshot!;
   }
 
-  private reloadAll(): Promise<void> {
-    return (this.full ??= this.loadAll().finally(() => (this.full = undefined)));
+  /** `critical`: a failure is an outage until a load succeeds (at start, after a notice), not a missed refresh. */
+  private reload(critical: boolean): Promise<void> {
+    this.fullCritical ||= critical;
+    return (this.full ??= this.loadAll().finally(() => {
+      this.full = undefined;
+      this.fullCritical = false;
+    }));
   }
 
   /** After a notice: a load already out may have read before the change, so another one follows it. */
-  private reloadAllAfterNotice(): Promise<void> {
-    if (!this.full) return this.reloadAll();
-    return (this.fullAfterNotice ??= this.full
+  private reloadAfterNotice(): Promise<void> {
+    const running = this.full;
+    if (running && !this.queued) {
+      this.queued = running
+        .catch(() => undefined)
+        .then(() => {
+          this.queued = undefined;
+          return this.reload(true);
+        });
+    }
+    const next = this.queued ?? this.reload(true);
+    this.noticed = next;
+    void next
       .catch(() => undefined)
       .then(() => {
-        this.fullAfterNotice = undefined;
-        return this.reloadAll();
-      }));
+        if (this.noticed === next) this.noticed = undefined;
+      });
+    return next;
   }
 
   /** Does a key agent hold a grant on this platform (its view carries the platform's status)? */
@@ -140,7 +162,7 @@ export class ClientKeyIndex {
       this.fullFailed = false;
       this.failedAgents.clear();
     } catch (error) {
-      this.fullFailed = true;
+      if (this.fullCritical) this.fullFailed = true;
       throw error;
     } finally {
       // Their own re-read may have landed before this load's older copy replaced it: read them once more.
