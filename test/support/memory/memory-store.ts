@@ -499,14 +499,18 @@ export class MemoryClientKeys implements ClientKeyStore, ClientKeyWrites {
 
   async allAgentKeys(): Promise<AgentKeys[]> {
     this.check();
-    return [...this.agentKeys].flatMap(([agentId, row]) => {
-      const apiKeyId = this.apiKeyIdOf(agentId);
-      return apiKeyId ? [{ agentId, apiKeyId, source: clone(row.source), updatedAt: row.updatedAt }] : [];
-    });
+    const all = await Promise.all(
+      [...this.agentKeys].map(async ([agentId, row]) => {
+        const apiKeyId = this.apiKeyIdOf(agentId);
+        const view = apiKeyId && (await this.store.getAgentView(apiKeyId));
+        return view ? [{ agentId, apiKeyId: view.apiKeyId, source: clone(row.source), updatedAt: row.updatedAt, view }] : [];
+      }),
+    );
+    return all.flat();
   }
 
-  async agentKeysByApiKeyId(apiKeyId: string): Promise<AgentKeys | null> {
-    return (await this.allAgentKeys()).find((a) => a.apiKeyId === apiKeyId) ?? null;
+  async agentKeysByApiKeyIds(apiKeyIds: string[]): Promise<AgentKeys[]> {
+    return (await this.allAgentKeys()).filter((a) => apiKeyIds.includes(a.apiKeyId));
   }
 
   async listTrustedIssuers(): Promise<TrustedIssuer[]> {
