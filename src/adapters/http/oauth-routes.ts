@@ -7,7 +7,7 @@
 import type { ErrorCode, ServiceError } from '../../core/errors.js';
 import { OAUTH_PROFILE, type TokenRequest, type TokenService } from '../../core/tokens/token-service.js';
 import type { PlatformService } from '../../core/platforms/platform-service.js';
-import type { Metrics } from '../telemetry/index.js';
+import type { HttpMetrics } from './http-metrics.js';
 import { httpStatus } from './errors.js';
 import { TokenDoor, type SeenRequest, type TokenRefusals } from './token-door.js';
 import { FormError, formDecode, parseFormBody } from './form-body.js';
@@ -52,7 +52,7 @@ export interface OAuthDeps {
   publicBaseUrl: string;
   tokens: TokenService;
   platforms: PlatformService;
-  metrics: Metrics;
+  metrics: HttpMetrics;
   /** The contract door's refusal reporting (recorded when a credential check ran, else counted). */
   refusals: TokenRefusals;
 }

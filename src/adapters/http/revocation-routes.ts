@@ -9,8 +9,8 @@ import { ServiceError, toServiceError, unavailable } from '../../core/errors.js'
 import type { FeedCredentialService } from '../../core/feed/feed-credential-service.js';
 import { PlatformId, UUID_PATTERN } from './schemas/public.js';
 import { fixedHeader, refusals } from './responses.js';
-import { MAX_MAX_EVENTS, type RevocationTransmitter, type SocketTopics } from '../revocation-feed/index.js';
-import type { RevocationMetrics } from '../telemetry/index.js';
+import client from 'prom-client';
+import { MAX_MAX_EVENTS, type RevocationMetrics, type RevocationTransmitter, type SocketTopics } from '../revocation-feed/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { parseJsonBody } from './json-body.js';
 import { PollBudget } from './poll-budget.js';
@@ -214,7 +214,9 @@ export function offeredProtocols(header: string): { token: string; feed: boolean
 export interface RevocationRouteDeps {
   transmitter: RevocationTransmitter;
   feedCredentials: Pick<FeedCredentialService, 'verify' | 'verifyNow' | 'generation' | 'isLive' | 'onChange' | 'hasCredentials'>;
-  metrics: Pick<RevocationMetrics, 'refused' | 'registerPollBudgets'>;
+  metrics: Pick<RevocationMetrics, 'refused'>;
+  /** Where the poll's budgets and answer cache are declared (they read the routes' budget and the transmitter). */
+  registry: client.Registry;
 }
 
 
@@ -228,10 +230,30 @@ const OVER_BUDGET_REPLY = refusalReply(
   { prebuilt: true },
 );
 
+/** Gauges read when scraped: credentials holding a poll budget, and bytes of poll answers kept in memory. */
+function declarePollMetrics(registry: client.Registry, budget: PollBudget, transmitter: RevocationTransmitter): void {
+  new client.Gauge({
+    name: 'ace_revocation_poll_budgets',
+    help: 'Feed credentials holding a poll budget on this process (released when the credential is deleted).',
+    registers: [registry],
+    collect() {
+      this.set(budget.size);
+    },
+  });
+  new client.Gauge({
+    name: 'ace_revocation_poll_answer_cache_bytes',
+    help: 'Bytes of serialised revocation poll answers kept in memory by this process (bounded).',
+    registers: [registry],
+    collect() {
+      this.set(transmitter.answerCacheBytes);
+    },
+  });
+}
+
 export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
   const { transmitter, feedCredentials, metrics } = deps;
   const budget = new PollBudget(POLL_BUDGET);
-  metrics.registerPollBudgets(() => ({ credentials: budget.size, answerCacheBytes: transmitter.answerCacheBytes }));
+  declarePollMetrics(deps.registry, budget, transmitter);
   // A deleted credential's bucket goes with it; a platform left without credentials drops its cached answers.
   feedCredentials.onChange((platformId) => {
     budget.release(platformId, (platform, id) => feedCredentials.isLive(platform, id));

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import * as uWS from 'uWebSockets.js';
 import { ServiceError, toServiceError } from '../../core/errors.js';
 import type { Logger } from '../telemetry/index.js';
-import type { Metrics } from '../telemetry/index.js';
+import type { HttpMetrics } from './http-metrics.js';
 import { clientAddress, type ProxyTrust } from '../../support/client-address.js';
 import { httpStatus } from './errors.js';
 import { framingRefusal, type FramingFields } from './framing.js';
@@ -33,7 +33,7 @@ export interface ServerOptions {
    * unannounced proxy shares the proxy's address, and one client's failed logins lock all of them out.
    */
   mayBeProxied?: boolean;
-  metrics: Metrics;
+  metrics: HttpMetrics;
   logger: Logger;
   accessLog: boolean;
   /**
