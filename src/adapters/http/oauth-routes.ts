@@ -138,9 +138,8 @@ export const oauthRouteTable = {
       'Same secret check, limits, audit events and metrics as POST /api/v1/auth/token. Errors follow RFC 6749 §5.2 ' +
       '(error, error_description) and also carry detail and error_code (equal to error).',
     body: { schema: OAuthTokenRequest, contentType: 'application/x-www-form-urlencoded', required: true },
-    auth: 'none',
     // RFC 6749 §2.3.1: Basic, or client_id + client_secret in the form (client_secret_post).
-    handlerAuth: { schemes: { clientSecretBasic: { type: 'http', scheme: 'basic', description: 'client_secret_basic: api_key_id and secret, each form-urlencoded.' } }, optional: true },
+    auth: { schemes: { clientSecretBasic: { type: 'http', scheme: 'basic', description: 'client_secret_basic: api_key_id and secret, each form-urlencoded.' } }, optional: true },
     audit: { kind: 'batched', events: ['token.issued', 'token.refused'] },
     responses: {
       200: {

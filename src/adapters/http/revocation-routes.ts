@@ -30,7 +30,7 @@ import {
   type PollRequest,
 } from '@agent-credential-exchange/middleware/feed-document';
 import { HttpError } from './errors.js';
-import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
+import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteCredentials, type RouteDeclaration } from './types.js';
 
 export const FEED_PATH = feedPollPath(':platform_id');
 export const FEED_SOCKET_PATH = feedSocketPath(':platform_id');
@@ -53,7 +53,8 @@ export function feedUnauthorized(): ServiceError {
   });
 }
 
-const FEED_AUTH = {
+/** The feed token, checked by the feed's own steps (the poll's onRequest and handler, the upgrade). */
+const FEED_AUTH: RouteCredentials = {
   schemes: {
     feedToken: {
       type: 'http',
@@ -99,10 +100,8 @@ export const revocationRouteTable = {
     summary: 'RFC 8936 poll delivery of the platform\'s revocation SETs',
     description: SET_FORMAT,
     params: FEED_PARAMS,
-    body: { schema: PollRequestSchema, contentType: 'application/json', required: true },
-    auth: 'none',
-    handlerAuth: FEED_AUTH,
-    fromMemory: true,
+    body: { schema: PollRequestSchema, contentType: 'application/json', required: true, answeredFromMemory: true },
+    auth: FEED_AUTH,
     audit: { kind: 'none' },
     responses: {
       200: { description: 'The SETs above the acknowledged ones, and whether more are available.', headers: { 'Cache-Control': fixedHeader('no-store') }, content: { 'application/json': PollResponseSchema } },
@@ -145,8 +144,7 @@ export const revocationSocketRoute = {
     `The server closes with 1011 when the catch-up cannot be read. ${SET_FORMAT}`,
   params: FEED_PARAMS,
   query: FEED_QUERY,
-  auth: 'none',
-  handlerAuth: FEED_AUTH,
+  auth: FEED_AUTH,
   audit: { kind: 'none' },
   upgrade: 'websocket',
   responses: {
