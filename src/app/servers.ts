@@ -16,6 +16,7 @@ import * as uWS from 'uWebSockets.js';
 import { attachRevocationSockets, revocationRoutes, revocationSocketRoute } from '../adapters/http/revocation-routes.js';
 import { RevocationTransmitter, SocketTopics } from '../adapters/revocation-feed/index.js';
 import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
+import { ResourceIndex } from '../core/platforms/resource-index.js';
 import { publicApiDocument } from '../adapters/http/openapi/api-documents.js';
 import type { Stores } from './stores.js';
 import type { Domain } from './domain.js';
@@ -78,7 +79,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   });
   const publicRouteList: Route[] = [
     ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics: metrics.http, openApi: () => openApiBody, audit: audit.sink, refusals }),
-    ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, platforms, metrics: metrics.http, refusals }),
+    ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, resources: new ResourceIndex({ platforms }), metrics: metrics.http, refusals }),
     ...revocationRoutes({ transmitter, feedCredentials: domain.feedCredentials, metrics: metrics.revocation, registry: metrics.registry }, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).
