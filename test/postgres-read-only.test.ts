@@ -62,8 +62,8 @@ describe('a Postgres that answers but refuses writes', () => {
 
   it('admin writes answer StoreUnavailableError (503) on SQLSTATE 25006, and succeed once writable again', async () => {
     const sql = connectPostgres({ url: database.url, poolSize: 2, timeoutMs: TIMEOUT_MS });
-    const store = new PostgresStore(sql, { timeoutMs: TIMEOUT_MS });
-    const uow = new PostgresUnitOfWork(store, { recordAudit: false, onEffectFailure: () => {} });
+    const store = new PostgresStore({ sql, timeoutMs: TIMEOUT_MS });
+    const uow = new PostgresUnitOfWork({ store, recordAudit: false, onEffectFailure: () => {} });
     const createAgent = () => uow.run((tx) => tx.store.createAgent({ name: 'a', apiKeyId: `k${Date.now()}`, secretHash: 'h' }));
     try {
       await readOnly(true);
@@ -81,11 +81,11 @@ describe('a Postgres that answers but refuses writes', () => {
 
   it('the spool keeps its segment while Postgres refuses writes, and drains every event once it takes them', async () => {
     const sql = connectPostgres({ url: database.url, poolSize: 1, timeoutMs: TIMEOUT_MS });
-    const store = new PostgresAuditStore(sql, TIMEOUT_MS);
+    const store = new PostgresAuditStore({ sql, readTimeoutMs: TIMEOUT_MS });
     const failed: number[] = [];
     const observer: TrailObserver = { written() {}, batch() {}, failed: (n) => failed.push(n), spoolDepth() {}, spooling() {}, refusing() {}, postgresDown() {}, drained() {} };
-    const spool = new Spool(dataDir, 1e9);
-    const trail = new AuditTrail(store, spool, { flushMs: 2, batchMax: 1000, maxInFlight: 1, writeTimeoutMs: TIMEOUT_MS, drainIntervalMs: 60_000 }, observer);
+    const spool = new Spool({ dataDir, maxBytes: 1e9 });
+    const trail = new AuditTrail({ store, spool, flushMs: 2, batchMax: 1000, maxInFlight: 1, writeTimeoutMs: TIMEOUT_MS, drainIntervalMs: 60_000, observer });
     const inDatabase = async () => {
       const db = postgres(database.url, { max: 1, onnotice: () => {} });
       try {

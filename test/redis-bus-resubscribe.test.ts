@@ -70,7 +70,7 @@ describe('the invalidation bus when SUBSCRIBE times out after a reconnect', () =
     outside = new Redis(REDIS_URL);
     publisher = connectRedis(REDIS_URL, 500);
     subscriber = connectRedis(`redis://127.0.0.1:${port}`, 500);
-    const bus = new RedisBus(publisher, subscriber, channel);
+    const bus = new RedisBus({ publisher, subscriber, channel });
     bus.subscribe((message) => received.push(message));
   });
 

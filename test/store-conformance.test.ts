@@ -35,7 +35,8 @@ const TIMEOUT_MS = 5000;
 
 /** A failed after-commit effect (a cache drop) fails the write that queued it, so the test sees it. */
 const unitOfWork = (store: PostgresStore) =>
-  new PostgresUnitOfWork(store, {
+  new PostgresUnitOfWork({
+    store,
     recordAudit: false,
     onEffectFailure: (error) => {
       throw error;
@@ -45,7 +46,7 @@ const unitOfWork = (store: PostgresStore) =>
 async function postgresStore(url: string, poolSize = 4): Promise<{ store: PostgresStore; uow: PostgresUnitOfWork; sql: Sql }> {
   const sql = connectPostgres({ url, poolSize, timeoutMs: TIMEOUT_MS });
   await migrate(sql);
-  const store = new PostgresStore(sql, { timeoutMs: TIMEOUT_MS });
+  const store = new PostgresStore({ sql, timeoutMs: TIMEOUT_MS });
   return { store, uow: unitOfWork(store), sql };
 }
 
@@ -63,7 +64,7 @@ async function embeddedDatabase(): Promise<{ url: string; stop: () => Promise<vo
 }
 
 function cached(inner: Store, bus: InvalidationBus, redis: Redis | undefined, keyPrefix: string): CachedStore {
-  return new CachedStore(inner, { redis, keyPrefix, redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new CacheMetrics({ registry: new client.Registry() }) });
+  return new CachedStore({ inner, redis, keyPrefix, redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new CacheMetrics({ registry: new client.Registry() }) });
 }
 
 describe('Store conformance: Postgres', () => {
@@ -113,7 +114,7 @@ describe('Store conformance: cached store over Postgres + Redis, two instances',
       const redis = connectRedis(REDIS_URL, 1000) as Redis;
       const subscriber = connectRedis(REDIS_URL, 1000) as Redis;
       connections.push(redis, subscriber);
-      const bus = new RedisBus(redis as Redis, subscriber as Redis, `${prefix}invalidate`);
+      const bus = new RedisBus({ publisher: redis as Redis, subscriber: subscriber as Redis, channel: `${prefix}invalidate` });
       const view = cached(store, bus, redis as Redis, `${prefix}c:`);
       return { view, uow: view.unitOfWork(uow) };
     };
@@ -143,7 +144,7 @@ describe('Store conformance: cached store over Postgres + Redis, two instances',
 async function recordStores(url: string, poolSize: number, concurrentSessions: boolean) {
   const main = connectPostgres({ url, poolSize, timeoutMs: TIMEOUT_MS });
   await migrate(main);
-  const openAudit = () => new PostgresAuditStore(connectPostgres({ url, poolSize, timeoutMs: TIMEOUT_MS }), TIMEOUT_MS);
+  const openAudit = () => new PostgresAuditStore({ sql: connectPostgres({ url, poolSize, timeoutMs: TIMEOUT_MS }), readTimeoutMs: TIMEOUT_MS });
   const audit: AuditStoreUnderTest = {
     store: openAudit(),
     open: openAudit,
@@ -154,9 +155,9 @@ async function recordStores(url: string, poolSize: number, concurrentSessions: b
         })
       : undefined,
   };
-  const uow = unitOfWork(new PostgresStore(main, { timeoutMs: TIMEOUT_MS }));
-  const revocation: RevocationStoreUnderTest = { revocations: new PostgresRevocationStore(main, TIMEOUT_MS), uow };
-  const feed: FeedCredentialStoreUnderTest = { reads: new PostgresFeedCredentialStore(main, TIMEOUT_MS), uow };
+  const uow = unitOfWork(new PostgresStore({ sql: main, timeoutMs: TIMEOUT_MS }));
+  const revocation: RevocationStoreUnderTest = { revocations: new PostgresRevocationStore({ sql: main, timeoutMs: TIMEOUT_MS }), uow };
+  const feed: FeedCredentialStoreUnderTest = { reads: new PostgresFeedCredentialStore({ sql: main, timeoutMs: TIMEOUT_MS }), uow };
   return {
     audit,
     revocation,

@@ -49,7 +49,8 @@ describe('write with an unknown outcome', () => {
     const bus = new LocalBus();
     const seen: Invalidation[] = [];
     bus.subscribe((message) => seen.push(message));
-    const store = new CachedStore(inner, {
+    const store = new CachedStore({
+      inner,
       redis,
       keyPrefix: prefix,
       redisTtlSeconds: 300,

@@ -25,7 +25,7 @@ const CONCURRENCY = 8;
 const AGENTS = 1000;
 
 /** Admin writes as the service makes them, without audit events (none is measured here). */
-const unitOfWork = (store: PostgresStore) => new PostgresUnitOfWork(store, { recordAudit: false, onEffectFailure: () => {} });
+const unitOfWork = (store: PostgresStore) => new PostgresUnitOfWork({ store, recordAudit: false, onEffectFailure: () => {} });
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
@@ -56,7 +56,7 @@ async function runPostgresPrepare(ctx: BenchContext): Promise<ScenarioReport> {
   try {
     const seedSql = connectPostgres({ url, poolSize: 4, timeoutMs: 5000 });
     await migrate(seedSql);
-    const seed = new PostgresStore(seedSql, { timeoutMs: 5000 });
+    const seed = new PostgresStore({ sql: seedSql, timeoutMs: 5000 });
     const seedWrites = unitOfWork(seed);
     const keys: string[] = [];
     const ids: string[] = [];
@@ -70,7 +70,7 @@ async function runPostgresPrepare(ctx: BenchContext): Promise<ScenarioReport> {
     const results: Record<string, { read: number[]; readP99: number[]; write: number[]; writeP99: number[] }> = {};
     for (let r = 0; r < rounds; r++) {
       for (const on of r % 2 === 0 ? [true, false] : [false, true]) {
-        const store = new PostgresStore(connectPostgres({ url: withPrepare(on), poolSize: CONCURRENCY, timeoutMs: 5000 }), { timeoutMs: 5000 });
+        const store = new PostgresStore({ sql: connectPostgres({ url: withPrepare(on), poolSize: CONCURRENCY, timeoutMs: 5000 }), timeoutMs: 5000 });
         const uow = unitOfWork(store);
         await store.listAgents(); // connect the pool before measuring
         let i = 0;

@@ -33,13 +33,18 @@ export async function startAudit(options: {
   // PGlite runs one statement at a time and its socket server takes few connections.
   const poolSize = options.embedded ? Math.min(2, config.poolSize) : config.poolSize;
   const sql = connectPostgres({ url: options.databaseUrl, poolSize, timeoutMs: config.writeTimeoutMs, embedded: options.embedded });
-  const store = new PostgresAuditStore(sql, options.readTimeoutMs);
+  const store = new PostgresAuditStore({ sql, readTimeoutMs: options.readTimeoutMs });
 
-  const maintenance = new AuditMaintenance(store, config.retentionDays, config.maintenanceIntervalSeconds * 1000, (result, error) => {
-    if (error) logger.warn({ err: { message: (error as Error).message } }, 'audit partition maintenance failed');
-    else if (result && (result.created.length || result.dropped.length || result.deleted)) {
-      logger.info({ created: result.created, dropped: result.dropped, deleted: result.deleted }, 'audit partitions maintained');
-    }
+  const maintenance = new AuditMaintenance({
+    store,
+    retentionDays: config.retentionDays,
+    intervalMs: config.maintenanceIntervalSeconds * 1000,
+    onResult: (result, error) => {
+      if (error) logger.warn({ err: { message: (error as Error).message } }, 'audit partition maintenance failed');
+      else if (result && (result.created.length || result.dropped.length || result.deleted)) {
+        logger.info({ created: result.created, dropped: result.dropped, deleted: result.deleted }, 'audit partitions maintained');
+      }
+    },
   });
   await maintenance.runOnce();
   maintenance.start();
@@ -57,18 +62,16 @@ export async function startAudit(options: {
     };
   }
 
-  const spool = new Spool(options.dataDir, config.spoolMaxBytes);
-  const trail = new AuditTrail(
+  const spool = new Spool({ dataDir: options.dataDir, maxBytes: config.spoolMaxBytes });
+  const trail = new AuditTrail({
     store,
     spool,
-    {
-      flushMs: config.flushMs,
-      batchMax: config.batchMax,
-      maxInFlight: config.maxInFlight,
-      writeTimeoutMs: config.writeTimeoutMs,
-      drainIntervalMs: config.drainIntervalMs,
-    },
-    {
+    flushMs: config.flushMs,
+    batchMax: config.batchMax,
+    maxInFlight: config.maxInFlight,
+    writeTimeoutMs: config.writeTimeoutMs,
+    drainIntervalMs: config.drainIntervalMs,
+    observer: {
       written: (sink, events) => metrics.auditWrittenTo(sink, events),
       batch: (size) => metrics.auditBatchSize(size),
       failed: (events, error) => {
@@ -82,7 +85,7 @@ export async function startAudit(options: {
         logger.warn({ err: { message: (error as Error).message } }, 'audit: Postgres did not take a batch; spooling to DATA_DIR/audit-spool until it answers'),
       drained: (events) => logger.info({ events }, 'audit: spooled events drained into Postgres'),
     },
-  );
+  });
   trail.start();
   return {
     sink: trail,

@@ -101,11 +101,12 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
   });
   cleanups.add(() => audit.close());
 
-  const revocationLog = new PostgresRevocationStore(stores.sql, config.storeTimeoutMs);
+  const revocationLog = new PostgresRevocationStore({ sql: stores.sql, timeoutMs: config.storeTimeoutMs });
   // Admin changes: the write, its revocation entries and its audit event in one Postgres transaction;
   // cache drops and revocation notices after the commit.
   const uow = store.unitOfWork(
-    new PostgresUnitOfWork(stores.postgres, {
+    new PostgresUnitOfWork({
+      store: stores.postgres,
       recordAudit: config.audit.enabled,
       onEffectFailure: (error) => telemetry.record({ type: 'background_failure', what: 'admin_after_commit', error }),
     }),
@@ -159,15 +160,18 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     store,
     hasher: pools,
     limits: limiters,
-    verified: new VerifiedCredentials(config.verifiedCacheMaxEntries, config.verifiedCacheTtlSeconds * 1000),
-    share: new Argon2Share(config.argon2MaxPerAddress, () => telemetry.record({ type: 'rate_limited', limiter: 'argon2_share_per_address' })),
+    verified: new VerifiedCredentials({ maxEntries: config.verifiedCacheMaxEntries, ttlMs: config.verifiedCacheTtlSeconds * 1000 }),
+    share: new Argon2Share({
+      maxPerAddress: config.argon2MaxPerAddress,
+      onRefusal: () => telemetry.record({ type: 'rate_limited', limiter: 'argon2_share_per_address' }),
+    }),
     bus,
     telemetry,
   });
   await authenticator.init();
 
   // Agents without secrets: client assertions checked at signature speed against keys held in memory.
-  const clientKeyStore = new PostgresClientKeyStore(stores.sql, config.storeTimeoutMs);
+  const clientKeyStore = new PostgresClientKeyStore({ sql: stores.sql, timeoutMs: config.storeTimeoutMs });
   const assertionVerifier = new JoseAssertionVerifier({
     allowLoopback: config.jwksUriAllowLoopback,
     allowPrivate: config.jwksUriAllowPrivate,
@@ -220,7 +224,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
 
   // Who may read a platform's feed: the hashes of its feed tokens, held in memory and kept current by the bus.
   const feedCredentials = new FeedCredentialService({
-    store: new PostgresFeedCredentialStore(stores.sql, config.storeTimeoutMs),
+    store: new PostgresFeedCredentialStore({ sql: stores.sql, timeoutMs: config.storeTimeoutMs }),
     uow,
     bus,
     onError: (error) => telemetry.record({ type: 'background_failure', what: 'feed_credentials_reload', error }),

@@ -50,14 +50,14 @@ export interface ServerContext {
 export function createServers(context: ServerContext, cleanups: Cleanups): Servers {
   const { config, logger, metrics, stores, domain } = context;
   const { tokens, authenticator, platforms, scopeFiles, keys, audit, agents } = domain;
-  const refusals = new RefusalRecorder(
-    audit.sink,
-    { perWindow: config.audit.refusalsPerWindow, windowSeconds: config.audit.refusalWindowSeconds },
-    {
+  const refusals = new RefusalRecorder({
+    sink: audit.sink,
+    bounds: { perWindow: config.audit.refusalsPerWindow, windowSeconds: config.audit.refusalWindowSeconds },
+    hooks: {
       uncheckedRefusals: ({ byCode, exampleAddress, windowSeconds }) =>
         logger.warn({ refused: byCode, example_address: exampleAddress, window_seconds: windowSeconds }, 'token requests refused before any credential check (counted in ace_tokens_issued_total, not recorded in the audit trail)'),
     },
-  );
+  });
   cleanups.add(() => refusals.close());
   const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics: metrics.http, logger, accessLog: config.accessLog };
 

@@ -65,9 +65,9 @@ export async function startStores(config: Config, logger: Logger, metrics: AppMe
   if (database.embedded?.cluster === 'initdb') logger.warn({ dataDir: config.dataDir }, "embedded database created by PGlite's initdb (no pristine cluster for this PGlite version in dist: run npm run build; or DATA_DIR/pglite held other files); this first start peaks ~800 MiB");
   const embedded = !config.databaseUrl;
   const sql = connectPostgres({ url: database.url, poolSize: embedded ? 1 : config.databasePoolSize, timeoutMs: config.storeTimeoutMs, embedded });
-  const postgres = new PostgresStore(sql, { timeoutMs: config.storeTimeoutMs, onHealth: (up) => metrics.health.setStoreUp('postgres', up) });
+  const postgres = new PostgresStore({ sql, timeoutMs: config.storeTimeoutMs, onHealth: (up) => metrics.health.setStoreUp('postgres', up) });
   cleanups.add(() => postgres.close());
-  const primary = new PrimaryProbe(sql, { url: database.url, timeoutMs: config.storeTimeoutMs, embedded, registry: metrics.registry });
+  const primary = new PrimaryProbe({ sql, url: database.url, timeoutMs: config.storeTimeoutMs, embedded, registry: metrics.registry });
   // Migrations (and then key management) only on a writable primary; say which setting to look at.
   const state = await untilWritablePrimary(primary, { embedded, attemptMs: config.storeTimeoutMs, logger });
   logger.info({ server: state.server }, 'postgres primary');
@@ -85,16 +85,22 @@ export async function startStores(config: Config, logger: Logger, metrics: AppMe
     const connected = connectRedis(topology, Math.min(config.storeTimeoutMs, 500), (up) => metrics.health.setStoreUp('redis', up));
     const subscriber = connectRedis(topology, Math.min(config.storeTimeoutMs, 500));
     redis = connected;
-    bus = new RedisBus(connected, subscriber, `${config.redisKeyPrefix}invalidate`, (operation) => metrics.cache.redisFailed(operation));
+    bus = new RedisBus({
+      publisher: connected,
+      subscriber,
+      channel: `${config.redisKeyPrefix}invalidate`,
+      onFailure: (operation) => metrics.cache.redisFailed(operation),
+    });
     cleanups.add(() => {
       closeRedis(connected);
       closeRedis(subscriber);
     });
-    redisStatus = new RedisStatus(topology, connected, metrics.cache, logger);
+    redisStatus = new RedisStatus({ topology, client: connected, metrics: metrics.cache, logger });
     await redisStatus.start(config.storeTimeoutMs);
   }
 
-  const store = new CachedStore(postgres, {
+  const store = new CachedStore({
+    inner: postgres,
     redis,
     keyPrefix: `${config.redisKeyPrefix}c:`,
     redisTtlSeconds: config.cacheTtlSeconds,
@@ -158,17 +164,28 @@ export function redisTopology(config: Config): RedisTopology | undefined {
  * and a typo must not run for good on in-process limits. After that, Redis is an accelerator: an outage
  * degrades to Postgres and in-process limits without pulling the instance out of the load balancer.
  */
+export interface RedisStatusOptions {
+  topology: RedisTopology;
+  /** The command connection: its errors and readiness are what is watched and verified. */
+  client: RedisClient;
+  metrics: Pick<CacheMetrics, 'setRedisTopology'>;
+  logger: Logger;
+}
+
 export class RedisStatus {
+  readonly topology: RedisTopology;
+  private readonly client: RedisClient;
+  private readonly metrics: Pick<CacheMetrics, 'setRedisTopology'>;
+  private readonly logger: Logger;
   private verified = false;
   private refusal: RedisSettingError | undefined;
   private lastError: Error | undefined;
 
-  constructor(
-    readonly topology: RedisTopology,
-    private readonly client: RedisClient,
-    private readonly metrics: Pick<CacheMetrics, 'setRedisTopology'>,
-    private readonly logger: Logger,
-  ) {
+  constructor({ topology, client, metrics, logger }: RedisStatusOptions) {
+    this.topology = topology;
+    this.client = client;
+    this.metrics = metrics;
+    this.logger = logger;
     const noteError = (error: Error) => {
       this.lastError = error;
       this.refusal ??= settingErrorFrom(topology, error);

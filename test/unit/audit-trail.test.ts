@@ -66,7 +66,7 @@ const issued = (i: number) =>
 describe('group commit', () => {
   it('writes the events of many requests in few statements and answers none before its batch commits', async () => {
     const store = new FakeStore();
-    const trail = new AuditTrail(store, new Spool(tmp(), 1e9), options, quiet);
+    const trail = new AuditTrail({ store, spool: new Spool({ dataDir: tmp(), maxBytes: 1e9 }), ...options, observer: quiet });
     store.hold = true;
     let released = 0;
     const waits = Array.from({ length: 500 }, (_, i) => trail.record(issued(i)).then(() => released++));
@@ -83,7 +83,7 @@ describe('group commit', () => {
 describe('spool', () => {
   it('the spool depth follows the segment files: counted per file, gone with the file', async () => {
     const dir = tmp();
-    const spool = new Spool(dir, 1e9);
+    const spool = new Spool({ dataDir: dir, maxBytes: 1e9 });
     await spool.append([issued(1), issued(2)]);
     await spool.seal();
     await spool.append([issued(3)]);
@@ -98,8 +98,8 @@ describe('spool', () => {
   it('takes the batches Postgres refuses (fsync before answering), then drains them once, without duplicates', async () => {
     const store = new FakeStore();
     const dir = tmp();
-    const spool = new Spool(dir, 1e9);
-    const trail = new AuditTrail(store, spool, options, quiet);
+    const spool = new Spool({ dataDir: dir, maxBytes: 1e9 });
+    const trail = new AuditTrail({ store, spool, ...options, observer: quiet });
     await trail.record(issued(0));
     store.down = true;
     const during = Array.from({ length: 50 }, (_, i) => issued(i + 1));
@@ -125,7 +125,7 @@ describe('spool', () => {
   it('refuses when neither Postgres nor the spool can take the event', async () => {
     const store = new FakeStore();
     store.down = true;
-    const trail = new AuditTrail(store, new Spool(tmp(), 100), options, quiet);
+    const trail = new AuditTrail({ store, spool: new Spool({ dataDir: tmp(), maxBytes: 100 }), ...options, observer: quiet });
     await expect(trail.record(issued(0))).rejects.toThrow(/spool is full/);
     await trail.close();
   });
@@ -133,14 +133,14 @@ describe('spool', () => {
   it('drains the segments a dead process left, skipping a torn last line', async () => {
     const dir = tmp();
     const spoolDir = path.join(dir, 'audit-spool');
-    new Spool(dir, 1e9); // creates the directory
+    new Spool({ dataDir: dir, maxBytes: 1e9 }); // creates the directory
     const events = [issued(1), issued(2)];
     // pid 2^22+1 is above Linux's pid_max default: no such process.
     const orphan = path.join(spoolDir, `spool-${2 ** 22 + 1}-deadbeef-1.open`);
     writeFileSync(orphan, events.map((e) => JSON.stringify(e)).join('\n') + '\n');
     appendFileSync(orphan, '{"id":"torn');
     const store = new FakeStore();
-    const trail = new AuditTrail(store, new Spool(dir, 1e9), options, quiet);
+    const trail = new AuditTrail({ store, spool: new Spool({ dataDir: dir, maxBytes: 1e9 }), ...options, observer: quiet });
     await trail.drain();
     expect([...store.rows.values()].map((e) => e.id).sort()).toEqual(events.map((e) => e.id).sort());
     expect(readdirSync(spoolDir)).toEqual([]);

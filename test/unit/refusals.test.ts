@@ -10,7 +10,7 @@ function recorder(perWindow: number, extra: { maxTracked?: number; processPerWin
   const events: AuditEvent[] = [];
   const logged: Record<string, number>[] = [];
   const sink: AuditSink = { record: async (e) => void events.push(e), emit: (e) => void events.push(e) };
-  const r = new RefusalRecorder(sink, { perWindow, windowSeconds: 3600, ...extra }, { uncheckedRefusals: ({ byCode }) => void logged.push(byCode) });
+  const r = new RefusalRecorder({ sink, bounds: { perWindow, windowSeconds: 3600, ...extra }, hooks: { uncheckedRefusals: ({ byCode }) => void logged.push(byCode) } });
   open.push(r);
   return { r, events, logged };
 }

@@ -29,7 +29,7 @@ function reference(observations: [string, string, number, number][]) {
 
 function ours(observations: [string, string, number, number][]) {
   const registry = new client.Registry();
-  const series = new RequestSeries(registry, { ...NAMES, buckets: BUCKETS });
+  const series = new RequestSeries({ registry, ...NAMES, buckets: BUCKETS });
   for (const [route, method, status, seconds] of observations) series.record(route, method, status, seconds);
   return registry;
 }

@@ -13,7 +13,7 @@ describe('StateDuration', () => {
   it('counts from the first report of the state, keeps counting while it is reported again, and reads 0 once it ends', async () => {
     const registry = new client.Registry();
     let now = 5_000;
-    const state = new StateDuration({ name: 'x_seconds', help: 'x', labelNames: ['store'], registers: [registry] }, () => now);
+    const state = new StateDuration({ name: 'x_seconds', help: 'x', labelNames: ['store'], registers: [registry], now: () => now });
     state.set(false, { store: 'redis' });
     expect(await scrape(registry)).toEqual({ '{"store":"redis"}': 0 });
     state.set(true, { store: 'redis' });

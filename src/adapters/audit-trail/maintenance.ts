@@ -6,29 +6,33 @@ import type { AuditStore, MaintenanceResult } from '../../core/ports/audit-store
 
 export const DAYS_AHEAD = 2;
 
+export interface AuditMaintenanceOptions {
+  store: AuditStore;
+  /** AUDIT_RETENTION_DAYS: older partitions are dropped. */
+  retentionDays: number;
+  intervalMs: number;
+  /** Told of each round's result, or of its failure. */
+  onResult: (result: MaintenanceResult | undefined, error?: unknown) => void;
+}
+
 export class AuditMaintenance {
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(
-    private readonly store: AuditStore,
-    private readonly retentionDays: number,
-    private readonly intervalMs: number,
-    private readonly onResult: (result: MaintenanceResult | undefined, error?: unknown) => void,
-  ) {}
+  constructor(private readonly options: AuditMaintenanceOptions) {}
 
   async runOnce(now = new Date()): Promise<MaintenanceResult | undefined> {
     try {
-      const result = await this.store.maintain(now, this.retentionDays, DAYS_AHEAD);
-      this.onResult(result);
+      const result = await this.options.store.maintain(now, this.options.retentionDays, DAYS_AHEAD);
+      this.options.onResult(result);
       return result;
     } catch (error) {
-      this.onResult(undefined, error);
+      this.options.onResult(undefined, error);
       return undefined;
     }
   }
 
   start(): void {
-    this.timer = setInterval(() => void this.runOnce(), this.intervalMs);
+    this.timer = setInterval(() => void this.runOnce(), this.options.intervalMs);
     this.timer.unref();
   }
 

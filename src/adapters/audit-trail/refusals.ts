@@ -42,6 +42,13 @@ interface Tally {
   counted: Map<string, number>;
 }
 
+export interface RefusalRecorderOptions {
+  /** Where token.refused and token.refusals_aggregated events go. */
+  sink: AuditSink;
+  bounds: RefusalBounds;
+  hooks: RefusalHooks;
+}
+
 const OVERFLOW = '';
 
 export class RefusalRecorder {
@@ -55,11 +62,14 @@ export class RefusalRecorder {
   private uncheckedExample = '';
   private readonly timer: NodeJS.Timeout;
 
-  constructor(
-    private readonly sink: AuditSink,
-    private readonly bounds: RefusalBounds,
-    private readonly hooks: RefusalHooks,
-  ) {
+  private readonly sink: AuditSink;
+  private readonly bounds: RefusalBounds;
+  private readonly hooks: RefusalHooks;
+
+  constructor({ sink, bounds, hooks }: RefusalRecorderOptions) {
+    this.sink = sink;
+    this.bounds = bounds;
+    this.hooks = hooks;
     this.maxTracked = bounds.maxTracked ?? 10_000;
     this.processPerWindow = bounds.processPerWindow ?? bounds.perWindow * 50;
     this.timer = setInterval(() => this.endWindow(), bounds.windowSeconds * 1000);

@@ -39,6 +39,13 @@ interface SegmentCount {
   bytes: number;
 }
 
+export interface SpoolOptions {
+  /** DATA_DIR: the segments go to its audit-spool folder. */
+  dataDir: string;
+  /** AUDIT_SPOOL_MAX_BYTES: past it an append is refused (SpoolFullError). */
+  maxBytes: number;
+}
+
 export class Spool {
   readonly dir: string;
   private readonly instance = randomBytes(4).toString('hex');
@@ -49,10 +56,10 @@ export class Spool {
   /** Acknowledged events and bytes of every segment file this process appends to, sealed or claimed. */
   private readonly segments = new Map<string, SegmentCount>();
 
-  constructor(
-    dataDir: string,
-    private readonly maxBytes: number,
-  ) {
+  private readonly maxBytes: number;
+
+  constructor({ dataDir, maxBytes }: SpoolOptions) {
+    this.maxBytes = maxBytes;
     this.dir = path.join(dataDir, 'audit-spool');
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
   }

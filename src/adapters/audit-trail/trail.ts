@@ -14,7 +14,8 @@ import { withTimeout } from '../../core/support/deadline.js';
 import { StoreUnavailableError } from '../../core/errors.js';
 import type { Spool } from './spool.js';
 
-export interface TrailOptions {
+/** The AUDIT_* settings of group commit and spooling. */
+export interface TrailSettings {
   flushMs: number;
   batchMax: number;
   maxInFlight: number;
@@ -36,6 +37,13 @@ export interface TrailObserver {
   drained(events: number): void;
 }
 
+export interface AuditTrailOptions extends TrailSettings {
+  store: AuditStore;
+  /** Takes the batches Postgres does not, until they can be drained into it. */
+  spool: Spool;
+  observer: TrailObserver;
+}
+
 interface Pending {
   event: AuditEvent;
   resolve: () => void;
@@ -53,12 +61,17 @@ export class AuditTrail implements AuditSink {
   private drainTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
-  constructor(
-    private readonly store: AuditStore,
-    private readonly spool: Spool,
-    private readonly options: TrailOptions,
-    private readonly observer: TrailObserver,
-  ) {}
+  private readonly store: AuditStore;
+  private readonly spool: Spool;
+  private readonly settings: TrailSettings;
+  private readonly observer: TrailObserver;
+
+  constructor({ store, spool, observer, ...settings }: AuditTrailOptions) {
+    this.store = store;
+    this.spool = spool;
+    this.settings = settings;
+    this.observer = observer;
+  }
 
   /** Drains what earlier processes left in the spool, then keeps draining whenever spool mode ends. */
   start(): void {
@@ -67,7 +80,7 @@ export class AuditTrail implements AuditSink {
     const round = () => this.drain().catch((error) => this.observer.failed(0, error));
     const tick = () => {
       if (this.closed) return;
-      this.drainTimer = setTimeout(() => void round().finally(tick), this.options.drainIntervalMs);
+      this.drainTimer = setTimeout(() => void round().finally(tick), this.settings.drainIntervalMs);
       this.drainTimer.unref();
     };
     void round().finally(tick);
@@ -93,14 +106,14 @@ export class AuditTrail implements AuditSink {
   }
 
   private schedule(): void {
-    if (this.inFlight >= this.options.maxInFlight) return; // a finishing flush picks the queue up
-    if (this.queue.length >= this.options.batchMax) return this.fire();
+    if (this.inFlight >= this.settings.maxInFlight) return; // a finishing flush picks the queue up
+    if (this.queue.length >= this.settings.batchMax) return this.fire();
     if (this.timer) return;
     // AUDIT_FLUSH_MS=0: still gather what the current turn of the event loop adds.
     this.timer =
-      this.options.flushMs === 0
+      this.settings.flushMs === 0
         ? { cancel: clearImmediate, handle: setImmediate(() => this.fire()) }
-        : { cancel: clearTimeout, handle: setTimeout(() => this.fire(), this.options.flushMs) };
+        : { cancel: clearTimeout, handle: setTimeout(() => this.fire(), this.settings.flushMs) };
   }
 
   private fire(): void {
@@ -108,15 +121,15 @@ export class AuditTrail implements AuditSink {
       this.timer.cancel(this.timer.handle as never);
       this.timer = undefined;
     }
-    while (this.queue.length > 0 && this.inFlight < this.options.maxInFlight) {
-      const batch = this.queue.splice(0, this.options.batchMax);
+    while (this.queue.length > 0 && this.inFlight < this.settings.maxInFlight) {
+      const batch = this.queue.splice(0, this.settings.batchMax);
       this.inFlight++;
       void this.write(batch).finally(() => {
         this.inFlight--;
         if (this.queue.length > 0) this.schedule();
       });
       // Only a full batch justifies a second statement at once; otherwise let the next one gather.
-      if (this.queue.length < this.options.batchMax) break;
+      if (this.queue.length < this.settings.batchMax) break;
     }
   }
 
@@ -125,7 +138,7 @@ export class AuditTrail implements AuditSink {
     this.observer.batch(events.length);
     if (this.mode === 'postgres') {
       try {
-        await withTimeout('postgres', this.store.insert(events), this.options.writeTimeoutMs);
+        await withTimeout('postgres', this.store.insert(events), this.settings.writeTimeoutMs);
         this.observer.written('postgres', events.length);
         this.observer.refusing(false);
         batch.forEach((p) => p.resolve());
@@ -206,7 +219,7 @@ export class AuditTrail implements AuditSink {
    * connection, a failover or a read-only server) is set aside in the spool's rejected file, never dropped.
    */
   private async drainSegment(events: AuditEvent[]): Promise<void> {
-    const timeout = Math.max(this.options.writeTimeoutMs, 5000);
+    const timeout = Math.max(this.settings.writeTimeoutMs, 5000);
     const insert = (chunk: AuditEvent[]) => withTimeout('postgres', this.store.insert(chunk), timeout);
     for (let i = 0; i < events.length; i += DRAIN_CHUNK) {
       const chunk = events.slice(i, i + DRAIN_CHUNK);
@@ -239,7 +252,7 @@ export class AuditTrail implements AuditSink {
   }
 
   private postgresAnswers(): Promise<boolean> {
-    return withTimeout('postgres', this.store.ping(), this.options.writeTimeoutMs).then(
+    return withTimeout('postgres', this.store.ping(), this.settings.writeTimeoutMs).then(
       () => true,
       () => false,
     );

@@ -18,7 +18,10 @@ import type { Invalidation, InvalidationBus } from '../../core/ports/invalidatio
 import type { AdminWrites, Transaction, UnitOfWork } from '../../core/ports/unit-of-work.js';
 import { BoundedCache } from '../../core/support/bounded-cache.js';
 
-export interface CacheOptions {
+export interface CachedStoreOptions {
+  /** The store read through on a miss (Postgres); its unit of work is the one wrapped. */
+  inner: Store;
+  /** The L2 client; none: in-process caching only. */
   redis: RedisClient | undefined;
   keyPrefix: string;
   redisTtlSeconds: number;
@@ -39,6 +42,8 @@ const SCAN_COUNT = 1000;
 const SWEEP_RETRY_MS = 250;
 
 export class CachedStore implements Store {
+  private readonly inner: Store;
+  private readonly options: Omit<CachedStoreOptions, 'inner'>;
   private readonly views: BoundedCache<AgentView | null>;
   private readonly platforms: BoundedCache<PlatformRecord | null>;
   /** Redis (L2) is read and filled only while true; see the file's header. */
@@ -48,10 +53,9 @@ export class CachedStore implements Store {
   private resyncing: Promise<void> | undefined;
   private closed = false;
 
-  constructor(
-    private readonly inner: Store,
-    private readonly options: CacheOptions,
-  ) {
+  constructor({ inner, ...options }: CachedStoreOptions) {
+    this.inner = inner;
+    this.options = options;
     this.views = new BoundedCache(options.localMaxEntries, options.localTtlMs);
     this.platforms = new BoundedCache(Math.min(options.localMaxEntries, 10_000), options.localTtlMs);
     options.bus.subscribe((message) => this.applyInvalidation(message));

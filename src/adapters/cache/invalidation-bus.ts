@@ -27,18 +27,29 @@ export class LocalBus implements InvalidationBus {
  * Cluster). Whenever messages may have been lost (a reconnect, a Cluster node lost), every subscriber here
  * drops everything it cached; a publish that failed is owed, and made good as an "all" once Redis answers.
  */
+export interface RedisBusOptions {
+  publisher: RedisClient;
+  /** A connection of its own: a subscribed Redis connection can run no other command. */
+  subscriber: RedisClient;
+  channel: string;
+  /** Told of a publish that failed (it is owed, and made good as an "all"). */
+  onFailure?: (operation: 'publish') => void;
+}
+
 export class RedisBus implements InvalidationBus {
   private readonly handlers: ((message: Invalidation) => void)[] = [];
   private readonly local = new EventEmitter();
   /** A publish failed: the other instances may have missed a change; tell them to drop everything. */
   private owed = false;
 
-  constructor(
-    private readonly publisher: RedisClient,
-    private readonly subscriber: RedisClient,
-    private readonly channel: string,
-    private readonly onFailure: (operation: 'publish') => void = () => {},
-  ) {
+  private readonly publisher: RedisClient;
+  private readonly channel: string;
+  private readonly onFailure: (operation: 'publish') => void;
+
+  constructor({ publisher, subscriber, channel, onFailure = () => {} }: RedisBusOptions) {
+    this.publisher = publisher;
+    this.channel = channel;
+    this.onFailure = onFailure;
     subscriber.on('message', (channel: string, payload: string) => {
       if (channel !== this.channel) return;
       let message: Invalidation;

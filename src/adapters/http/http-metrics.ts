@@ -25,7 +25,8 @@ export class HttpMetrics {
 
   constructor({ registry }: HttpMetricsOptions) {
     const registers = [registry];
-    this.requests = new RequestSeries(registry, {
+    this.requests = new RequestSeries({
+      registry,
       counterName: 'ace_http_requests_total',
       counterHelp: 'HTTP requests answered, by route pattern, method and status.',
       histogramName: 'ace_http_request_duration_seconds',

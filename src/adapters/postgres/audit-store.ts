@@ -33,12 +33,21 @@ export function partitionName(dayStartMs: number): string {
   return `audit_events_p${new Date(dayStartMs).toISOString().slice(0, 10).replace(/-/g, '')}`;
 }
 
+export interface PostgresAuditStoreOptions {
+  /** The audit trail's own pool (a hung audit write never holds a connection the token path needs). */
+  sql: Sql;
+  /** Bound on a read of the trail (STORE_TIMEOUT_MS): an unreachable Postgres answers 503, never hangs. */
+  readTimeoutMs: number;
+}
+
 export class PostgresAuditStore implements AuditStore {
-  constructor(
-    private readonly sql: Sql,
-    /** Bound on a read of the trail (STORE_TIMEOUT_MS): an unreachable Postgres answers 503, never hangs. */
-    private readonly readTimeoutMs = 2000,
-  ) {}
+  private readonly sql: Sql;
+  private readonly readTimeoutMs: number;
+
+  constructor({ sql, readTimeoutMs }: PostgresAuditStoreOptions) {
+    this.sql = sql;
+    this.readTimeoutMs = readTimeoutMs;
+  }
 
   /** Retryable failures (connection, failover, read-only server…) come out as StoreUnavailableError. */
   async insert(events: AuditEvent[]): Promise<number> {

@@ -12,6 +12,12 @@ export interface Bounds {
   onHealth?: (up: boolean) => void;
 }
 
+/** What a Postgres adapter is built on: a pool, and the deadline every call on it is held to. */
+export interface PostgresPoolOptions {
+  sql: Sql;
+  timeoutMs: number;
+}
+
 /** Reports the outcome of a bounded promise to `onHealth`: an answer is up, a StoreUnavailableError down. */
 function reported<T>(bounds: Bounds, promise: Promise<T>): Promise<T> {
   if (!bounds.onHealth) return promise;

@@ -2,7 +2,7 @@
 // 006_client_keys.sql). Reads are bounded by the store timeout; connection failures become
 // StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall } from './bounded.js';
+import { boundedCall, type PostgresPoolOptions } from './bounded.js';
 import type { AgentKeys, ClientKeyStore, ClientKeyWrites, KeySource, PublicJwk, TrustedIssuer, WorkloadBinding } from '../../core/ports/client-keys.js';
 
 type Row = Record<string, any>;
@@ -19,10 +19,13 @@ const toIssuer = (r: Row): TrustedIssuer => ({ id: r.id, issuer: r.issuer, audie
 const toBinding = (r: Row): WorkloadBinding => ({ issuerId: r.issuer_id, subject: r.subject, agentId: r.agent_id, apiKeyId: r.api_key_id, createdAt: new Date(r.created_at) });
 
 export class PostgresClientKeyStore implements ClientKeyStore {
-  constructor(
-    private readonly sql: Sql,
-    private readonly timeoutMs: number,
-  ) {}
+  private readonly sql: Sql;
+  private readonly timeoutMs: number;
+
+  constructor({ sql, timeoutMs }: PostgresPoolOptions) {
+    this.sql = sql;
+    this.timeoutMs = timeoutMs;
+  }
 
   private run<T>(fn: () => Promise<T>): Promise<T> {
     return boundedCall({ timeoutMs: this.timeoutMs }, fn);

@@ -1,7 +1,7 @@
 // Postgres implementation of the feed credentials' storage (migration 004_feed_credentials.sql). Reads are
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall } from './bounded.js';
+import { boundedCall, type PostgresPoolOptions } from './bounded.js';
 import type { FeedCredential, FeedCredentialRecord, FeedCredentialStore, FeedCredentialWrites } from '../../core/ports/feed-credentials.js';
 
 type Row = Record<string, any>;
@@ -10,10 +10,13 @@ const toCredential = (r: Row): FeedCredential => ({ id: r.id, platformId: r.plat
 const toRecord = (r: Row): FeedCredentialRecord => ({ ...toCredential(r), tokenHash: Buffer.from(r.token_hash).toString('hex') });
 
 export class PostgresFeedCredentialStore implements FeedCredentialStore {
-  constructor(
-    private readonly sql: Sql,
-    private readonly timeoutMs: number,
-  ) {}
+  private readonly sql: Sql;
+  private readonly timeoutMs: number;
+
+  constructor({ sql, timeoutMs }: PostgresPoolOptions) {
+    this.sql = sql;
+    this.timeoutMs = timeoutMs;
+  }
 
   private run<T>(fn: () => Promise<T>): Promise<T> {
     return boundedCall({ timeoutMs: this.timeoutMs }, fn);

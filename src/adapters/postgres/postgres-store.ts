@@ -9,15 +9,21 @@ import { grantStatements } from './grants.js';
 import { platformStatements } from './platforms.js';
 import { keyWriter, listSigningKeys } from './signing-keys.js';
 
+/** The main pool and the deadline (and store-up report) every call and transaction on it is held to. */
+export interface PostgresStoreOptions extends Bounds {
+  sql: Sql;
+}
+
 export class PostgresStore implements Store {
+  private readonly sql: Sql;
+  private readonly bounds: Bounds;
   private readonly agents: ReturnType<typeof agentStatements>;
   private readonly platforms: ReturnType<typeof platformStatements>;
   private readonly grants: ReturnType<typeof grantStatements>;
 
-  constructor(
-    private readonly sql: Sql,
-    private readonly bounds: Bounds,
-  ) {
+  constructor({ sql, ...bounds }: PostgresStoreOptions) {
+    this.sql = sql;
+    this.bounds = bounds;
     this.agents = agentStatements(sql);
     this.platforms = platformStatements(sql);
     this.grants = grantStatements(sql);

@@ -52,14 +52,24 @@ export function describeNoPrimary(reason: string | undefined, timeoutMs: number)
   }
 }
 
+export interface PrimaryProbeOptions {
+  /** The main pool, asked whether the server it reaches accepts writes. */
+  sql: Sql;
+  /** DATABASE_URL: its hosts name the primary, and `explain` asks them directly. */
+  url: string;
+  /** Bound on a check (STORE_TIMEOUT_MS) unless the caller gives a longer one. */
+  timeoutMs: number;
+  /** The embedded PGlite: always its own primary. */
+  embedded: boolean;
+  /** Where the primary-info gauge goes; none: no gauge. */
+  registry?: client.Registry;
+}
+
 export class PrimaryProbe {
   private readonly gauge: client.Gauge<'server'> | undefined;
   private readonly hosts: { host: string; port: number }[];
 
-  constructor(
-    private readonly sql: Sql,
-    private readonly options: { url: string; timeoutMs: number; embedded: boolean; registry?: client.Registry },
-  ) {
+  constructor(private readonly options: PrimaryProbeOptions) {
     this.hosts = parsePostgresUrl(options.url).url?.hosts ?? [];
     this.gauge = options.registry
       ? new client.Gauge({
@@ -79,7 +89,7 @@ export class PrimaryProbe {
     try {
       const [row] = await withTimeout(
         'postgres',
-        this.sql`
+        this.options.sql`
           SELECT host(inet_server_addr()) AS addr, inet_server_port() AS port, pg_is_in_recovery() AS recovery,
                  current_setting('transaction_read_only') AS read_only`,
         timeoutMs,

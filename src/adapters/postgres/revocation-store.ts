@@ -1,7 +1,7 @@
 // Postgres implementation of the revocation feed's storage (migration 003_revocation.sql). Every call is
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall } from './bounded.js';
+import { boundedCall, type PostgresPoolOptions } from './bounded.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../core/ports/revocation-log.js';
 
 type Row = Record<string, any>;
@@ -18,10 +18,13 @@ const toEntry = (r: Row): RevocationEntry => ({
 });
 
 export class PostgresRevocationStore implements RevocationStore {
-  constructor(
-    private readonly sql: Sql,
-    private readonly timeoutMs: number,
-  ) {}
+  private readonly sql: Sql;
+  private readonly timeoutMs: number;
+
+  constructor({ sql, timeoutMs }: PostgresPoolOptions) {
+    this.sql = sql;
+    this.timeoutMs = timeoutMs;
+  }
 
   private run<T>(fn: () => Promise<T>): Promise<T> {
     return boundedCall({ timeoutMs: this.timeoutMs }, fn);

@@ -16,6 +16,8 @@ import { clientKeyWrites } from './client-key-store.js';
 import { feedCredentialWrites } from './feed-credential-store.js';
 
 export interface PostgresUnitOfWorkOptions {
+  /** Runs the transaction (on its pool, within its deadline). */
+  store: PostgresStore;
   /** AUDIT=off: admin changes record no event either. */
   recordAudit: boolean;
   /** An effect that failed after the commit (the change stands; the failure is counted and logged). */
@@ -23,15 +25,12 @@ export interface PostgresUnitOfWorkOptions {
 }
 
 export class PostgresUnitOfWork implements UnitOfWork {
-  constructor(
-    private readonly store: PostgresStore,
-    private readonly options: PostgresUnitOfWorkOptions,
-  ) {}
+  constructor(private readonly options: PostgresUnitOfWorkOptions) {}
 
   async run<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
     const effects: (() => Promise<void>)[] = [];
     const { recordAudit } = this.options;
-    const result = await this.store.transaction((sql) =>
+    const result = await this.options.store.transaction((sql) =>
       fn({
         store: adminWrites(sql),
         revocationLog: {

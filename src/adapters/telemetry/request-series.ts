@@ -21,6 +21,8 @@ interface MetricValue {
 }
 
 export interface RequestSeriesOptions {
+  /** The registry both series are declared in (through prom-client's custom-metric interface). */
+  registry: client.Registry;
   counterName: string;
   counterHelp: string;
   histogramName: string;
@@ -33,10 +35,10 @@ export class RequestSeries {
   private readonly byRoute = new Map<string, Map<string, Map<number, Series>>>();
   private readonly bounds: Float64Array;
 
-  constructor(registry: client.Registry, private readonly options: RequestSeriesOptions) {
+  constructor(private readonly options: RequestSeriesOptions) {
     this.bounds = Float64Array.from(options.buckets);
     const register = (metric: { name: string; help: string; type: string; aggregator: string; get(): Promise<unknown>; reset(): void }) =>
-      registry.registerMetric(metric as unknown as client.Metric);
+      options.registry.registerMetric(metric as unknown as client.Metric);
     register({
       name: options.counterName,
       help: options.counterHelp,

@@ -6,18 +6,27 @@
 // wall clock is off still reports the right duration.
 import client from 'prom-client';
 
+export interface StateDurationOptions<Label extends string> {
+  name: string;
+  help: string;
+  labelNames?: Label[];
+  registers: client.Registry[];
+  /** The monotonic clock in milliseconds (performance.now() unless a test sets it). */
+  now?: () => number;
+}
+
 export class StateDuration<Label extends string = string> {
   /** Start (performance.now()) of each label set's current state; absent or undefined when it does not hold. */
   private readonly started = new Map<string, { labels: Partial<Record<Label, string>>; since: number | undefined }>();
 
-  constructor(
-    options: { name: string; help: string; labelNames?: Label[]; registers: client.Registry[] },
-    private readonly now: () => number = () => performance.now(),
-  ) {
+  private readonly now: () => number;
+
+  constructor({ now = () => performance.now(), labelNames = [], ...gauge }: StateDurationOptions<Label>) {
+    this.now = now;
     const self = this;
     new client.Gauge<Label>({
-      ...options,
-      labelNames: options.labelNames ?? [],
+      ...gauge,
+      labelNames,
       aggregator: 'max', // cluster mode: the longest among the pod's processes
       collect() {
         const now = self.now();

@@ -28,6 +28,13 @@ export interface VerifiedStamp {
 /** At most this many secrets per key (current and, during a rotation grace, previous). */
 const PER_KEY = 2;
 
+export interface VerifiedCredentialsOptions {
+  /** API keys remembered at most (VERIFIED_CACHE_MAX_ENTRIES); 0 remembers none. */
+  maxEntries: number;
+  /** How long a secret is remembered after it passed argon2id. */
+  ttlMs: number;
+}
+
 export class VerifiedCredentials {
   private readonly hmacKey = randomBytes(32);
   /** api_key_id → the secrets remembered for it; the entry lives as long as its longest-lived secret. */
@@ -35,10 +42,10 @@ export class VerifiedCredentials {
   /** Bumped by `recheckAll`: entries from an earlier epoch are re-checked before use. */
   private epoch = 0;
 
-  constructor(
-    maxEntries: number,
-    private readonly ttlMs: number,
-  ) {
+  private readonly ttlMs: number;
+
+  constructor({ maxEntries, ttlMs }: VerifiedCredentialsOptions) {
+    this.ttlMs = ttlMs;
     this.entries = new BoundedCache(maxEntries, ttlMs);
   }
 

@@ -70,7 +70,7 @@ export async function memoryCore(options: CoreOptions = {}) {
   const memory = new MemoryStore();
   const log = new MemoryRevocationLog(memory);
   const bus = new LocalBus();
-  const store = new CachedStore(memory, { redis: undefined, keyPrefix: 'core:', redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new CacheMetrics({ registry: new client.Registry() }) });
+  const store = new CachedStore({ inner: memory, redis: undefined, keyPrefix: 'core:', redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new CacheMetrics({ registry: new client.Registry() }) });
   const hasher = new MemoryHasher();
   const signer = new MemorySigner();
   const audit = new MemoryAuditSink();
@@ -119,8 +119,8 @@ export async function memoryCore(options: CoreOptions = {}) {
     store,
     hasher,
     limits,
-    verified: new VerifiedCredentials(1000, 60_000),
-    share: new Argon2Share(options.argon2MaxPerAddress ?? 8, () => record.record({ type: 'rate_limited', limiter: 'argon2_share_per_address' })),
+    verified: new VerifiedCredentials({ maxEntries: 1000, ttlMs: 60_000 }),
+    share: new Argon2Share({ maxPerAddress: options.argon2MaxPerAddress ?? 8, onRefusal: () => record.record({ type: 'rate_limited', limiter: 'argon2_share_per_address' }) }),
     bus,
     telemetry: record,
   });
