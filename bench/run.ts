@@ -1,4 +1,5 @@
-// `npm run bench`: runs the scenarios of bench/scenarios (in their order, or those named by --only), each
+// `npm run bench` (and `npm run soak`: the scenario soak): the bench's one runner. Runs the scenarios of
+// bench/scenarios (in their order, or those named by --only), each
 // starting what it needs and stopping it before the next, then prints every report and writes
 // bench/results/latest.json. Comparisons are medians of interleaved rounds with min–max (lib/rounds.ts,
 // lib/stats.ts). autocannon runs inside this process, so the load generator shares the machine's cores with
@@ -29,6 +30,7 @@ async function main(ctx: BenchContext): Promise<void> {
     const report = await scenario.run(ctx);
     report.data.loadavg_before = load;
     reports.push(report);
+    if (report.failed) process.exitCode = 1;
   }
 
   const totalSeconds = (Date.now() - ctx.started) / 1000;
@@ -56,7 +58,7 @@ async function main(ctx: BenchContext): Promise<void> {
   ctx.log(`wrote ${path.relative(process.cwd(), file) || file}`);
 }
 
-const ctx = new BenchContext(parseOptions());
+const ctx = new BenchContext(parseOptions(process.argv.slice(2), SCENARIOS.map((s) => `  ${s.name.padEnd(17)} ${s.byDefault ? '(default) ' : ''}${s.title}`).join('\n')));
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     ctx.log(`${signal}: cleaning up`);

@@ -1,4 +1,5 @@
-// Command-line flags of `npm run bench` (node:util parseArgs; every flag optional).
+// Command-line flags of `npm run bench` and `npm run soak` (node:util parseArgs; every flag optional): the
+// bench's one parser, scenario flags included.
 import { parseArgs } from 'node:util';
 import os from 'node:os';
 
@@ -41,10 +42,39 @@ export interface BenchOptions {
   out: string | undefined;
   quick: boolean;
   cores: number;
+  /** WebSocket subscriber counts of the fanout scenario. */
+  fanoutSizes: number[];
+  /** token.issued events loaded by the audit-size scenario. */
+  auditEvents: number;
+  /** Idle seconds after ready in the embedded-memory scenario. */
+  idleSeconds: number;
+  /** profile: fresh agents (one argon2 verification each) instead of warm ones. */
+  cold: boolean;
+  /** profile: V8 CPU profiles of the service's threads, summarised. */
+  cpuProf: boolean;
+  /** profile: extra environment of the service (--env NAME=value, repeatable). */
+  serviceEnv: Record<string, string>;
+  soak: SoakOptions;
+}
+
+export interface SoakOptions {
+  seconds: number;
+  connections: number;
+  /** Token requests per second. */
+  rate: number;
+  agents: number;
+  /** Redis restarted by the soak (undefined: a private redis-server it starts on a free port). */
+  redisPort: number | undefined;
+  redisEverySeconds: number;
+  redisDownSeconds: number;
+  keyEverySeconds: number;
+  secretEverySeconds: number;
+  /** Seconds a rotated secret's old value may still be accepted. */
+  graceSeconds: number;
 }
 
 const HELP = `usage: npm run bench -- [flags]
-  --only <list>         scenarios to run, comma-separated: compare, scale, fleet, fanout, audit (the default set), topologies (~7 min, only when named), rolling (only when named), deployed (with --target)
+  --only <list>         scenarios to run, comma-separated (the list below; without --only, those marked "default")
   --rounds <n>          interleaved rounds per comparison; figures are medians (default 3; --quick: 1)
   --duration <s>        seconds per measurement (default 5; --quick: 2)
   --warmup <s>          warm-up seconds before each measurement (default 2; --quick: 1)
@@ -65,12 +95,30 @@ const HELP = `usage: npm run bench -- [flags]
   --no-peer             skip the oidc-provider peer
   --quick               short run (smoke test of the bench itself; figures not for quoting)
   --out <file>          result file (default bench/results/latest.json)
+scenario flags:
+  --fanout-sizes <list> fanout: WebSocket subscriber counts (default 1000,10000; --quick: 1000)
+  --audit-events <n>    audit-size: token.issued events loaded (default 1000000; --quick: 100000)
+  --idle-seconds <s>    embedded-memory: idle seconds after ready (default 30; --quick: 5)
+  --cold                profile: fresh agents (one argon2 verification each) instead of warm ones
+  --cpu-prof            profile: V8 CPU profiles of the service's threads, top self time printed
+  --env <NAME=value>    profile: extra environment of the service (repeatable)
+  --soak-seconds <s>    soak: seconds of traffic (default 150; --quick: 45)
+  --soak-connections <n> soak: connections (default 16)
+  --soak-rate <n>       soak: token requests per second (default 300)
+  --soak-agents <n>     soak: agents (default 20)
+  --redis-port <port>   soak: restart the Redis on this port (default: a private redis-server on a free port)
+  --redis-every <s>     soak: seconds between Redis restarts (default 30; --quick: 15)
+  --redis-down <s>      soak: seconds Redis stays down (default 2)
+  --key-every <s>       soak: seconds between signing-key rotations (default 20; --quick: 10)
+  --secret-every <s>    soak: seconds between secret rotations (default 3)
+  --grace <s>           soak: seconds an old secret may still be accepted after its rotation (default 10)
 deployed-instance mode (only the "deployed" scenario runs; seeds through the admin API, cleans up after):
   --target <url>        public URL of a running service
   --admin-url <url>     its admin URL (reachable from here)
   --admin-token <t>     its admin token (or env ACE_ADMIN_TOKEN)`;
 
-export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
+/** `scenarioList`: one line per scenario for --help (the registry's, given by the runner). */
+export function parseOptions(argv = process.argv.slice(2), scenarioList = ''): BenchOptions {
   const { values } = parseArgs({
     args: argv,
     strict: true,
@@ -99,11 +147,27 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
       'admin-url': { type: 'string' },
       'admin-token': { type: 'string' },
       out: { type: 'string' },
+      'fanout-sizes': { type: 'string' },
+      'audit-events': { type: 'string' },
+      'idle-seconds': { type: 'string' },
+      cold: { type: 'boolean', default: false },
+      'cpu-prof': { type: 'boolean', default: false },
+      env: { type: 'string', multiple: true, default: [] },
+      'soak-seconds': { type: 'string' },
+      'soak-connections': { type: 'string' },
+      'soak-rate': { type: 'string' },
+      'soak-agents': { type: 'string' },
+      'redis-port': { type: 'string' },
+      'redis-every': { type: 'string' },
+      'redis-down': { type: 'string' },
+      'key-every': { type: 'string' },
+      'secret-every': { type: 'string' },
+      grace: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
   if (values.help) {
-    console.log(HELP);
+    console.log(`${HELP}\nscenarios:\n${scenarioList}`);
     process.exit(0);
   }
   const quick = values.quick === true;
@@ -114,7 +178,8 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
     return n;
   };
   const cores = Math.max(1, os.availableParallelism?.() ?? os.cpus().length);
-  const sizes = (values['scale-sizes'] ?? (quick ? '10,20000' : '10,100000,1000000')).split(',').map((s) => Math.floor(num('scale-sizes', s.trim(), 0, 1)));
+  const list = (name: string, raw: string) => raw.split(',').map((s) => Math.floor(num(name, s.trim(), 0, 1)));
+  const sizes = list('scale-sizes', values['scale-sizes'] ?? (quick ? '10,20000' : '10,100000,1000000'));
   const target = values.target?.replace(/\/+$/, '');
   const options: BenchOptions = {
     only: (values.only ?? '').split(',').map((s) => s.trim()).filter(Boolean),
@@ -142,6 +207,30 @@ export function parseOptions(argv = process.argv.slice(2)): BenchOptions {
     out: values.out,
     quick,
     cores,
+    fanoutSizes: list('fanout-sizes', values['fanout-sizes'] ?? (quick ? '1000' : '1000,10000')),
+    auditEvents: Math.floor(num('audit-events', values['audit-events'], quick ? 100_000 : 1_000_000, 1)),
+    idleSeconds: num('idle-seconds', values['idle-seconds'], quick ? 5 : 30, 0),
+    cold: values.cold === true,
+    cpuProf: values['cpu-prof'] === true,
+    serviceEnv: Object.fromEntries(
+      (values.env ?? []).map((pair) => {
+        const at = pair.indexOf('=');
+        if (at < 1) throw new Error(`--env must be NAME=value (got "${pair}")`);
+        return [pair.slice(0, at), pair.slice(at + 1)];
+      }),
+    ),
+    soak: {
+      seconds: num('soak-seconds', values['soak-seconds'], quick ? 45 : 150, 1),
+      connections: Math.floor(num('soak-connections', values['soak-connections'], 16, 1)),
+      rate: num('soak-rate', values['soak-rate'], 300, 1),
+      agents: Math.floor(num('soak-agents', values['soak-agents'], 20, 1)),
+      redisPort: values['redis-port'] === undefined ? undefined : Math.floor(num('redis-port', values['redis-port'], 0, 1)),
+      redisEverySeconds: num('redis-every', values['redis-every'], quick ? 15 : 30, 1),
+      redisDownSeconds: num('redis-down', values['redis-down'], 2, 0),
+      keyEverySeconds: num('key-every', values['key-every'], quick ? 10 : 20, 1),
+      secretEverySeconds: num('secret-every', values['secret-every'], 3, 1),
+      graceSeconds: num('grace', values.grace, 10, 0),
+    },
   };
   if (target && (!options.adminUrl || !options.adminToken)) throw new Error('--target needs --admin-url and --admin-token (or ACE_ADMIN_TOKEN)');
   if (target) options.only = ['deployed'];

@@ -14,6 +14,8 @@ export interface ScenarioReport {
   checks: Check[];
   /** Anything worth keeping in the result file. */
   data: Record<string, unknown>;
+  /** A run that must fail the command (the soak's failures): the runner exits 1. */
+  failed?: boolean;
 }
 
 export class BenchContext {

@@ -7,6 +7,8 @@ export class RssSampler {
   private pids: number[];
   private timer: NodeJS.Timeout | undefined;
   private childTimer: NodeJS.Timeout | undefined;
+  /** Summed VmRSS of the latest sample (bytes). */
+  current = 0;
   /** Highest summed VmRSS seen since start (bytes). */
   peak = 0;
   /** Highest summed VmRSS since the last `mark()` (bytes). */
@@ -38,6 +40,7 @@ export class RssSampler {
       rss += memoryBytes(pid, 'VmRSS');
       hwm += memoryBytes(pid, 'VmHWM');
     }
+    this.current = rss;
     if (rss > this.peak) this.peak = rss;
     if (rss > this.windowPeak) this.windowPeak = rss;
     if (hwm > this.hwm) this.hwm = hwm;

@@ -10,6 +10,11 @@ import { topologies } from './topologies.js';
 import { feedflood } from './feedflood.js';
 import { keyagents } from './keyagents.js';
 import { rolling } from './rolling.js';
+import { soak } from './soak.js';
+import { profile } from './profile.js';
+import { auditSize } from './audit-size.js';
+import { embeddedMemory } from './embedded-memory.js';
+import { postgresPrepare } from './postgres-prepare.js';
 
 export const SCENARIOS: Scenario[] = [
   compare,
@@ -22,4 +27,9 @@ export const SCENARIOS: Scenario[] = [
   feedflood,
   keyagents,
   rolling,
+  soak,
+  profile,
+  auditSize,
+  embeddedMemory,
+  postgresPrepare,
 ];

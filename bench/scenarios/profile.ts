@@ -6,33 +6,27 @@
 //
 // With --cold, every request is an agent never seen before (bulk rows, one argon2 verification each).
 //
-//   node dist/bench/profile.js [--seconds 10] [--connections 64] [--cold] [--cpu-prof] [--env NAME=value ...]
+//   npm run bench -- --only profile [--duration 10] [--connections 64] [--cold] [--cpu-prof] [--env NAME=value ...]
 import { readdirSync, readFileSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { parseArgs } from 'node:util';
-import { startBenchService } from './lib/service.js';
-import { cpuSeconds, databaseBackendPids, threadCpuSeconds } from './lib/cpu.js';
+import type { Scenario } from './types.js';
+import { startBenchService } from '../lib/service.js';
+import { cpuSeconds, databaseBackendPids, threadCpuSeconds } from '../lib/cpu.js';
 import { hashSync } from '@node-rs/argon2';
-import { Workload, ColdPool, BULK_SECRET, post, TOKEN_PATH } from './lib/workload.js';
-import { BulkAgents } from './lib/bulk.js';
-import { loadArgon2Options } from './limits/argon2-options.js';
-import { load } from './lib/load.js';
-import { BenchContext } from './lib/context.js';
-import { parseOptions } from './lib/args.js';
+import { Workload, ColdPool, BULK_SECRET, post, TOKEN_PATH } from '../lib/workload.js';
+import { BulkAgents } from '../lib/bulk.js';
+import { loadArgon2Options } from '../limits/argon2-options.js';
+import { load } from '../lib/load.js';
+import type { BenchContext, ScenarioReport } from '../lib/context.js';
 
-const { values } = parseArgs({
-  options: {
-    seconds: { type: 'string', default: '10' },
-    connections: { type: 'string', default: '64' },
-    'cpu-prof': { type: 'boolean', default: false },
-    cold: { type: 'boolean', default: false },
-    env: { type: 'string', multiple: true, default: [] },
-  },
-});
-const seconds = Number(values.seconds);
-const env = Object.fromEntries((values.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+export const profile: Scenario = {
+  name: 'profile',
+  title: 'CPU ms per token of every party on the machine (service threads, Redis, Postgres, load generator); --cold, --cpu-prof, --env',
+  byDefault: false,
+  run: (ctx) => runProfile(ctx),
+};
 
 const pidsOf = (name: string) => {
   try {
@@ -42,23 +36,25 @@ const pidsOf = (name: string) => {
   }
 };
 
-async function main(): Promise<void> {
+async function runProfile(ctx: BenchContext): Promise<ScenarioReport> {
+  const { opts } = ctx;
+  const seconds = opts.duration;
   const profDir = mkdtempSync(path.join(os.tmpdir(), 'ace-prof-'));
-  const opts = parseOptions([]);
-  const ctx = new BenchContext(opts);
   const service = await startBenchService({
     embedded: false,
     uvThreads: opts.uvThreads,
-    env,
-    nodeArgs: values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [],
+    env: opts.serviceEnv,
+    nodeArgs: opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [],
   });
+  const text: string[] = [];
+  let data: Record<string, unknown>;
   try {
     const work = new Workload(ctx, service);
     await work.seed(100);
     await work.prewarm(service.httpProcesses);
     let requests = post(TOKEN_PATH, work.tokenBodies());
     let cold: ColdPool | undefined;
-    if (values.cold) {
+    if (opts.cold) {
       const { options } = await loadArgon2Options();
       const bulk = new BulkAgents(service.databaseUrl!, hashSync(BULK_SECRET, options));
       await bulk.add(Math.ceil(200 * (seconds + 2)), 'cold');
@@ -68,14 +64,14 @@ async function main(): Promise<void> {
       cold = new ColdPool(ids.map((id) => JSON.stringify({ api_key_id: id, secret: BULK_SECRET, platform_id: work.platformId })));
       requests = cold.requests();
     }
-    await load({ url: service.publicUrl, connections: Number(values.connections), duration: 2, requests, onStart: cold?.onStart });
+    await load({ url: service.publicUrl, connections: opts.connections, duration: 2, requests, onStart: cold?.onStart });
 
     const backends = await databaseBackendPids(service.databaseUrl!);
     const redis = pidsOf('redis-server');
     const sum = (pids: number[]) => pids.reduce((total, pid) => total + cpuSeconds(pid), 0);
     const before = { process: cpuSeconds(service.pid), service: threadCpuSeconds(service.pid), redis: sum(redis), pg: sum(backends), self: process.cpuUsage() };
-    const result = await load({ url: service.publicUrl, connections: Number(values.connections), duration: seconds, requests, onStart: cold?.onStart });
-    if (cold?.exhausted) console.log('the pool of cold agents ran out: figures cover fewer seconds');
+    const result = await load({ url: service.publicUrl, connections: opts.connections, duration: seconds, requests, onStart: cold?.onStart });
+    if (cold?.exhausted) text.push('the pool of cold agents ran out: figures cover fewer seconds');
     const after = { process: cpuSeconds(service.pid), service: threadCpuSeconds(service.pid), redis: sum(redis), pg: sum(backends), self: process.cpuUsage(before.self) };
 
     const n = Math.max(1, result.ok2xx);
@@ -96,13 +92,18 @@ async function main(): Promise<void> {
       ['postgres backends (its database)', ms(after.pg - before.pg)],
     ];
     rows.push(['load generator (this process)', ((after.self.user + after.self.system) / 1000) / n]);
-    console.log(`${values.cold ? 'cold' : 'warm'} tokens: ${Math.round(result.rps)} req/s over ${seconds}s, ${values.connections} connections, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx} ${JSON.stringify(result.statusCodes)}; load average ${os.loadavg()[0].toFixed(2)}`);
-    console.log('CPU ms per token:');
-    for (const [name, v] of rows) console.log(`  ${name.padEnd(36)} ${v.toFixed(3)}`);
+    text.push(
+      `Profile: ${opts.cold ? 'cold' : 'warm'} tokens: ${Math.round(result.rps)} req/s over ${seconds}s, ${opts.connections} connections, p50 ${result.p50} ms, p99 ${result.p99} ms, ` +
+        `non-2xx ${result.non2xx} ${JSON.stringify(result.statusCodes)}; load average ${os.loadavg()[0].toFixed(2)}\n` +
+        `CPU ms per token:\n${rows.map(([name, v]) => `  ${name.padEnd(36)} ${v.toFixed(3)}`).join('\n')}`,
+    );
+    data = { rps: result.rps, cpuMsPerToken: Object.fromEntries(rows) };
   } finally {
     await service.dispose();
   }
-  if (values['cpu-prof']) summariseProfiles(profDir);
+  // The service writes its profiles as it exits.
+  if (opts.cpuProf) text.push(...summariseProfiles(profDir));
+  return { name: 'profile', text, checks: [], data };
 }
 
 interface ProfileNode {
@@ -111,8 +112,9 @@ interface ProfileNode {
   children?: number[];
 }
 
-/** Self time per function in each profile written by the service (one per thread). */
-function summariseProfiles(dir: string): void {
+/** Self time per function in each profile written by the service (one per thread), one text block each. */
+function summariseProfiles(dir: string): string[] {
+  const blocks: string[] = [];
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
     const profile = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as { nodes: ProfileNode[]; samples: number[] };
     const byId = new Map(profile.nodes.map((node) => [node.id, node]));
@@ -124,16 +126,12 @@ function summariseProfiles(dir: string): void {
     }
     const total = profile.samples.length;
     const idle = [...self].filter(([k]) => k.startsWith('(idle)')).reduce((s, [, v]) => s + v, 0);
-    console.log(`\n${file}: ${total} samples, idle ${((idle / total) * 100).toFixed(1)} %; top self time (% of busy samples):`);
     const busy = Math.max(1, total - idle);
-    for (const [key, count] of [...self].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, 25)) {
-      console.log(`  ${((count / busy) * 100).toFixed(1).padStart(5)}  ${key}`);
-    }
+    const top = [...self].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, 25);
+    blocks.push(
+      `${file}: ${total} samples, idle ${((idle / total) * 100).toFixed(1)} %; top self time (% of busy samples):\n` +
+        top.map(([key, count]) => `  ${((count / busy) * 100).toFixed(1).padStart(5)}  ${key}`).join('\n'),
+    );
   }
-  console.log(`\nprofiles: ${dir}`);
+  return [...blocks, `profiles: ${dir}`];
 }
-
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
-});

@@ -1,16 +1,14 @@
 // Revocation fan-out: one revocation pushed to N WebSocket subscribers of one platform on one service
 // process. Measures, per N: time to connect, p50/p99/max from the admin write to each subscriber's
 // receipt (several revocations), and the service's resident memory per subscriber.
-// Part of `npm run bench` (skip with --no-fanout); alone: `node dist/bench/fanout.js [--embedded] [--sizes 1000,10000]`.
+// The bench's scenario `fanout` (scenarios/fanout.ts): `npm run bench -- --only fanout [--embedded] [--fanout-sizes 1000,10000]`.
 import { execFileSync } from 'node:child_process';
-import os from 'node:os';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
-import { memoryBytes } from '../kit/proc.js';
-import { sleep } from '../kit/wait.js';
-import { startBenchService } from './lib/service.js';
-import { Admin } from './lib/seed.js';
-import { table, fmt } from './lib/report.js';
+import { memoryBytes } from '../../kit/proc.js';
+import { sleep } from '../../kit/wait.js';
+import { startBenchService } from './service.js';
+import { Admin } from './seed.js';
+import { table, fmt } from './report.js';
 
 // `ws` (a dependency of the project) as the subscribers' client; typed loosely, it ships no types.
 const WebSocket = createRequire(import.meta.url)('ws') as new (url: string, options?: { headers?: Record<string, string> }) => {
@@ -147,18 +145,4 @@ export function fanoutTable(points: FanoutPoint[]): string {
     ]),
     ['WS subscribers', 'connect s', 'receipts', 'p50 ms', 'p99 ms', 'max ms', 'service write→publish mean ms', 'RSS B/subscriber', 'note'],
   );
-}
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const args = process.argv.slice(2);
-  const sizesArg = args.indexOf('--sizes');
-  const sizes = sizesArg >= 0 ? args[sizesArg + 1].split(',').map(Number) : [1000, 10_000];
-  revocationFanout({ embedded: args.includes('--embedded'), sizes, uvThreads: Math.max(2, os.availableParallelism()), log: (m) => process.stderr.write(`[fanout] ${m}\n`) })
-    .then((points) =>
-      console.log(`\nrevocation fan-out (one service process; admin write to receipt; load average ${os.loadavg()[0].toFixed(1)} on ${os.availableParallelism()} cores)\n${fanoutTable(points)}`),
-    )
-    .catch((error) => {
-      console.error(error);
-      process.exitCode = 1;
-    });
 }

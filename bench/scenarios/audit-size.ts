@@ -1,5 +1,5 @@
-// `node dist/bench/audit-size.js [events]`: what the audit trail occupies on disk per event at volume.
-// Loads N token.issued events (default 1,000,000; 1,000 agents, 50 platforms, addresses and scopes like
+// `npm run bench -- --only audit-size [--audit-events N]`: what the audit trail occupies on disk per event
+// at volume. Loads N token.issued events (default 1,000,000; 1,000 agents, 50 platforms, addresses and scopes like
 // real ones) into one daily partition of a scratch database made from migration 002, vacuums, and
 // divides heap + TOAST + indexes by the rows. The scratch database is dropped afterwards.
 import { readFileSync } from 'node:fs';
@@ -7,12 +7,22 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
+import type { Scenario } from './types.js';
+import type { BenchContext, ScenarioReport } from '../lib/context.js';
+import { PG_ADMIN_URL } from '../lib/service.js';
 
-const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const MIGRATION = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../src/adapters/postgres/migrations/002_audit.sql');
+const MIGRATION = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/adapters/postgres/migrations/002_audit.sql');
 
-async function main(): Promise<void> {
-  const events = Number(process.argv[2] ?? 1_000_000);
+export const auditSize: Scenario = {
+  name: 'audit-size',
+  title: 'audit trail bytes per event on disk at volume (--audit-events, default 1,000,000 token.issued events in one daily partition)',
+  byDefault: false,
+  run: (ctx) => runAuditSize(ctx),
+};
+
+async function runAuditSize(ctx: BenchContext): Promise<ScenarioReport> {
+  const events = ctx.opts.auditEvents;
+  ctx.log(`loading ${events} token.issued events into a scratch database ...`);
   const name = `ace_audit_size_${randomBytes(4).toString('hex')}`;
   const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} });
   await admin.unsafe(`CREATE DATABASE ${name}`);
@@ -36,25 +46,18 @@ async function main(): Promise<void> {
       FROM pg_partition_tree('audit_events')`;
     const [{ n }] = await sql`SELECT count(*)::bigint AS n FROM audit_events`;
     const perEvent = Number(size.total) / Number(n);
-    console.log(
-      JSON.stringify(
-        {
-          events: Number(n),
-          bytes_per_event: Math.round(perEvent),
-          heap_bytes_per_event: Math.round(Number(size.heap) / Number(n)),
-          index_bytes_per_event: Math.round(Number(size.indexes) / Number(n)),
-          gib_per_day_at_100m_events: +((perEvent * 100e6) / 2 ** 30).toFixed(1),
-          tib_at_90_days: +((perEvent * 100e6 * 90) / 2 ** 40).toFixed(2),
-        },
-        null,
-        2,
-      ),
-    );
+    const data = {
+      events: Number(n),
+      bytes_per_event: Math.round(perEvent),
+      heap_bytes_per_event: Math.round(Number(size.heap) / Number(n)),
+      index_bytes_per_event: Math.round(Number(size.indexes) / Number(n)),
+      gib_per_day_at_100m_events: +((perEvent * 100e6) / 2 ** 30).toFixed(1),
+      tib_at_90_days: +((perEvent * 100e6 * 90) / 2 ** 40).toFixed(2),
+    };
+    return { name: 'audit-size', text: [`Audit trail on disk (${events} token.issued events)\n${JSON.stringify(data, null, 2)}`], checks: [], data };
   } finally {
     await sql.end();
     await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   }
 }
-
-void main();

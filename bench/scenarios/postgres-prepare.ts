@@ -1,27 +1,30 @@
 // What `prepare: false` (the default since the service must work through a transaction-mode pooler)
 // costs against named prepared statements on a direct connection: the cold path's one Postgres read
 // (getAgentCredentials) and an admin write (a bounded transaction), through the real PostgresStore.
-// Interleaved rounds, medians; run after `npm run build`:
-//   node dist/bench/postgres-prepare.js [--url postgres://postgres@127.0.0.1:5432/postgres] [--rounds 5] [--seconds 3]
+// Interleaved rounds, medians, on the server of BENCH_PG_URL:
+//   npm run bench -- --only postgres-prepare [--rounds 5] [--duration 3]
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import { connectPostgres, PostgresStore } from '../src/adapters/postgres/postgres-store.js';
-import { migrate } from '../src/adapters/postgres/migrate.js';
+import type { Scenario } from './types.js';
+import type { BenchContext, ScenarioReport } from '../lib/context.js';
+import { PG_ADMIN_URL } from '../lib/service.js';
+import { connectPostgres, PostgresStore } from '../../src/adapters/postgres/postgres-store.js';
+import { migrate } from '../../src/adapters/postgres/migrate.js';
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : fallback;
+export const postgresPrepare: Scenario = {
+  name: 'postgres-prepare',
+  title: 'prepare: false against named prepared statements: the cold path\'s Postgres read and an admin write',
+  byDefault: false,
+  run: (ctx) => runPostgresPrepare(ctx),
 };
-const adminUrl = arg('url', 'postgres://postgres@127.0.0.1:5432/postgres');
-const rounds = Number(arg('rounds', '5'));
-const seconds = Number(arg('seconds', '3'));
+
 const CONCURRENCY = 8;
 const AGENTS = 1000;
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 
-async function measure(fn: () => Promise<unknown>): Promise<{ opsPerSecond: number; p50: number; p99: number }> {
+async function measure(seconds: number, fn: () => Promise<unknown>): Promise<{ opsPerSecond: number; p50: number; p99: number }> {
   const latencies: number[] = [];
   const end = performance.now() + seconds * 1000;
   await Promise.all(
@@ -36,7 +39,9 @@ async function measure(fn: () => Promise<unknown>): Promise<{ opsPerSecond: numb
   return { opsPerSecond: latencies.length / seconds, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) };
 }
 
-async function main() {
+async function runPostgresPrepare(ctx: BenchContext): Promise<ScenarioReport> {
+  const { rounds, duration: seconds } = ctx.opts;
+  const adminUrl = PG_ADMIN_URL;
   const name = `ace_bench_${randomBytes(4).toString('hex')}`;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe(`CREATE DATABASE ${name}`);
@@ -61,8 +66,8 @@ async function main() {
         const store = new PostgresStore(connectPostgres({ url: withPrepare(on), poolSize: CONCURRENCY, timeoutMs: 5000 }), { timeoutMs: 5000 });
         await store.listAgents(); // connect the pool before measuring
         let i = 0;
-        const read = await measure(() => store.getAgentCredentials(keys[i++ % keys.length]));
-        const write = await measure(() => store.updateAgent(ids[i++ % ids.length], { name: `n${i}` }));
+        const read = await measure(seconds, () => store.getAgentCredentials(keys[i++ % keys.length]));
+        const write = await measure(seconds, () => store.updateAgent(ids[i++ % ids.length], { name: `n${i}` }));
         await store.close();
         const entry = (results[on ? 'prepare=true' : 'prepare=false'] ??= { read: [], readP99: [], write: [], writeP99: [] });
         entry.read.push(read.opsPerSecond);
@@ -71,16 +76,13 @@ async function main() {
         entry.writeP99.push(write.p99);
       }
     }
-    console.log(`${rounds} interleaved rounds of ${seconds} s, ${CONCURRENCY} concurrent callers, medians:`);
-    for (const [mode, e] of Object.entries(results)) {
-      console.log(
+    const lines = Object.entries(results).map(
+      ([mode, e]) =>
         `${mode.padEnd(14)} cold-path read ${median(e.read).toFixed(0)}/s (p99 ${median(e.readP99).toFixed(2)} ms)   admin write ${median(e.write).toFixed(0)}/s (p99 ${median(e.writeP99).toFixed(2)} ms)`,
-      );
-    }
+    );
+    return { name: 'postgres-prepare', text: [`${rounds} interleaved rounds of ${seconds} s, ${CONCURRENCY} concurrent callers, medians:\n${lines.join('\n')}`], checks: [], data: { results } };
   } finally {
     await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   }
 }
-
-await main();

@@ -1,17 +1,16 @@
 // Resident memory of the embedded default (no DATABASE_URL: PGlite in DATA_DIR): peak until ready, at
 // ready, and after an idle period, on a first start (a new DATA_DIR: initdb) and on a restart of the same
-// DATA_DIR. Run after `npm run build`:
-//   node dist/bench/embedded-memory.js [--idle-seconds 30]
+// DATA_DIR:
+//   npm run bench -- --only embedded-memory [--idle-seconds 30]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { RssSampler } from './lib/rss.js';
+import type { Scenario } from './types.js';
+import { RssSampler } from '../lib/rss.js';
 
-const MAIN = path.resolve(import.meta.dirname, '../src/main.js');
-const i = process.argv.indexOf('--idle-seconds');
-const idleSeconds = i > 0 ? Number(process.argv[i + 1]) : 30;
+const MAIN = path.resolve(import.meta.dirname, '../../src/main.js');
 const MiB = (bytes: number) => `${Math.round(bytes / 1048576)} MiB`;
 
 const freePort = () =>
@@ -22,7 +21,7 @@ const freePort = () =>
     });
   });
 
-async function run(dataDir: string, label: string): Promise<void> {
+async function run(dataDir: string, label: string, idleSeconds: number): Promise<string> {
   const [port, adminPort] = [await freePort(), await freePort()];
   const child = spawn(process.execPath, [MAIN], {
     env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(adminPort), DATA_DIR: dataDir, ADMIN_TOKEN: 'x'.repeat(32), LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_SECONDS: '0' },
@@ -45,7 +44,7 @@ async function run(dataDir: string, label: string): Promise<void> {
   sampler.stop();
   child.kill('SIGTERM');
   await new Promise((r) => child.once('exit', r));
-  console.log(`${label.padEnd(12)} ready in ${(readyMs / 1000).toFixed(1)} s, peak ${MiB(peakToReady)}, at ready ${MiB(atReady)}, after ${idleSeconds} s idle ${MiB(idle)} (VmHWM ${MiB(sampler.hwm)})`);
+  return `${label.padEnd(12)} ready in ${(readyMs / 1000).toFixed(1)} s, peak ${MiB(peakToReady)}, at ready ${MiB(atReady)}, after ${idleSeconds} s idle ${MiB(idle)} (VmHWM ${MiB(sampler.hwm)})`;
 }
 
 function currentRss(pid: number): number {
@@ -53,10 +52,17 @@ function currentRss(pid: number): number {
   return m ? Number(m[1]) * 1024 : 0;
 }
 
-const dir = mkdtempSync(path.join(os.tmpdir(), 'ace-embedded-memory-'));
-try {
-  await run(dir, 'first start');
-  await run(dir, 'restart');
-} finally {
-  rmSync(dir, { recursive: true, force: true });
-}
+export const embeddedMemory: Scenario = {
+  name: 'embedded-memory',
+  title: 'resident memory of the embedded default (PGlite) until ready, at ready and idle, first start and restart',
+  byDefault: false,
+  async run(ctx) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'ace-embedded-memory-'));
+    try {
+      const lines = [await run(dir, 'first start', ctx.opts.idleSeconds), await run(dir, 'restart', ctx.opts.idleSeconds)];
+      return { name: 'embedded-memory', text: [`Embedded default's memory\n${lines.join('\n')}`], checks: [], data: { lines } };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+};
