@@ -1,4 +1,4 @@
-// In process: an admin write whose outcome is unknown (WriteDeadlineError: COMMIT sent, never answered)
+// In process: a unit of work whose outcome is unknown (WriteDeadlineError: COMMIT sent, never answered)
 // drops every cache at once — Redis, the in-process cache, other instances through the bus (which also
 // clears the verified-secret memory) — and again when the driver finally learns the outcome.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +11,7 @@ import { Metrics } from '../src/adapters/telemetry/metrics.js';
 import { WriteDeadlineError } from '../src/core/errors.js';
 import type { AgentView } from '../src/core/model.js';
 import type { Store } from '../src/core/ports/store.js';
+import type { UnitOfWork } from '../src/core/ports/unit-of-work.js';
 import { REDIS_URL } from './support/service.js';
 import { waitFor } from '../kit/wait.js';
 
@@ -37,10 +38,13 @@ describe('write with an unknown outcome', () => {
         reads++;
         return view;
       },
-      updateAgent: async () => {
+    } as unknown as Store;
+    // A unit of work whose COMMIT went unanswered: it names no record, so which keys it touched is unknown.
+    const stalled: UnitOfWork = {
+      run: async () => {
         throw new WriteDeadlineError('postgres', settled);
       },
-    } as unknown as Store;
+    };
     const bus = new LocalBus();
     const seen: Invalidation[] = [];
     bus.subscribe((message) => seen.push(message));
@@ -61,7 +65,7 @@ describe('write with an unknown outcome', () => {
     expect(reads).toBe(1); // served from the in-process cache
 
     // The write does not name which agent's key it touched: everything must go.
-    await expect(store.updateAgent('a1', { status: 'inactive' })).rejects.toBeInstanceOf(WriteDeadlineError);
+    await expect(store.unitOfWork(stalled).run((tx) => tx.store.updateAgent('a1', { status: 'inactive' }))).rejects.toBeInstanceOf(WriteDeadlineError);
     expect(await redis.keys(`${prefix}*`)).toEqual([]);
     expect(seen.filter((m) => m.kind === 'all').length).toBeGreaterThanOrEqual(1);
     await store.getAgentView('k1');

@@ -5,7 +5,7 @@ import type { AuditConfig } from '../config/config.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
 import type { Metrics } from '../adapters/telemetry/metrics.js';
 import { NO_AUDIT, type AuditSink } from '../core/audit/events.js';
-import { connectPostgres } from '../adapters/postgres/postgres-store.js';
+import { connectPostgres } from '../adapters/postgres/connect.js';
 import { PostgresAuditStore } from '../adapters/postgres/audit-store.js';
 import type { AuditStore } from '../core/ports/audit-store.js';
 import { AuditMaintenance } from '../adapters/audit-trail/maintenance.js';

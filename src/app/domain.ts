@@ -160,8 +160,6 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
 
   // Agents without secrets: client assertions checked at signature speed against keys held in memory.
   const clientKeyStore = new PostgresClientKeyStore(stores.sql, config.storeTimeoutMs);
-  const clientKeyIndex = new ClientKeyIndex({ store: clientKeyStore, bus, telemetry });
-  await clientKeyIndex.init();
   const assertionVerifier = new JoseAssertionVerifier({
     allowLoopback: config.jwksUriAllowLoopback,
     allowPrivate: config.jwksUriAllowPrivate,
@@ -169,6 +167,8 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     jwksCacheSeconds: config.jwksUriCacheSeconds,
     jwksCooldownSeconds: config.jwksUriCooldownSeconds,
   });
+  const clientKeyIndex = new ClientKeyIndex({ store: clientKeyStore, verifier: assertionVerifier, bus, telemetry });
+  await clientKeyIndex.init();
   const assertions = new AssertionAuthenticator({
     index: clientKeyIndex,
     verifier: assertionVerifier,

@@ -51,7 +51,14 @@ export class RedisBus implements InvalidationBus {
       }
       this.deliver(message);
     });
-    const subscribeNow = () => void subscriber.subscribe(this.channel).catch(() => this.deliver({ kind: 'all' }));
+    // A SUBSCRIBE that fails on a connection that stays up would leave this instance deaf to every other
+    // instance's invalidations: treat it as a lost connection (drop everything, reconnect with the client's
+    // backoff, subscribe again on the next 'ready').
+    const subscribeNow = () =>
+      void subscriber.subscribe(this.channel).catch(() => {
+        this.deliver({ kind: 'all' });
+        if (subscriber.status === 'ready') subscriber.disconnect(true);
+      });
     subscriber.on('ready', subscribeNow);
     if (subscriber.status === 'ready') subscribeNow();
     watchResets(subscriber, () => this.deliver({ kind: 'all' }));

@@ -42,6 +42,10 @@ function nodeOptions(commandTimeoutMs: number, password: string | undefined, tls
     commandTimeout: commandTimeoutMs,
     connectTimeout: Math.max(1000, commandTimeoutMs),
     reconnectOnError: reconnectOnReadonly,
+    // ioredis's own resubscription after a reconnect drops its promise: a SUBSCRIBE that times out there is
+    // an unhandled rejection, which ends the process. The invalidation bus subscribes on every 'ready' itself
+    // and handles the failure (adapters/cache/invalidation-bus.ts).
+    autoResubscribe: false,
     ...(password ? { password } : {}),
     ...(tls ? { tls: {} } : {}),
   };

@@ -1,6 +1,12 @@
 // The two Piscina pools: argon2 (slow, bounded queue so a flood of cold credentials is shed with 503)
 // and signing (fed in batches by the SignBatcher). Separate pools so warm-credential requests never wait
 // behind argon2 work.
+//
+// A fresh instance slow-starts: for WARMUP_SECONDS its argon2 line stretches to what the pool verifies in
+// WARMUP_MAX_WAIT_MS (a new pod gets its full share of a fleet at once, and agents that no instance has
+// verified yet, after a Redis flush for instance, all need argon2): a cold check that finds the usual line
+// full waits up to that bound instead of a 503 at once, and gets the 503 only if it could not be served
+// within it.
 import { Piscina } from 'piscina';
 import client from 'prom-client';
 import path from 'node:path';
@@ -24,6 +30,10 @@ export interface PoolOptions {
   signMaxQueue: number;
   argon2TaskTimeoutMs: number;
   signTaskTimeoutMs: number;
+  /** How long after start the argon2 line stretches (0: never). */
+  warmupSeconds: number;
+  /** The longest a cold check waits in the stretched line. */
+  warmupMaxWaitMs: number;
 }
 
 type PoolName = 'argon2' | 'sign';
@@ -49,6 +59,8 @@ export class CryptoPools {
   private readonly signBatcher: SignBatcher;
   /** argon2 work waits here, not in Piscina: a client hanging up must not stop a running task (waiting-line.ts). */
   private readonly argon2Line: WaitingLine<Argon2Call, unknown>;
+  /** argon2 verifications a second the pool can do. */
+  private readonly argon2Capacity: PoolCapacity;
   /** The Retry-After of argon2 work shed, booked at the pool's capacity (retry-spread.ts). */
   private readonly argon2Retry: RetrySpread;
   private closing = false;
@@ -84,7 +96,7 @@ export class CryptoPools {
     this.signBatcher = new SignBatcher(signBatch, options.signThreads, options.signMaxQueue, undefined, () => this.shed('sign'));
     // Before any task ran, assume ~25 ms per verification per thread.
     const argon2 = this.pools.argon2;
-    const capacity = new PoolCapacity(options.argon2Threads, () => {
+    this.argon2Capacity = new PoolCapacity(options.argon2Threads, () => {
       // The mean, not the median: busy threads finish threads / mean run time tasks a second, and under
       // CPU contention the slow (preempted) runs are the ones the median leaves out.
       const ms = argon2.histogram.runTime.mean;
@@ -92,13 +104,21 @@ export class CryptoPools {
       // Under 1 ms the window held only readiness pings (a verification takes tens of ms): no estimate.
       return ms >= 1 ? ms : NaN;
     }, 40);
+    const capacity = this.argon2Capacity;
     this.argon2Retry = new RetrySpread({ maxSeconds: ARGON2_RETRY_AFTER_MAX_SECONDS, overbook: 1.2, rate: () => capacity.perSecond() });
-    this.argon2Line = new WaitingLine(
-      async ([call]) => [await this.run('argon2', call.name, call.task)],
-      options.argon2Threads,
-      options.argon2MaxQueue,
-      () => this.shed('argon2'),
-    );
+    const warmUntil = performance.now() + options.warmupSeconds * 1000;
+    this.argon2Line = new WaitingLine({
+      run: async ([call]) => [await this.run('argon2', call.name, call.task)],
+      slots: options.argon2Threads,
+      maxWaiting: options.argon2MaxQueue,
+      full: () => this.shed('argon2'),
+      overflow: {
+        maxWaitMs: options.warmupMaxWaitMs,
+        // While warming up: as many as the pool verifies within the bound, the usual line included.
+        places: () =>
+          performance.now() < warmUntil ? Math.max(0, Math.floor((capacity.perSecond() * options.warmupMaxWaitMs) / 1000) - options.argon2MaxQueue) : 0,
+      },
+    });
     const lines = { argon2: this.argon2Line, sign: this.signBatcher };
     new client.Gauge({
       name: 'ace_worker_queue_depth',
@@ -192,11 +212,11 @@ export class CryptoPools {
 
   /**
    * The 503 of a full waiting line, counted in ace_worker_tasks_rejected_total: argon2 callers are booked
-   * into the coming seconds at the pool's rate.
+   * into the coming seconds at the pool's rate, after the line has drained (a stretched line holds seconds of work).
    */
   private shed(pool: PoolName): ServiceError {
     this.metrics.workerTaskRejected(pool);
-    return busy(pool === 'argon2' ? this.argon2Retry.next() : 1);
+    return busy(pool === 'argon2' ? this.argon2Retry.next(this.argon2Line.queued / this.argon2Capacity.perSecond()) : 1);
   }
 
   /**

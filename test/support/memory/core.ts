@@ -125,7 +125,7 @@ export async function memoryCore(options: CoreOptions = {}) {
   });
   await authenticator.init();
   const verifier = new JoseAssertionVerifier({ allowLoopback: true, allowPrivate: false, timeoutMs: 2000, jwksCacheSeconds: 60, jwksCooldownSeconds: 0 });
-  const clientKeyIndex = new ClientKeyIndex({ store: memoryUow.clientKeys, bus, telemetry: record });
+  const clientKeyIndex = new ClientKeyIndex({ store: memoryUow.clientKeys, verifier, bus, telemetry: record });
   await clientKeyIndex.init();
   const assertions = new AssertionAuthenticator({
     index: clientKeyIndex,
