@@ -19,7 +19,8 @@ import { CachedStore } from '../src/adapters/cache/cached-store.js';
 import { LocalBus, RedisBus } from '../src/adapters/cache/invalidation-bus.js';
 import type { InvalidationBus } from '../src/core/ports/invalidation.js';
 import { closeRedis, connectRedis } from '../src/adapters/cache/redis.js';
-import { Metrics } from '../src/adapters/telemetry/metrics.js';
+import client from 'prom-client';
+import { CacheMetrics } from '../src/adapters/cache/cache-metrics.js';
 import type { Store } from '../src/core/ports/store.js';
 import { createDatabase, REDIS_URL, type TestDatabase } from './support/service.js';
 import { storeConformance, type StoreUnderTest } from './support/store-conformance.js';
@@ -62,7 +63,7 @@ async function embeddedDatabase(): Promise<{ url: string; stop: () => Promise<vo
 }
 
 function cached(inner: Store, bus: InvalidationBus, redis: Redis | undefined, keyPrefix: string): CachedStore {
-  return new CachedStore(inner, { redis, keyPrefix, redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new Metrics() });
+  return new CachedStore(inner, { redis, keyPrefix, redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new CacheMetrics({ registry: new client.Registry() }) });
 }
 
 describe('Store conformance: Postgres', () => {

@@ -7,7 +7,8 @@ import { Redis } from 'ioredis';
 import { CachedStore } from '../src/adapters/cache/cached-store.js';
 import { LocalBus } from '../src/adapters/cache/invalidation-bus.js';
 import type { Invalidation } from '../src/core/ports/invalidation.js';
-import { Metrics } from '../src/adapters/telemetry/metrics.js';
+import client from 'prom-client';
+import { CacheMetrics } from '../src/adapters/cache/cache-metrics.js';
 import { WriteDeadlineError } from '../src/core/errors.js';
 import type { AgentView } from '../src/core/model.js';
 import type { Store } from '../src/core/ports/store.js';
@@ -55,7 +56,7 @@ describe('write with an unknown outcome', () => {
       localTtlMs: 60_000,
       localMaxEntries: 100,
       bus,
-      metrics: new Metrics(),
+      metrics: new CacheMetrics({ registry: new client.Registry() }),
     });
 
     await store.getAgentView('k1');

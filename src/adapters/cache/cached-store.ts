@@ -10,7 +10,7 @@
 // every master. So an entry a failed delete should have removed is never served from here, and an
 // instance that comes back from a failover re-reads Postgres before it trusts Redis again.
 import { sweepKeys, untilReadyOr, watchResets, type RedisClient } from './redis.js';
-import type { Metrics } from '../telemetry/index.js';
+import type { CacheMetrics } from './cache-metrics.js';
 import { WriteDeadlineError } from '../../core/errors.js';
 import type { AgentCredentials, AgentView, PlatformRecord } from '../../core/model.js';
 import type { LockOptions, Store } from '../../core/ports/store.js';
@@ -25,7 +25,7 @@ export interface CacheOptions {
   localTtlMs: number;
   localMaxEntries: number;
   bus: InvalidationBus;
-  metrics: Metrics;
+  metrics: CacheMetrics;
   /** Told when the Redis layer stops or resumes being used, and why (no key or value is passed). */
   onTrust?: (trusted: boolean, why: string) => void;
 }

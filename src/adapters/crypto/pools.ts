@@ -11,7 +11,6 @@ import { Piscina } from 'piscina';
 import client from 'prom-client';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Metrics } from '../telemetry/index.js';
 import { busy, type ServiceError } from '../../core/errors.js';
 import type { HashTask, VerifyTask } from '../../../workers/crypto-worker.js';
 import type { SignTask } from '../../../workers/sign-protocol.js';
@@ -20,6 +19,7 @@ import { SignBatcher } from './sign-batcher.js';
 import { WaitingLine } from './waiting-line.js';
 import { PoolCapacity, RetrySpread } from './retry-spread.js';
 import { ThreadSlots } from './thread-slots.js';
+import type { PoolMetrics, PoolName } from './pool-metrics.js';
 
 const WORKER_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../workers/crypto-worker.js');
 
@@ -36,7 +36,11 @@ export interface PoolOptions {
   warmupMaxWaitMs: number;
 }
 
-type PoolName = 'argon2' | 'sign';
+export interface CryptoPoolsOptions extends PoolOptions {
+  metrics: PoolMetrics;
+  /** Where the queue depth is declared (it reads the pools' waiting lines). */
+  registry: client.Registry;
+}
 
 /**
  * The longest argon2 Retry-After: the agent client's default patience (`maxRetryDelaySeconds` 60). A fleet
@@ -63,9 +67,12 @@ export class CryptoPools {
   private readonly argon2Capacity: PoolCapacity;
   /** The Retry-After of argon2 work shed, booked at the pool's capacity (retry-spread.ts). */
   private readonly argon2Retry: RetrySpread;
+  private readonly metrics: PoolMetrics;
   private closing = false;
 
-  constructor(options: PoolOptions, private readonly metrics: Metrics) {
+  constructor(options: CryptoPoolsOptions) {
+    const { metrics } = options;
+    this.metrics = metrics;
     this.taskTimeoutMs = { argon2: options.argon2TaskTimeoutMs, sign: options.signTaskTimeoutMs };
     this.slots = { argon2: new ThreadSlots(options.argon2Threads), sign: new ThreadSlots(options.signThreads) };
     // Tasks never queue inside Piscina (one per thread at most): the waiting lines are ours.
@@ -124,7 +131,7 @@ export class CryptoPools {
       name: 'ace_worker_queue_depth',
       help: 'Tasks waiting for a crypto worker thread, per pool.',
       labelNames: ['pool'],
-      registers: [metrics.registry],
+      registers: [options.registry],
       collect() {
         for (const [pool, line] of Object.entries(lines)) this.set({ pool }, line.queued);
       },
