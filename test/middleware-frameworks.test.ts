@@ -1,4 +1,4 @@
-// Issue #24's "done when": the packed middleware tarball, installed from the registry's point of view into
+// The packed middleware tarball, installed from the registry's point of view into
 // fresh apps outside the repository (a temp dir: `npm install` of the tarball and the framework), enforces
 // the same eight cases in every framework, with at most 3 lines of glue each (test/fixtures/frameworks):
 // Express 4 and 5, Fastify 5, Koa (+ @koa/router), Hono on @hono/node-server, Next.js route handlers and

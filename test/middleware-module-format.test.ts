@@ -1,4 +1,4 @@
-// Issue #24 item 3: the packed middleware and client are ESM only and declare the Node versions where
+// The packed middleware and client are ESM only and declare the Node versions where
 // `require(esm)` works; on the lowest one declared (a Node binary of that exact version, from the npm
 // registry, cached in $TMPDIR) a CommonJS app `require()`s the middleware's entry points and the client.
 // Every error class the README's table names is exported from both middleware entries, and the edge
