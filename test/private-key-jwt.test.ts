@@ -1,6 +1,6 @@
 // Agents without secrets, private_key_jwt (RFC 7523 §2.2) at the OAuth token endpoint, through the real HTTP
 // interface on Postgres + Redis with two instances: ES256, RS256, PS256 and EdDSA assertions accepted; replayed
-// (also at the other instance), expired, future, mis-addressed, wrong-key, `alg: none` and HS256 assertions
+// (also at the other instance, also past exp inside the clock tolerance), expired, future, mis-addressed, wrong-key, `alg: none` and HS256 assertions
 // refused with the same 401 invalid_client; the secret door refuses a key agent; a removed key's tokens are
 // refused at a platform within a second; keys added and removed through the admin API with their audit events.
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -183,6 +183,14 @@ describe('private_key_jwt on Postgres + Redis, two instances', () => {
     expect(metrics).toMatch(/ace_client_assertions_total\{method="private_key_jwt",outcome="jti_replayed"\} [1-9]/);
   });
 
+  it('remembers a jti as long as its assertion is accepted: exp 5 s ago (inside the clock tolerance) is used once, at either instance', async () => {
+    const agent = await keyAgent('late-assertion');
+    const late = await assertion(agent, { expIn: -5, iatOffset: -60 });
+    expect((await oauthToken(a, assertionForm(late))).status).toBe(200);
+    expect((await oauthToken(a, assertionForm(late))).status).toBe(401);
+    expect((await oauthToken(b, assertionForm(late))).status).toBe(401);
+  });
+
   it('refuses two authentication methods at once, and a secret at the secret doors for a key agent', async () => {
     const agent = await keyAgent('no-secret');
     const both = await oauthToken(a, assertionForm(await assertion(agent), { client_secret: 'x' }));
@@ -252,7 +260,7 @@ describe('private_key_jwt on the embedded default', () => {
     await embedded?.dispose();
   });
 
-  it('accepts ES256, RS256 and EdDSA assertions once each; refuses replayed, expired, mis-addressed, alg none', async () => {
+  it('accepts ES256, RS256 and EdDSA assertions once each (also one inside the clock tolerance past exp); refuses replayed, expired, mis-addressed, alg none', async () => {
     const local = new AdminClient(embedded);
     const p = await local.createPlatform({ name: 'Local', scopes: [{ name: 'read' }] });
     const pairs = await Promise.all((['ES256', 'RS256', 'EdDSA'] as const).map((alg) => keyPair(alg)));
@@ -265,6 +273,10 @@ describe('private_key_jwt on the embedded default', () => {
       expect(await send(jwt), alg).toBe(200);
       expect(await send(jwt), `${alg} replayed`).toBe(401);
     }
+    // exp 5 s ago is inside the clock tolerance: accepted, and remembered past its exp.
+    const late = await assertion(agent, { expIn: -5, iatOffset: -60 });
+    expect(await send(late)).toBe(200);
+    expect(await send(late), 'late assertion replayed').toBe(401);
     expect(await send(await assertion(agent, { expIn: -120, iatOffset: -300 }))).toBe(401);
     expect(await send(await assertion(agent, { aud: 'https://elsewhere.example' }))).toBe(401);
     const part = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');

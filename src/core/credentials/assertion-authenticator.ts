@@ -72,7 +72,8 @@ export class AssertionAuthenticator {
       // Single use for private_key_jwt only: a workload presents the token its platform mounted until it is
       // rotated (Kubernetes: about an hour), whatever its jti. The view is read meanwhile (one round trip).
       const [firstUse, view] = await Promise.all([
-        plan.expect.requireJti ? this.ports.replays.firstUse(`${verified.issuer}\n${verified.jti}`, verified.expiresAt * 1000) : true,
+        // Remembered as long as jwtVerify would still accept it: exp + the clock tolerance (+1 s for rounding).
+        plan.expect.requireJti ? this.ports.replays.firstUse(`${verified.issuer}\n${verified.jti}`, (verified.expiresAt + this.ports.clockToleranceSeconds + 1) * 1000) : true,
         this.ports.store.getAgentView(plan.apiKeyId),
       ]);
       if (!firstUse) throw new AssertionRejected('jti_replayed');
