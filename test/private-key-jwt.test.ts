@@ -1,8 +1,9 @@
 // Agents without secrets, private_key_jwt (RFC 7523 §2.2) at the OAuth token endpoint, through the real HTTP
 // interface on Postgres + Redis with two instances: ES256, RS256, PS256 and EdDSA assertions accepted; replayed
-// (also at the other instance, also past exp inside the clock tolerance), expired, future, mis-addressed, wrong-key, `alg: none` and HS256 assertions
-// refused with the same 401 invalid_client; the secret door refuses a key agent; a removed key's tokens are
-// refused at a platform within a second; keys added and removed through the admin API with their audit events.
+// (also at the other instance, also past exp inside the clock tolerance), expired, future, mis-addressed (also
+// to us and someone else), wrong-key, `alg: none` and HS256 assertions refused with the same 401 invalid_client;
+// the secret door refuses a key agent; a removed key's tokens are refused at a platform within a second; keys
+// added and removed through the admin API with their audit events.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
@@ -113,10 +114,10 @@ describe('private_key_jwt on Postgres + Redis, two instances', () => {
     expect(metadata.token_endpoint_auth_signing_alg_values_supported.some((alg) => alg.startsWith('HS'))).toBe(false);
   });
 
-  it('accepts ES256, RS256, PS256 and EdDSA assertions, aud the token endpoint or the issuer, and issues the agent a token', async () => {
+  it('accepts ES256, RS256, PS256 and EdDSA assertions, aud the token endpoint or the issuer (alone), and issues the agent a token', async () => {
     const agent = await keyAgent('every-alg', ALGS);
     for (const alg of ALGS) {
-      for (const aud of [ISSUER, `${a.publicUrl}/oauth2/token`]) {
+      for (const aud of [ISSUER, `${a.publicUrl}/oauth2/token`, [ISSUER]]) {
         const { status, body } = await oauthToken(a, assertionForm(await assertion(agent, { alg, aud })));
         expect(status, `${alg} aud=${aud}: ${JSON.stringify(body)}`).toBe(200);
         const claims = payloadOf(body.access_token);
@@ -158,6 +159,8 @@ describe('private_key_jwt on Postgres + Redis, two instances', () => {
       'exp too far ahead': { jwt: await assertion(agent, { expIn: 3600 }) },
       'iat in the future': { jwt: await assertion(agent, { iatOffset: 600, expIn: 660 }) },
       'addressed elsewhere': { jwt: await assertion(agent, { aud: 'https://other.example/token' }) },
+      'addressed elsewhere too': { jwt: await assertion(agent, { aud: ['https://evil.example', ISSUER] }) },
+      'addressed to the issuer and the token endpoint': { jwt: await assertion(agent, { aud: [ISSUER, `${a.publicUrl}/oauth2/token`] }) },
       'signed by a key the agent does not hold': { jwt: await assertion(agent, { privateKey: stranger.privateKey }) },
       "signed by another agent's key": { jwt: await assertion(agent, { privateKey: other.keys.ES256!.privateKey, kid: other.keys.ES256!.kid }) },
       'iss is another agent': { jwt: await assertion(agent, { iss: other.apiKeyId }) },

@@ -67,6 +67,8 @@ export class JoseAssertionVerifier implements AssertionVerifier {
       throw new AssertionRejected('keys_unavailable');
     }
     const exp = payload.exp!;
+    // One audience (draft-ietf-oauth-rfc7523bis): a token also addressed to another party could be used here by it.
+    if (Array.isArray(payload.aud) && payload.aud.length !== 1) throw new AssertionRejected('multiple_audiences');
     if (exp > now + expect.maxLifetimeSeconds + expect.clockToleranceSeconds) throw new AssertionRejected('exp_too_far_ahead');
     if (payload.iat !== undefined && payload.iat > now + expect.clockToleranceSeconds) throw new AssertionRejected('iat_in_future');
     if (expect.requireJti && (typeof payload.jti !== 'string' || payload.jti.length === 0 || payload.jti.length > 256)) throw new AssertionRejected('bad_jti');

@@ -10,7 +10,7 @@ export interface AssertionExpectations {
   issuer: string;
   /** Exactly this `sub`, when given. */
   subject?: string;
-  /** One of these in `aud`. */
+  /** `aud` one of these, and nothing else (a string or a one-element array). */
   audiences: string[];
   /** `exp` no further than this many seconds after now (and after `iat`). */
   maxLifetimeSeconds: number;
