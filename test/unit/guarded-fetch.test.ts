@@ -17,7 +17,12 @@ describe('which addresses and URIs a jwks_uri may name', () => {
       expect(refusedAddress(address, strict), address).toMatch(/private|loopback/);
       if (address !== '::ffff:7f00:1') expect(refusedAddress(address, { allowLoopback: false, allowPrivate: true }), address).toBeUndefined();
     }
-    for (const address of ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946', '8.8.8.8']) expect(refusedAddress(address, strict)).toBeUndefined();
+    // IPv6 ranges embedding or reaching an IPv4 address, and other special-purpose ones.
+    for (const address of ['::127.0.0.1', '::a00:1', '::ffff:0:7f00:1', '::ffff:0:a9fe:a9fe', '2002:7f00:1::', '2002:a9fe:a9fe::1', '2001:0:4136:e378:8000:63bf:3fff:fdd2', '64:ff9b::a00:1', '64:ff9b:1::a00:1', '100::1', 'fec0::1']) {
+      expect(refusedAddress(address, strict), address).toMatch(/private|loopback/);
+      expect(refusedAddress(address, { allowLoopback: false, allowPrivate: true }), address).toBeUndefined();
+    }
+    for (const address of ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946', '2001:4860:4860::8888', '2a00:1450:4001:800::200e', '8.8.8.8']) expect(refusedAddress(address, strict), address).toBeUndefined();
   });
 
   it('takes https only (http on a loopback host only when allowed), no credentials, no fragment', () => {

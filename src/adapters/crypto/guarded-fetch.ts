@@ -28,7 +28,12 @@ for (const [net, prefix] of [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24],
   ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
 ] as const) SPECIAL.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [['::', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32]] as const) SPECIAL.addSubnet(net, prefix, 'ipv6');
+// The IPv6 ranges that carry or reach an IPv4 address (IPv4-compatible ::/96, SIIT ::ffff:0:0:0/96, 6to4,
+// Teredo, NAT64) could lead to any private IPv4 one: refused whole.
+for (const [net, prefix] of [
+  ['::', 96], ['::ffff:0:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001::', 32], ['2001:db8::', 32], ['2002::', 16],
+  ['fc00::', 7], ['fec0::', 10], ['fe80::', 10], ['ff00::', 8],
+] as const) SPECIAL.addSubnet(net, prefix, 'ipv6');
 
 /** Why `address` may not be connected to, or undefined. */
 export function refusedAddress(given: string, options: Pick<GuardedFetchOptions, 'allowLoopback' | 'allowPrivate'>): string | undefined {
