@@ -1,5 +1,5 @@
 // The jwks_uri fetch of agents' and workload issuers' keys: scheme and host rules, private and loopback
-// ranges refused at connection time (also behind a host name), size and time bounds, no redirects.
+// ranges refused at connection time (also behind a host name), a JSON media type, size and time bounds, no redirects.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -49,6 +49,12 @@ describe('guardedFetch against servers on loopback', () => {
         res.end(`{"keys":[],"pad":"${'x'.repeat(200_000)}"}`);
       } else if (req.url === '/slow') {
         setTimeout(() => res.end('{"keys":[]}'), 5000).unref();
+      } else if (req.url === '/html') {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end('{"keys":[]}');
+      } else if (req.url === '/jwk-set') {
+        res.writeHead(200, { 'content-type': 'application/jwk-set+json; charset=utf-8' });
+        res.end('{"keys":[]}');
       } else if (req.url === '/redirect') {
         res.writeHead(302, { location: 'http://169.254.169.254/latest/meta-data' });
         res.end();
@@ -70,6 +76,12 @@ describe('guardedFetch against servers on loopback', () => {
     const response = await guardedFetch({ allowLoopback: true, allowPrivate: false, timeoutMs: 2000, maxBytes: 65_536 })(`${base}/keys`, init());
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ keys: [] });
+  });
+
+  it('takes a JSON media type only (application/json, application/jwk-set+json, any +json)', async () => {
+    const fetchJwks = guardedFetch({ allowLoopback: true, allowPrivate: false, timeoutMs: 2000, maxBytes: 65_536 });
+    expect(await (await fetchJwks(`${base}/jwk-set`, init())).json()).toEqual({ keys: [] });
+    await expect(fetchJwks(`${base}/html`, init())).rejects.toThrow(/text\/html.*not JSON/);
   });
 
   it('refuses loopback by address and by a name that resolves to it', async () => {
