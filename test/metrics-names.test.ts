@@ -5,6 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type ServiceHandle } from './support/service.js';
+import { seriesDifferences } from './support/metrics-series.js';
 
 /** promtool's naming rules (prometheus/client_golang testutil/promlint) that a registry can break. */
 function nameProblems(exposition: string): string[] {
@@ -38,6 +39,10 @@ describe('/metrics names', () => {
     expect(exposition).toContain('# TYPE ace_http_requests_total counter');
     expect(exposition).toContain('# TYPE nodejs_active_handles gauge');
     expect(nameProblems(exposition)).toEqual([]);
+  });
+
+  it('are the series the service has always exported (test/fixtures/metrics-series.json)', () => {
+    expect(seriesDifferences(exposition)).toEqual([]);
   });
 
   it('the rules catch what promtool flags in prom-client defaults', () => {

@@ -9,7 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectPostgres, PostgresStore } from '../src/adapters/postgres/postgres-store.js';
+import { connectPostgres } from '../src/adapters/postgres/connect.js';
+import { PostgresStore } from '../src/adapters/postgres/postgres-store.js';
+import { PostgresUnitOfWork } from '../src/adapters/postgres/unit-of-work.js';
 import { PostgresAuditStore } from '../src/adapters/postgres/audit-store.js';
 import { classifyPostgresError, isRetryable } from '../src/adapters/postgres/errors.js';
 import { migrate } from '../src/adapters/postgres/migrate.js';
@@ -61,15 +63,17 @@ describe('a Postgres that answers but refuses writes', () => {
   it('admin writes answer StoreUnavailableError (503) on SQLSTATE 25006, and succeed once writable again', async () => {
     const sql = connectPostgres({ url: database.url, poolSize: 2, timeoutMs: TIMEOUT_MS });
     const store = new PostgresStore(sql, { timeoutMs: TIMEOUT_MS });
+    const uow = new PostgresUnitOfWork(store, { recordAudit: false, onEffectFailure: () => {} });
+    const createAgent = () => uow.run((tx) => tx.store.createAgent({ name: 'a', apiKeyId: `k${Date.now()}`, secretHash: 'h' }));
     try {
       await readOnly(true);
-      const error = await store.createAgent({ name: 'a', apiKeyId: `k${Date.now()}`, secretHash: 'h' }).catch((e: unknown) => e);
+      const error = await createAgent().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(StoreUnavailableError);
       expect((error as Error).cause).toMatchObject({ code: '25006' });
       expect(await store.listAgents()).toEqual([]); // reads still work
       await readOnly(false);
       // The first use of a connection the server just ended may fail (503 too); the pool then reconnects.
-      await waitFor('an admin write to succeed', () => store.createAgent({ name: 'a', apiKeyId: `k${Date.now()}`, secretHash: 'h' }).then(() => true, () => false), 10_000);
+      await waitFor('an admin write to succeed', () => createAgent().then(() => true, () => false), 10_000);
     } finally {
       await store.close();
     }

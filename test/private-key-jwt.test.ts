@@ -3,7 +3,8 @@
 // (also at the other instance, also past exp inside the clock tolerance), expired, future, mis-addressed (also
 // to us and someone else), wrong-key, `alg: none` and HS256 assertions refused with the same 401 invalid_client;
 // the secret door refuses a key agent; a removed key's tokens are refused at a platform within a second; keys
-// added and removed through the admin API with their audit events.
+// added and removed through the admin API with their audit events; a deactivated agent or a grant taken back
+// refused at once at both instances.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
@@ -234,6 +235,19 @@ describe('private_key_jwt on Postgres + Redis, two instances', () => {
     const events = await admin.call('GET', `/admin/v1/events?agent_id=${agent.agentId}&type=agent.key_added,agent.key_removed`);
     expect(events.events.map((e: { type: string }) => e.type)).toEqual(['agent.key_added', 'agent.key_removed']);
     expect(JSON.stringify(events)).not.toContain(String(next.jwk.x));
+  });
+
+  it('refuses a deactivated key agent, and one whose grant was taken back, at once at both instances', async () => {
+    const agent = await keyAgent('deactivated');
+    const statuses = async () => Promise.all([a, b].map(async (service) => (await oauthToken(service, assertionForm(await assertion(agent)))).status));
+    expect(await statuses()).toEqual([200, 200]);
+    // The change is made at a; b learns of it through Redis (its key index carries the agent's status and grants).
+    await admin.call('PATCH', `/admin/v1/agents/${agent.agentId}`, { status: 'inactive' });
+    expect(await statuses()).toEqual([400, 400]);
+    await admin.call('PATCH', `/admin/v1/agents/${agent.agentId}`, { status: 'active' });
+    expect(await statuses()).toEqual([200, 200]);
+    await admin.call('DELETE', `/admin/v1/agents/${agent.agentId}/grants/${shop.platform_id}`, undefined, 204);
+    expect(await statuses()).toEqual([400, 400]);
   });
 
   it('refuses bad registrations with 422 and names the field', async () => {

@@ -1,5 +1,6 @@
 // The Store conformance suite against each implementation: Postgres, PGlite (the embedded default), and the
-// cached store with Redis and with its in-process cache only. Two cached stores over one database play two
+// cached store with Redis and with its in-process cache only, each writing through its unit of work as the
+// service does (the cached store's wrapping it, so its invalidations are the ones under test). Two cached stores over one database play two
 // instances, so invalidation bugs show up where they live. The audit trail's and the revocation feed's
 // stores (Postgres only, no cache) run their own suites against Postgres and PGlite.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -9,14 +10,17 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe } from 'vitest';
 import type { Redis } from 'ioredis';
 import type { Sql } from 'postgres';
-import { connectPostgres, PostgresStore } from '../src/adapters/postgres/postgres-store.js';
+import { connectPostgres } from '../src/adapters/postgres/connect.js';
+import { PostgresStore } from '../src/adapters/postgres/postgres-store.js';
+import { PostgresUnitOfWork } from '../src/adapters/postgres/unit-of-work.js';
 import { migrate } from '../src/adapters/postgres/migrate.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/adapters/postgres/embedded/pglite-server.js';
 import { CachedStore } from '../src/adapters/cache/cached-store.js';
 import { LocalBus, RedisBus } from '../src/adapters/cache/invalidation-bus.js';
 import type { InvalidationBus } from '../src/core/ports/invalidation.js';
 import { closeRedis, connectRedis } from '../src/adapters/cache/redis.js';
-import { Metrics } from '../src/adapters/telemetry/metrics.js';
+import client from 'prom-client';
+import { CacheMetrics } from '../src/adapters/cache/cache-metrics.js';
 import type { Store } from '../src/core/ports/store.js';
 import { createDatabase, REDIS_URL, type TestDatabase } from './support/service.js';
 import { storeConformance, type StoreUnderTest } from './support/store-conformance.js';
@@ -24,15 +28,25 @@ import { auditStoreConformance, type AuditStoreUnderTest } from './support/audit
 import { revocationStoreConformance, type RevocationStoreUnderTest } from './support/revocation-store-conformance.js';
 import { MAINTENANCE_LOCK, PostgresAuditStore } from '../src/adapters/postgres/audit-store.js';
 import { PostgresRevocationStore } from '../src/adapters/postgres/revocation-store.js';
-import { feedCredentialWrites, PostgresFeedCredentialStore } from '../src/adapters/postgres/feed-credential-store.js';
+import { PostgresFeedCredentialStore } from '../src/adapters/postgres/feed-credential-store.js';
 import { feedCredentialStoreConformance, type FeedCredentialStoreUnderTest } from './support/feed-credential-store-conformance.js';
 
 const TIMEOUT_MS = 5000;
 
-async function postgresStore(url: string, poolSize = 4): Promise<{ store: PostgresStore; sql: Sql }> {
+/** A failed after-commit effect (a cache drop) fails the write that queued it, so the test sees it. */
+const unitOfWork = (store: PostgresStore) =>
+  new PostgresUnitOfWork(store, {
+    recordAudit: false,
+    onEffectFailure: (error) => {
+      throw error;
+    },
+  });
+
+async function postgresStore(url: string, poolSize = 4): Promise<{ store: PostgresStore; uow: PostgresUnitOfWork; sql: Sql }> {
   const sql = connectPostgres({ url, poolSize, timeoutMs: TIMEOUT_MS });
   await migrate(sql);
-  return { store: new PostgresStore(sql, { timeoutMs: TIMEOUT_MS }), sql };
+  const store = new PostgresStore(sql, { timeoutMs: TIMEOUT_MS });
+  return { store, uow: unitOfWork(store), sql };
 }
 
 /** An embedded PGlite in a fresh directory; `stop` also removes the directory. */
@@ -49,7 +63,7 @@ async function embeddedDatabase(): Promise<{ url: string; stop: () => Promise<vo
 }
 
 function cached(inner: Store, bus: InvalidationBus, redis: Redis | undefined, keyPrefix: string): CachedStore {
-  return new CachedStore(inner, { redis, keyPrefix, redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new Metrics() });
+  return new CachedStore(inner, { redis, keyPrefix, redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new CacheMetrics({ registry: new client.Registry() }) });
 }
 
 describe('Store conformance: Postgres', () => {
@@ -57,8 +71,8 @@ describe('Store conformance: Postgres', () => {
   let subject: StoreUnderTest;
   beforeAll(async () => {
     db = await createDatabase();
-    const { store } = await postgresStore(db.url);
-    subject = { store, peer: store, concurrentSessions: true };
+    const { store, uow } = await postgresStore(db.url);
+    subject = { store, peer: store, uow, concurrentSessions: true };
   });
   afterAll(async () => {
     await subject?.store.close();
@@ -72,11 +86,11 @@ describe('Store conformance: PGlite (embedded default)', () => {
   let subject: StoreUnderTest;
   beforeAll(async () => {
     embedded = await embeddedDatabase();
-    const { store } = await postgresStore(embedded.url, 1);
+    const { store, uow } = await postgresStore(embedded.url, 1);
     // The embedded default runs the cached store with an in-process bus and no Redis.
     const bus = new LocalBus();
     const view = cached(store, bus, undefined, 'ace:c:');
-    subject = { store: view, peer: view, concurrentSessions: false };
+    subject = { store: view, peer: view, uow: view.unitOfWork(uow), concurrentSessions: false };
   });
   afterAll(async () => {
     await subject?.store.close();
@@ -94,15 +108,17 @@ describe('Store conformance: cached store over Postgres + Redis, two instances',
     db = await createDatabase();
     const prefix = `ace_conf_${randomBytes(4).toString('hex')}:`;
     const instance = async () => {
-      const { store } = await postgresStore(db.url);
+      const { store, uow } = await postgresStore(db.url);
       closers.push(() => store.close());
       const redis = connectRedis(REDIS_URL, 1000) as Redis;
       const subscriber = connectRedis(REDIS_URL, 1000) as Redis;
       connections.push(redis, subscriber);
       const bus = new RedisBus(redis as Redis, subscriber as Redis, `${prefix}invalidate`);
-      return cached(store, bus, redis as Redis, `${prefix}c:`);
+      const view = cached(store, bus, redis as Redis, `${prefix}c:`);
+      return { view, uow: view.unitOfWork(uow) };
     };
-    subject = { store: await instance(), peer: await instance(), concurrentSessions: true };
+    const [one, two] = [await instance(), await instance()];
+    subject = { store: one.view, peer: two.view, uow: one.uow, concurrentSessions: true };
     // Both buses must be subscribed before the first write, or its invalidation would reach nobody.
     const deadline = Date.now() + 10_000;
     for (;;) {
@@ -138,15 +154,9 @@ async function recordStores(url: string, poolSize: number, concurrentSessions: b
         })
       : undefined,
   };
-  const revocation: RevocationStoreUnderTest = {
-    revocations: new PostgresRevocationStore(main, TIMEOUT_MS),
-    store: new PostgresStore(main, { timeoutMs: TIMEOUT_MS }),
-  };
-  const feed: FeedCredentialStoreUnderTest = {
-    reads: new PostgresFeedCredentialStore(main, TIMEOUT_MS),
-    writes: feedCredentialWrites(main),
-    store: revocation.store,
-  };
+  const uow = unitOfWork(new PostgresStore(main, { timeoutMs: TIMEOUT_MS }));
+  const revocation: RevocationStoreUnderTest = { revocations: new PostgresRevocationStore(main, TIMEOUT_MS), uow };
+  const feed: FeedCredentialStoreUnderTest = { reads: new PostgresFeedCredentialStore(main, TIMEOUT_MS), uow };
   return {
     audit,
     revocation,

@@ -1,4 +1,4 @@
-// In process: an admin write whose outcome is unknown (WriteDeadlineError: COMMIT sent, never answered)
+// In process: a unit of work whose outcome is unknown (WriteDeadlineError: COMMIT sent, never answered)
 // drops every cache at once — Redis, the in-process cache, other instances through the bus (which also
 // clears the verified-secret memory) — and again when the driver finally learns the outcome.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,10 +7,12 @@ import { Redis } from 'ioredis';
 import { CachedStore } from '../src/adapters/cache/cached-store.js';
 import { LocalBus } from '../src/adapters/cache/invalidation-bus.js';
 import type { Invalidation } from '../src/core/ports/invalidation.js';
-import { Metrics } from '../src/adapters/telemetry/metrics.js';
+import client from 'prom-client';
+import { CacheMetrics } from '../src/adapters/cache/cache-metrics.js';
 import { WriteDeadlineError } from '../src/core/errors.js';
 import type { AgentView } from '../src/core/model.js';
 import type { Store } from '../src/core/ports/store.js';
+import type { UnitOfWork } from '../src/core/ports/unit-of-work.js';
 import { REDIS_URL } from './support/service.js';
 import { waitFor } from '../kit/wait.js';
 
@@ -37,10 +39,13 @@ describe('write with an unknown outcome', () => {
         reads++;
         return view;
       },
-      updateAgent: async () => {
+    } as unknown as Store;
+    // A unit of work whose COMMIT went unanswered: it names no record, so which keys it touched is unknown.
+    const stalled: UnitOfWork = {
+      run: async () => {
         throw new WriteDeadlineError('postgres', settled);
       },
-    } as unknown as Store;
+    };
     const bus = new LocalBus();
     const seen: Invalidation[] = [];
     bus.subscribe((message) => seen.push(message));
@@ -51,7 +56,7 @@ describe('write with an unknown outcome', () => {
       localTtlMs: 60_000,
       localMaxEntries: 100,
       bus,
-      metrics: new Metrics(),
+      metrics: new CacheMetrics({ registry: new client.Registry() }),
     });
 
     await store.getAgentView('k1');
@@ -61,7 +66,7 @@ describe('write with an unknown outcome', () => {
     expect(reads).toBe(1); // served from the in-process cache
 
     // The write does not name which agent's key it touched: everything must go.
-    await expect(store.updateAgent('a1', { status: 'inactive' })).rejects.toBeInstanceOf(WriteDeadlineError);
+    await expect(store.unitOfWork(stalled).run((tx) => tx.store.updateAgent('a1', { status: 'inactive' }))).rejects.toBeInstanceOf(WriteDeadlineError);
     expect(await redis.keys(`${prefix}*`)).toEqual([]);
     expect(seen.filter((m) => m.kind === 'all').length).toBeGreaterThanOrEqual(1);
     await store.getAgentView('k1');

@@ -1,6 +1,7 @@
 // What `prepare: false` (the default since the service must work through a transaction-mode pooler)
 // costs against named prepared statements on a direct connection: the cold path's one Postgres read
-// (getAgentCredentials) and an admin write (a bounded transaction), through the real PostgresStore.
+// (getAgentCredentials) and an admin write (a unit of work: one bounded transaction), through the real
+// PostgresStore and PostgresUnitOfWork.
 // Interleaved rounds, medians, on the server of BENCH_PG_URL:
 //   npm run bench -- --only postgres-prepare [--rounds 5] [--duration 3]
 import { randomBytes } from 'node:crypto';
@@ -8,7 +9,9 @@ import postgres from 'postgres';
 import type { Scenario } from './types.js';
 import type { BenchContext, ScenarioReport } from '../lib/context.js';
 import { PG_ADMIN_URL } from '../lib/service.js';
-import { connectPostgres, PostgresStore } from '../../src/adapters/postgres/postgres-store.js';
+import { connectPostgres } from '../../src/adapters/postgres/connect.js';
+import { PostgresStore } from '../../src/adapters/postgres/postgres-store.js';
+import { PostgresUnitOfWork } from '../../src/adapters/postgres/unit-of-work.js';
 import { migrate } from '../../src/adapters/postgres/migrate.js';
 
 export const postgresPrepare: Scenario = {
@@ -20,6 +23,9 @@ export const postgresPrepare: Scenario = {
 
 const CONCURRENCY = 8;
 const AGENTS = 1000;
+
+/** Admin writes as the service makes them, without audit events (none is measured here). */
+const unitOfWork = (store: PostgresStore) => new PostgresUnitOfWork(store, { recordAudit: false, onEffectFailure: () => {} });
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
@@ -51,10 +57,11 @@ async function runPostgresPrepare(ctx: BenchContext): Promise<ScenarioReport> {
     const seedSql = connectPostgres({ url, poolSize: 4, timeoutMs: 5000 });
     await migrate(seedSql);
     const seed = new PostgresStore(seedSql, { timeoutMs: 5000 });
+    const seedWrites = unitOfWork(seed);
     const keys: string[] = [];
     const ids: string[] = [];
     for (let i = 0; i < AGENTS; i++) {
-      const agent = await seed.createAgent({ name: `a${i}`, apiKeyId: `bench_kid_${i}`, secretHash: 'h' });
+      const agent = await seedWrites.run((tx) => tx.store.createAgent({ name: `a${i}`, apiKeyId: `bench_kid_${i}`, secretHash: 'h' }));
       keys.push(agent.apiKeyId);
       ids.push(agent.id);
     }
@@ -64,10 +71,11 @@ async function runPostgresPrepare(ctx: BenchContext): Promise<ScenarioReport> {
     for (let r = 0; r < rounds; r++) {
       for (const on of r % 2 === 0 ? [true, false] : [false, true]) {
         const store = new PostgresStore(connectPostgres({ url: withPrepare(on), poolSize: CONCURRENCY, timeoutMs: 5000 }), { timeoutMs: 5000 });
+        const uow = unitOfWork(store);
         await store.listAgents(); // connect the pool before measuring
         let i = 0;
         const read = await measure(seconds, () => store.getAgentCredentials(keys[i++ % keys.length]));
-        const write = await measure(seconds, () => store.updateAgent(ids[i++ % ids.length], { name: `n${i}` }));
+        const write = await measure(seconds, () => uow.run((tx) => tx.store.updateAgent(ids[i++ % ids.length], { name: `n${i}` })));
         await store.close();
         const entry = (results[on ? 'prepare=true' : 'prepare=false'] ??= { read: [], readP99: [], write: [], writeP99: [] });
         entry.read.push(read.opsPerSecond);

@@ -66,12 +66,20 @@ export async function portIsFree(port: number): Promise<boolean> {
   });
 }
 
+/** TOPOLOGY_PORTS=<min>-<max> narrows every draw: a machine shared by several test runs gives each its own range. */
+const PORT_RANGE = /^(\d+)-(\d+)$/.exec(process.env.TOPOLOGY_PORTS ?? '');
+
 /**
  * A port in [min, max] that is free on 127.0.0.1 now (and, with `alsoFree`, so are port + each offset),
  * never handed out before by this process. The OS's own free-port choice lands in the ephemeral range
  * (32768+), which this kit must stay below, hence the random draw.
  */
+
 export async function pickPort({ min = 20_000, max = 32_000, count = 1, alsoFree = [] as number[] } = {}): Promise<number> {
+  if (PORT_RANGE) {
+    min = Math.max(min, Number(PORT_RANGE[1]));
+    max = Math.min(max, Number(PORT_RANGE[2]));
+  }
   for (let attempt = 0; attempt < 200; attempt++) {
     const base = min + Math.floor(Math.random() * (max - min - count + 2));
     const ports: number[] = [];

@@ -5,6 +5,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { HOST, makeTempDir, pickPort, portWasTaken, registerHandle, removeDir, run, unregisterHandle, pollFor } from './common.js';
 import { REDIS_CLI_BIN, RedisNode, startRedisProcess } from './redis.js';
+import { FaultProxy } from '../fault-proxy.js';
 
 /** The cluster bus of a node listens on its port + 10000, which must stay below 32768 too. */
 export const CLUSTER_BUS_OFFSET = 10_000;
@@ -16,9 +17,16 @@ export interface RedisClusterOptions {
   nodeTimeoutMs?: number;
   /** Bound on each wait; default 30 s. */
   timeoutMs?: number;
+  /**
+   * A fault proxy (kit/fault-proxy.ts) in front of each node, which announces the proxy's port
+   * (cluster-announce-port; its bus keeps its own): clients (CLUSTER SLOTS, MOVED) and replication go
+   * through the proxies (`proxies`, in node order), the cluster bus does not, so a fault on the client path
+   * starts no failover.
+   */
+  faultProxies?: boolean;
 }
 
-/** One line of CLUSTER NODES. */
+/** One line of CLUSTER NODES (`port`: the port the node announces). */
 export interface ClusterNodeInfo {
   id: string;
   port: number;
@@ -55,19 +63,22 @@ export class RedisCluster {
     readonly nodes: RedisNode[],
     readonly dir: string,
     private readonly timeoutMs: number,
+    /** With `faultProxies`: the proxy in front of each node, in node order. */
+    readonly proxies: FaultProxy[] = [],
   ) {}
 
-  /** Addresses of all six nodes, as ioredis wants them: `new Cluster(cluster.startupNodes())`. */
+  /** Addresses of all six nodes (their proxies' with `faultProxies`), as ioredis wants them: `new Cluster(cluster.startupNodes())`. */
   startupNodes(): { host: string; port: number }[] {
-    return this.nodes.map((n) => ({ host: HOST, port: n.port }));
+    return this.nodes.map((n, i) => ({ host: HOST, port: this.proxies[i]?.port ?? n.port }));
   }
 
   get liveNodes(): RedisNode[] {
     return this.nodes.filter((n) => n.running);
   }
 
+  /** The node on `port`, or behind the proxy on `port`. */
   node(port: number): RedisNode {
-    const n = this.nodes.find((x) => x.port === port);
+    const n = this.nodes.find((x, i) => x.port === port || this.proxies[i]?.port === port);
     if (!n) throw new Error(`topology: no cluster node on :${port}`);
     return n;
   }
@@ -94,7 +105,7 @@ export class RedisCluster {
   /** The live replica of the master on `masterPort`. */
   async replicaOf(masterPort: number): Promise<RedisNode> {
     const topo = await this.topology();
-    const master = topo.find((t) => t.port === masterPort);
+    const master = topo.find((t) => this.node(t.port) === this.node(masterPort));
     const replica = topo.find((t) => master && t.masterId === master.id && !t.failing);
     if (!replica) throw new Error(`topology: master :${masterPort} has no live replica`);
     return this.node(replica.port);
@@ -150,6 +161,7 @@ export class RedisCluster {
     this.destroyed = true;
     unregisterHandle(this);
     await Promise.all(this.nodes.map((n) => n.stop()));
+    await Promise.all(this.proxies.map((p) => p.close()));
     removeDir(this.dir);
   }
 }
@@ -159,19 +171,25 @@ async function startCluster(basePort: number, opts: RedisClusterOptions): Promis
   const timeoutMs = opts.timeoutMs ?? 30_000;
   const dir = makeTempDir('redis-cluster');
   const nodes: RedisNode[] = [];
+  const proxies: FaultProxy[] = [];
   try {
     for (let i = 0; i < 6; i++) {
       const port = basePort + i;
       const d = path.join(dir, String(port));
       mkdirSync(d);
+      if (opts.faultProxies) proxies.push(await FaultProxy.start({ target: { port }, port: await pickPort() }));
+      const announce = opts.faultProxies
+        ? [`cluster-announce-ip ${HOST}`, `cluster-announce-port ${proxies[i].port}`, `cluster-announce-bus-port ${port + CLUSTER_BUS_OFFSET}`]
+        : [];
       nodes.push(await startRedisProcess('redis cluster node', port, d, [
         'cluster-enabled yes',
         'cluster-config-file nodes.conf',
         `cluster-node-timeout ${opts.nodeTimeoutMs ?? 2_000}`,
+        ...announce,
       ], { timeoutMs }));
     }
-    await run(REDIS_CLI_BIN, ['--cluster', 'create', ...nodes.map((n) => `${HOST}:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'], { timeoutMs });
-    const cluster = new RedisCluster(nodes, dir, timeoutMs);
+    const cluster = new RedisCluster(nodes, dir, timeoutMs, proxies);
+    await run(REDIS_CLI_BIN, ['--cluster', 'create', ...cluster.startupNodes().map((n) => `${n.host}:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'], { timeoutMs });
     // Every node knows all six, every replica is in sync (so it can take over), and all slots are served.
     await pollFor('redis cluster: six known nodes and replicas in sync', async () => {
       for (const n of nodes) {
@@ -187,6 +205,7 @@ async function startCluster(basePort: number, opts: RedisClusterOptions): Promis
     return cluster;
   } catch (err) {
     for (const n of nodes.reverse()) await n.kill();
+    await Promise.all(proxies.map((p) => p.close()));
     removeDir(dir);
     throw err;
   }

@@ -4,6 +4,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { HOST, makeTempDir, pickPort, portWasTaken, registerHandle, removeDir, unregisterHandle, pollFor } from './common.js';
 import { RedisNode, startRedisProcess } from './redis.js';
+import { FaultProxy } from '../fault-proxy.js';
 
 export interface RedisSentinelOptions {
   /**
@@ -19,6 +20,12 @@ export interface RedisSentinelOptions {
   failoverTimeoutMs?: number;
   /** Bound on each wait; default 30 s. */
   timeoutMs?: number;
+  /**
+   * A fault proxy (kit/fault-proxy.ts) in front of each data node, which announces the proxy's port
+   * (replica-announce-port) and is monitored there by the sentinels: whoever asks them for the master, and
+   * the replication stream, goes through the proxies (`proxies`), so their faults are not bypassed.
+   */
+  faultProxies?: boolean;
 }
 
 export interface Address {
@@ -37,11 +44,18 @@ export class RedisSentinelGroup {
     readonly sentinels: RedisNode[],
     readonly dir: string,
     private readonly timeoutMs: number,
+    /** With `faultProxies`: the proxies of the primary and the replica (as started), in that order. */
+    readonly proxies: FaultProxy[] = [],
   ) {}
 
   /** The data nodes (primary and replica as started). */
   get nodes(): RedisNode[] {
     return [this.primary, this.replica];
+  }
+
+  /** The data node on `port`, or behind the proxy on `port`. */
+  nodeAt(port: number): RedisNode | undefined {
+    return this.nodes.find((n, i) => n.port === port || this.proxies[i]?.port === port);
   }
 
   /** The sentinels' addresses, as ioredis wants them: `new Redis({ sentinels, name: masterName })`. */
@@ -61,7 +75,7 @@ export class RedisSentinelGroup {
   /** The node object of the current master. */
   async currentMaster(): Promise<RedisNode> {
     const { port } = await this.getMaster();
-    const node = this.nodes.find((n) => n.port === port);
+    const node = this.nodeAt(port);
     if (!node) throw new Error(`topology: sentinels report a master :${port} that is not in this group`);
     return node;
   }
@@ -82,7 +96,7 @@ export class RedisSentinelGroup {
       const answers = await this.askSentinels();
       const live = this.sentinels.filter((s) => s.running).length;
       if (answers.length < live || answers.some((a) => a.port === old.port || a.port !== answers[0].port)) return undefined;
-      const node = this.nodes.find((n) => n.port === answers[0].port);
+      const node = this.nodeAt(answers[0].port);
       if (!node?.running) return undefined;
       return (await node.info('replication')).role === 'master' ? node : undefined;
     }, { timeoutMs });
@@ -103,6 +117,7 @@ export class RedisSentinelGroup {
     // Sentinels first, so that none starts a failover while the data nodes go down.
     await Promise.all(this.sentinels.map((s) => s.stop()));
     await Promise.all([this.replica.stop(), this.primary.stop()]);
+    await Promise.all(this.proxies.map((p) => p.close()));
     removeDir(this.dir);
   }
 
@@ -139,11 +154,16 @@ async function startGroup(ports: number[], opts: RedisSentinelOptions): Promise<
     mkdirSync(d);
     return d;
   };
+  const proxies: FaultProxy[] = [];
   try {
     const [pPort, rPort, ...sPorts] = ports;
-    const primary = await startRedisProcess('redis primary', pPort, sub('primary'), [], { timeoutMs });
+    if (opts.faultProxies) for (const port of [pPort, rPort]) proxies.push(await FaultProxy.start({ target: { port }, port: await pickPort() }));
+    // Where the others reach each data node: its proxy's port, or its own.
+    const [pFront, rFront] = [pPort, rPort].map((port, i) => proxies[i]?.port ?? port);
+    const announce = (front: number) => (proxies.length > 0 ? [`replica-announce-ip ${HOST}`, `replica-announce-port ${front}`] : []);
+    const primary = await startRedisProcess('redis primary', pPort, sub('primary'), announce(pFront), { timeoutMs });
     started.push(primary);
-    const replica = await startRedisProcess('redis replica', rPort, sub('replica'), [`replicaof ${HOST} ${pPort}`], { timeoutMs });
+    const replica = await startRedisProcess('redis replica', rPort, sub('replica'), [`replicaof ${HOST} ${pFront}`, ...announce(rFront)], { timeoutMs });
     started.push(replica);
     // Replica in sync before the sentinels start, so their first INFO of the primary already lists it.
     await pollFor(`redis replica :${rPort} to sync from :${pPort}`, async () => {
@@ -154,7 +174,7 @@ async function startGroup(ports: number[], opts: RedisSentinelOptions): Promise<
     const sentinels: RedisNode[] = [];
     for (const [i, port] of sPorts.entries()) {
       const s = await startRedisProcess(`redis sentinel ${i + 1}`, port, sub(`sentinel${i + 1}`), [
-        `sentinel monitor ${masterName} ${HOST} ${pPort} 2`,
+        `sentinel monitor ${masterName} ${HOST} ${pFront} 2`,
         `sentinel down-after-milliseconds ${masterName} ${opts.downAfterMs ?? 1_000}`,
         `sentinel failover-timeout ${masterName} ${opts.failoverTimeoutMs ?? 10_000}`,
         `sentinel parallel-syncs ${masterName} 1`,
@@ -171,11 +191,12 @@ async function startGroup(ports: number[], opts: RedisSentinelOptions): Promise<
       }
       return true;
     }, { timeoutMs });
-    const group = new RedisSentinelGroup(masterName, primary, replica, sentinels, dir, timeoutMs);
+    const group = new RedisSentinelGroup(masterName, primary, replica, sentinels, dir, timeoutMs, proxies);
     registerHandle(group);
     return group;
   } catch (err) {
     for (const node of started.reverse()) await node.kill();
+    await Promise.all(proxies.map((p) => p.close()));
     removeDir(dir);
     throw err;
   }

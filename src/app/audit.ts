@@ -3,9 +3,9 @@
 // maintenance with retention.
 import type { AuditConfig } from '../config/config.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
-import type { Metrics } from '../adapters/telemetry/metrics.js';
+import type { AuditMetrics } from '../adapters/audit-trail/audit-metrics.js';
 import { NO_AUDIT, type AuditSink } from '../core/audit/events.js';
-import { connectPostgres } from '../adapters/postgres/postgres-store.js';
+import { connectPostgres } from '../adapters/postgres/connect.js';
 import { PostgresAuditStore } from '../adapters/postgres/audit-store.js';
 import type { AuditStore } from '../core/ports/audit-store.js';
 import { AuditMaintenance } from '../adapters/audit-trail/maintenance.js';
@@ -27,7 +27,7 @@ export async function startAudit(options: {
   readTimeoutMs: number;
   dataDir: string;
   logger: Logger;
-  metrics: Metrics;
+  metrics: AuditMetrics;
 }): Promise<RunningAudit> {
   const { config, logger, metrics } = options;
   // PGlite runs one statement at a time and its socket server takes few connections.

@@ -3,10 +3,8 @@
 // one typed object of ports each. Nothing is assigned after construction.
 import type { Config } from '../config/config.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
-import type { Metrics } from '../adapters/telemetry/metrics.js';
-import { CoreTelemetry } from '../adapters/telemetry/core-telemetry.js';
+import type { AppMetrics } from './metrics.js';
 import { declareKeyMetrics } from '../adapters/telemetry/key-metrics.js';
-import { RevocationMetrics } from '../adapters/telemetry/revocation-metrics.js';
 import { CryptoPools } from '../adapters/crypto/pools.js';
 import { RsaKeyMaterial } from '../adapters/crypto/key-material.js';
 import { deriveKey, loadOrCreateKeyEncryptionKey } from '../adapters/crypto/key-encryption.js';
@@ -52,7 +50,6 @@ export interface Domain {
   revocations: RevocationService;
   /** The revocation log the feed's transmitter serves (made with the public listener's transport, servers.ts). */
   revocationLog: RevocationStore;
-  revocationMetrics: RevocationMetrics;
   /** Background work that failed (counted and logged). */
   backgroundFailure: (what: 'revocation_push' | 'revocation_purge', error: unknown) => void;
   feedCredentials: FeedCredentialService;
@@ -62,10 +59,21 @@ export interface Domain {
   clientKeys: ClientKeyService;
 }
 
-export async function startDomain(config: Config, logger: Logger, metrics: Metrics, stores: Stores, cleanups: Cleanups): Promise<Domain> {
+export async function startDomain(config: Config, logger: Logger, metrics: AppMetrics, stores: Stores, cleanups: Cleanups): Promise<Domain> {
   const { store, bus, redis } = stores;
-  const telemetry = new CoreTelemetry(metrics, logger);
-  const pools = new CryptoPools(config, metrics);
+  const { telemetry } = metrics;
+  const pools = new CryptoPools({
+    argon2Threads: config.argon2Threads,
+    argon2MaxQueue: config.argon2MaxQueue,
+    argon2TaskTimeoutMs: config.argon2TaskTimeoutMs,
+    signThreads: config.signThreads,
+    signMaxQueue: config.signMaxQueue,
+    signTaskTimeoutMs: config.signTaskTimeoutMs,
+    warmupSeconds: config.warmupSeconds,
+    warmupMaxWaitMs: config.warmupMaxWaitMs,
+    metrics: metrics.pools,
+    registry: metrics.registry,
+  });
   cleanups.add(() => pools.close());
   // Before the first task with a deadline (the authenticator's decoy hash, the first signature).
   await pools.loadAll(WORKER_LOAD_TIMEOUT_MS);
@@ -77,9 +85,9 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
       tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
       authFailPoints: config.rateLimitAuthFailPoints,
       authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
-      onStoreFailure: (operation) => metrics.redisFailed(operation),
+      onStoreFailure: (operation) => metrics.cache.redisFailed(operation),
     },
-    (limiter) => metrics.rateLimited(limiter),
+    (limiter) => metrics.rateLimits.rateLimited(limiter),
   );
 
   const audit = await startAudit({
@@ -89,7 +97,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     readTimeoutMs: config.storeTimeoutMs,
     dataDir: config.dataDir,
     logger,
-    metrics,
+    metrics: metrics.audit,
   });
   cleanups.add(() => audit.close());
 
@@ -136,7 +144,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
         keyPrefix: `${config.redisKeyPrefix}v:`,
         hmacKey: deriveKey(kek, 'verified-secret memory v1'),
         ttlMs: config.verifiedCacheTtlSeconds * 1000,
-        onFailure: (operation) => metrics.redisFailed(operation),
+        onFailure: (operation) => metrics.cache.redisFailed(operation),
       })
     : undefined;
   if (shared) {
@@ -160,8 +168,6 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
 
   // Agents without secrets: client assertions checked at signature speed against keys held in memory.
   const clientKeyStore = new PostgresClientKeyStore(stores.sql, config.storeTimeoutMs);
-  const clientKeyIndex = new ClientKeyIndex({ store: clientKeyStore, bus, telemetry });
-  await clientKeyIndex.init();
   const assertionVerifier = new JoseAssertionVerifier({
     allowLoopback: config.jwksUriAllowLoopback,
     allowPrivate: config.jwksUriAllowPrivate,
@@ -169,6 +175,8 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     jwksCacheSeconds: config.jwksUriCacheSeconds,
     jwksCooldownSeconds: config.jwksUriCooldownSeconds,
   });
+  const clientKeyIndex = new ClientKeyIndex({ store: clientKeyStore, verifier: assertionVerifier, bus, telemetry });
+  await clientKeyIndex.init();
   const assertions = new AssertionAuthenticator({
     index: clientKeyIndex,
     verifier: assertionVerifier,
@@ -210,7 +218,6 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     clock,
   });
 
-  const revocationMetrics = new RevocationMetrics(metrics.registry);
   // Who may read a platform's feed: the hashes of its feed tokens, held in memory and kept current by the bus.
   const feedCredentials = new FeedCredentialService({
     store: new PostgresFeedCredentialStore(stores.sql, config.storeTimeoutMs),
@@ -230,7 +237,6 @@ export async function startDomain(config: Config, logger: Logger, metrics: Metri
     tokens,
     revocations,
     revocationLog,
-    revocationMetrics,
     backgroundFailure: (what, error) => telemetry.record({ type: 'background_failure', what, error }),
     feedCredentials,
     platforms,

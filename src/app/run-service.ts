@@ -28,7 +28,7 @@ function readConfig(): Config {
 async function runServer(config: Config, logger: Logger): Promise<void> {
   tolerateDroppedStoreErrors({ logger, isStoreFailure: isDriverStoreFailure });
   const inCluster = cluster.isWorker;
-  const app = await startApp({ config, logger, sharedPorts: inCluster, metricsText: inCluster ? (m) => clusterMetricsText(m.registry) : undefined });
+  const app = await startApp({ config, logger, sharedPorts: inCluster, metricsText: inCluster ? clusterMetricsText : undefined });
   // The URL the service says it is (PUBLIC_BASE_URL) and the tokens' iss, exactly as the tokens carry them:
   // a client configured from this log accepts the tokens.
   logger.info(

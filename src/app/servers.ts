@@ -2,7 +2,8 @@
 // feed) and the internal port (admin API, readiness, metrics), with the readiness check.
 import type { Config } from '../config/config.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
-import type { DegradedComponent, Metrics } from '../adapters/telemetry/metrics.js';
+import type { DegradedComponent } from '../adapters/telemetry/index.js';
+import type { AppMetrics } from './metrics.js';
 import { AdminAuthLimiter } from '../adapters/ratelimit/admin-auth-limiter.js';
 import { HttpServer } from '../adapters/http/server.js';
 import { MAX_BODY_BYTES, type Route } from '../adapters/http/types.js';
@@ -15,6 +16,7 @@ import * as uWS from 'uWebSockets.js';
 import { attachRevocationSockets, revocationRoutes, revocationSocketRoute } from '../adapters/http/revocation-routes.js';
 import { RevocationTransmitter, SocketTopics } from '../adapters/revocation-feed/index.js';
 import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
+import { ResourceIndex } from '../core/platforms/resource-index.js';
 import { publicApiDocument } from '../adapters/http/openapi/api-documents.js';
 import type { Stores } from './stores.js';
 import type { Domain } from './domain.js';
@@ -36,7 +38,7 @@ export type ServedDomain = Omit<Domain, 'pools' | 'limiters' | 'revocations'> & 
 export interface ServerContext {
   config: Config;
   logger: Logger;
-  metrics: Metrics;
+  metrics: AppMetrics;
   stores: ServedStores;
   domain: ServedDomain;
   adminToken: string;
@@ -47,7 +49,7 @@ export interface ServerContext {
 
 export function createServers(context: ServerContext, cleanups: Cleanups): Servers {
   const { config, logger, metrics, stores, domain } = context;
-  const { tokens, authenticator, platforms, scopeFiles, keys, audit, revocationMetrics, agents } = domain;
+  const { tokens, authenticator, platforms, scopeFiles, keys, audit, agents } = domain;
   const refusals = new RefusalRecorder(
     audit.sink,
     { perWindow: config.audit.refusalsPerWindow, windowSeconds: config.audit.refusalWindowSeconds },
@@ -57,7 +59,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     },
   );
   cleanups.add(() => refusals.close());
-  const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics, logger, accessLog: config.accessLog };
+  const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics: metrics.http, logger, accessLog: config.accessLog };
 
   // The public listener's uWS app first: the transmitter pushes on its topics, and its poll route is served by it.
   const publicApp = uWS.App();
@@ -68,7 +70,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     signer: domain.pools,
     bus: stores.bus,
     transport: topics,
-    metrics: revocationMetrics,
+    metrics: metrics.revocation,
     onError: domain.backgroundFailure,
     issuer: config.issuer,
     pollMs: config.revocationPollMs,
@@ -76,9 +78,9 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     heartbeatMs: config.revocationHeartbeatSeconds * 1000,
   });
   const publicRouteList: Route[] = [
-    ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics, openApi: () => openApiBody, audit: audit.sink, refusals }),
-    ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, platforms, metrics, refusals }),
-    ...revocationRoutes({ transmitter, feedCredentials: domain.feedCredentials, metrics: revocationMetrics }, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
+    ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics: metrics.http, openApi: () => openApiBody, audit: audit.sink, refusals }),
+    ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, resources: new ResourceIndex({ platforms }), metrics: metrics.http, refusals }),
+    ...revocationRoutes({ transmitter, feedCredentials: domain.feedCredentials, metrics: metrics.revocation, registry: metrics.registry }, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
@@ -92,7 +94,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
       app: publicApp,
     },
   );
-  const stopSockets = attachRevocationSockets(publicServer.app, topics, transmitter, revocationMetrics, {
+  const stopSockets = attachRevocationSockets(publicServer.app, topics, transmitter, metrics.revocation, {
     logger,
     feedCredentials: domain.feedCredentials,
     addressOf: (res, req) => publicServer.clientAddressOf(res, req),
@@ -106,11 +108,11 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   });
 
   const authLimiter = new AdminAuthLimiter(
-    { redis: stores.redis, keyPrefix: config.redisKeyPrefix, points: config.adminAuthFailPoints, windowSeconds: config.adminAuthFailWindowSeconds, onStoreFailure: (operation) => metrics.redisFailed(operation) },
-    () => metrics.rateLimited('admin_auth_fail_per_address'),
+    { redis: stores.redis, keyPrefix: config.redisKeyPrefix, points: config.adminAuthFailPoints, windowSeconds: config.adminAuthFailWindowSeconds, onStoreFailure: (operation) => metrics.cache.redisFailed(operation) },
+    () => metrics.rateLimits.rateLimited('admin_auth_fail_per_address'),
   );
   const onAuthFailure = (address: string) => {
-    metrics.adminAuthFailed();
+    metrics.http.adminAuthFailed();
     logger.warn({ address }, 'admin request with a missing or wrong bearer token');
   };
   const adminServer = new HttpServer(
@@ -193,8 +195,8 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
   // Up means writable: a standby or a read-only server is degraded (tokens yes, admin writes no).
   const postgresUp = postgres.writable;
   const redisUp = redis ? redis.up : false; // no answer within the bound: down
-  metrics.setStoreUp('postgres', postgresUp);
-  if (redisStatus) metrics.setStoreUp('redis', redisUp);
+  metrics.health.setStoreUp('postgres', postgresUp);
+  if (redisStatus) metrics.health.setStoreUp('redis', redisUp);
   let signingKey = true;
   try {
     domain.keys.activeKey();
@@ -210,9 +212,9 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
   const canReadAgents = postgresUp || (redisStatus !== undefined && redisUp && stores.store.redisCacheTrusted);
   const ready = !draining && canReadAgents && poolsUp && signingKey && !redisBlocks;
   const down: DegradedComponent[] = [...(postgresUp ? [] : ['postgres' as const]), ...(redisStatus && !redisUp ? ['redis' as const] : [])];
-  metrics.setReady(ready);
-  metrics.setDegraded('postgres', ready && !postgresUp);
-  metrics.setDegraded('redis', ready && redisStatus !== undefined && !redisUp);
+  metrics.health.setReady(ready);
+  metrics.health.setDegraded('postgres', ready && !postgresUp);
+  metrics.health.setDegraded('redis', ready && redisStatus !== undefined && !redisUp);
   if (!draining) degradation.report(down, ready);
   return {
     ready,

@@ -2,7 +2,8 @@
 // internal), wired from the validated configuration. Each step is a module of this folder.
 import type { Config } from '../config/config.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
-import { Metrics } from '../adapters/telemetry/metrics.js';
+import { createMetrics, localMetricsText } from './metrics.js';
+import type client from 'prom-client';
 import { resolveAdminToken } from './admin-token.js';
 import { Cleanups } from './cleanups.js';
 import { startStores } from './stores.js';
@@ -24,13 +25,13 @@ export interface AppOptions {
   config: Config;
   logger: Logger;
   /** Cluster workers pass a collector that answers /metrics with the sum over every process. */
-  metricsText?: (local: Metrics) => () => Promise<{ contentType: string; body: string }>;
+  metricsText?: (local: client.Registry) => () => Promise<{ contentType: string; body: string }>;
   /** A cluster's processes share their ports (SO_REUSEPORT); a single process holds them exclusively. */
   sharedPorts?: boolean;
 }
 
 export async function startApp({ config, logger, metricsText, sharedPorts = false }: AppOptions): Promise<RunningApp> {
-  const metrics = new Metrics();
+  const metrics = createMetrics({ logger });
   const cleanups = new Cleanups();
   let shuttingDown = false;
   let servers: Servers | undefined;
@@ -42,14 +43,14 @@ export async function startApp({ config, logger, metricsText, sharedPorts = fals
       {
         config, logger, metrics, stores, domain,
         adminToken: admin.token,
-        metricsText: metricsText ? metricsText(metrics) : async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+        metricsText: (metricsText ?? localMetricsText)(metrics.registry),
         shuttingDown: () => shuttingDown,
       },
       cleanups,
     );
     const publicPort = await servers.public.listen(config.host, config.port, sharedPorts);
     const adminPort = await servers.admin.listen(config.adminHost, config.adminPort, sharedPorts);
-    metrics.setReady(true);
+    metrics.health.setReady(true);
     const started = servers;
     return {
       publicPort,
@@ -58,7 +59,7 @@ export async function startApp({ config, logger, metricsText, sharedPorts = fals
       async shutdown(drain: boolean) {
         if (shuttingDown) return;
         shuttingDown = true;
-        metrics.setReady(false);
+        metrics.health.setReady(false);
         // The drain: /readyz says 503 from now on, and both listeners keep serving until load balancers
         // that poll it have moved off; only then do they close (a closed port behind a balancer is a 502).
         if (drain && config.shutdownDrainSeconds > 0) {

@@ -4,8 +4,10 @@
 import type { Config } from '../config/config.js';
 import { parseHostPorts } from '../config/redis-settings.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
-import type { Metrics } from '../adapters/telemetry/metrics.js';
-import { connectPostgres, PostgresStore } from '../adapters/postgres/postgres-store.js';
+import type { AppMetrics } from './metrics.js';
+import type { CacheMetrics } from '../adapters/cache/index.js';
+import { connectPostgres } from '../adapters/postgres/connect.js';
+import { PostgresStore } from '../adapters/postgres/postgres-store.js';
 import { migrate } from '../adapters/postgres/migrate.js';
 import { describeNoPrimary, PrimaryProbe, type PrimaryState } from '../adapters/postgres/primary-probe.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../adapters/postgres/embedded/pglite-server.js';
@@ -55,7 +57,7 @@ export async function startDatabase(config: Config): Promise<{ url: string; embe
   return { url: embedded.url, embedded };
 }
 
-export async function startStores(config: Config, logger: Logger, metrics: Metrics, cleanups: Cleanups): Promise<Stores> {
+export async function startStores(config: Config, logger: Logger, metrics: AppMetrics, cleanups: Cleanups): Promise<Stores> {
   const database = await startDatabase(config);
   if (database.embedded) cleanups.add(() => database.embedded!.stop());
   if (database.embedded?.cluster === 'seeded') logger.info({ dataDir: config.dataDir }, 'embedded database created from the pristine cluster');
@@ -63,7 +65,7 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
   if (database.embedded?.cluster === 'initdb') logger.warn({ dataDir: config.dataDir }, "embedded database created by PGlite's initdb (no pristine cluster for this PGlite version in dist: run npm run build; or DATA_DIR/pglite held other files); this first start peaks ~800 MiB");
   const embedded = !config.databaseUrl;
   const sql = connectPostgres({ url: database.url, poolSize: embedded ? 1 : config.databasePoolSize, timeoutMs: config.storeTimeoutMs, embedded });
-  const postgres = new PostgresStore(sql, { timeoutMs: config.storeTimeoutMs, onHealth: (up) => metrics.setStoreUp('postgres', up) });
+  const postgres = new PostgresStore(sql, { timeoutMs: config.storeTimeoutMs, onHealth: (up) => metrics.health.setStoreUp('postgres', up) });
   cleanups.add(() => postgres.close());
   const primary = new PrimaryProbe(sql, { url: database.url, timeoutMs: config.storeTimeoutMs, embedded, registry: metrics.registry });
   // Migrations (and then key management) only on a writable primary; say which setting to look at.
@@ -71,7 +73,7 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
   logger.info({ server: state.server }, 'postgres primary');
   const applied = await migrate(sql);
   if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
-  metrics.setStoreUp('postgres', true);
+  metrics.health.setStoreUp('postgres', true);
 
   let redis: RedisClient | undefined;
   let redisStatus: RedisStatus | undefined;
@@ -80,15 +82,15 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
   if (topology) {
     // Sentinels that answer but do not know the master name (or refuse the password): refuse at once.
     if (topology.kind === 'sentinel') await askSentinels(topology, Math.min(config.storeTimeoutMs, 1000));
-    const connected = connectRedis(topology, Math.min(config.storeTimeoutMs, 500), (up) => metrics.setStoreUp('redis', up));
+    const connected = connectRedis(topology, Math.min(config.storeTimeoutMs, 500), (up) => metrics.health.setStoreUp('redis', up));
     const subscriber = connectRedis(topology, Math.min(config.storeTimeoutMs, 500));
     redis = connected;
-    bus = new RedisBus(connected, subscriber, `${config.redisKeyPrefix}invalidate`, (operation) => metrics.redisFailed(operation));
+    bus = new RedisBus(connected, subscriber, `${config.redisKeyPrefix}invalidate`, (operation) => metrics.cache.redisFailed(operation));
     cleanups.add(() => {
       closeRedis(connected);
       closeRedis(subscriber);
     });
-    redisStatus = new RedisStatus(topology, connected, metrics, logger);
+    redisStatus = new RedisStatus(topology, connected, metrics.cache, logger);
     await redisStatus.start(config.storeTimeoutMs);
   }
 
@@ -99,7 +101,7 @@ export async function startStores(config: Config, logger: Logger, metrics: Metri
     localTtlMs: config.localCacheTtlMs,
     localMaxEntries: config.localCacheMaxEntries,
     bus,
-    metrics,
+    metrics: metrics.cache,
     onTrust: (trusted, why) =>
       trusted ? logger.info('Redis cache swept: in use again') : logger.warn({ why }, 'Redis cache bypassed until swept (reads go to Postgres)'),
   });
@@ -164,7 +166,7 @@ export class RedisStatus {
   constructor(
     readonly topology: RedisTopology,
     private readonly client: RedisClient,
-    private readonly metrics: Metrics,
+    private readonly metrics: Pick<CacheMetrics, 'setRedisTopology'>,
     private readonly logger: Logger,
   ) {
     const noteError = (error: Error) => {

@@ -118,6 +118,11 @@ export const SETTINGS: readonly Setting[] = [
   // contended one; a shorter bound replaced healthy threads (their requests answered 503) and could not start.
   { env: 'ARGON2_TASK_TIMEOUT_MS', key: 'argon2TaskTimeoutMs', type: 'int', default: 10_000, min: 1000, max: 600_000, defaultText: '`10000`', meaning: 'an argon2 task running longer is a hung worker: its thread is replaced, its request gets 503 (at least 1 s: one verification takes several times its idle 30–60 ms on a busy core)' },
   { env: 'SIGN_TASK_TIMEOUT_MS', key: 'signTaskTimeoutMs', type: 'int', default: 5_000, min: 1000, max: 600_000, defaultText: '`5000`', meaning: 'the same bound for signing tasks' },
+  // A fresh instance gets its full share of a fleet at once, and agents no instance has verified yet all need
+  // argon2: a slow start instead of a 503 for each check beyond the usual line. The wait stays well under
+  // the agent client's default call timeout (10 s).
+  { env: 'WARMUP_SECONDS', key: 'warmupSeconds', type: 'int', default: 60, min: 0, max: 3600, defaultText: '`60`', meaning: 'after start, cold credential checks that find the argon2 queue full wait (up to `WARMUP_MAX_WAIT_MS`) instead of a 503; 0: never' },
+  { env: 'WARMUP_MAX_WAIT_MS', key: 'warmupMaxWaitMs', type: 'int', default: 5000, min: 100, max: 60_000, defaultText: '`5000`', meaning: 'during the warm-up the argon2 queue holds what the pool verifies in this long; a check still waiting then, or beyond that, gets 503 with Retry-After' },
   { env: 'RATE_LIMIT_TOKEN_POINTS', key: 'rateLimitTokenPoints', type: 'int', default: 120, min: 1, max: 1e9, defaultText: '`120`', meaning: 'token requests per `api_key_id` and window (authenticated only)' },
   { env: 'RATE_LIMIT_TOKEN_WINDOW_SECONDS', key: 'rateLimitTokenWindowSeconds', type: 'int', default: 60, min: 1, max: 86_400, defaultText: '`60`', meaning: 'window of the token limit' },
   { env: 'RATE_LIMIT_AUTH_FAIL_POINTS', key: 'rateLimitAuthFailPoints', type: 'int', default: 20, min: 1, max: 1e9, defaultText: '`20`', meaning: 'failed authentications per client address and window' },

@@ -40,6 +40,10 @@ export interface Config {
   /** A task running longer is treated as a hung worker: the thread is replaced, the request gets 503. */
   argon2TaskTimeoutMs: number;
   signTaskTimeoutMs: number;
+  /** How long after start a cold check that finds the argon2 line full may wait instead of a 503. */
+  warmupSeconds: number;
+  /** The longest such a wait lasts. */
+  warmupMaxWaitMs: number;
   rateLimitTokenPoints: number;
   rateLimitTokenWindowSeconds: number;
   rateLimitAuthFailPoints: number;

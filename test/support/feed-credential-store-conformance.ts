@@ -1,17 +1,24 @@
 // One behavioural suite for the feed credentials' storage (FeedCredentialStore and FeedCredentialWrites),
-// run against Postgres, PGlite and the memory adapter. Platforms are made through the Store of the same
-// database; each test makes its own and reads only their credentials.
+// run against Postgres, PGlite and the memory adapter. Platforms are made through the unit of work of the
+// same database; each test makes its own and reads only their credentials.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import type { FeedCredentialRecord, FeedCredentialStore, FeedCredentialWrites } from '../../src/core/ports/feed-credentials.js';
-import type { Store } from '../../src/core/ports/store.js';
-import { platformInput } from './store-conformance.js';
+import type { UnitOfWork } from '../../src/core/ports/unit-of-work.js';
+import { platformInput, writeThrough } from './store-conformance.js';
 
 export interface FeedCredentialStoreUnderTest {
   reads: FeedCredentialStore;
-  writes: FeedCredentialWrites;
-  store: Store;
+  /** Writes the credentials (`tx.feedCredentials`) and the platforms of the same database. */
+  uow: UnitOfWork;
 }
+
+/** The unit of work's feed-credential writes, each call in a unit of its own. */
+const writesThrough = (uow: UnitOfWork): FeedCredentialWrites => ({
+  insertFeedCredential: (row) => uow.run((tx) => tx.feedCredentials.insertFeedCredential(row)),
+  deleteFeedCredential: (platformId, id) => uow.run((tx) => tx.feedCredentials.deleteFeedCredential(platformId, id)),
+  listFeedCredentials: (platformId) => uow.run((tx) => tx.feedCredentials.listFeedCredentials(platformId)),
+});
 
 const row = (platformId: string, createdAt = new Date()): FeedCredentialRecord => ({
   id: randomUUID(),
@@ -21,10 +28,11 @@ const row = (platformId: string, createdAt = new Date()): FeedCredentialRecord =
 });
 
 export function feedCredentialStoreConformance(get: () => FeedCredentialStoreUnderTest): void {
-  const newPlatform = async () => (await get().store.createPlatform(platformInput({ routes: [] }))).id;
+  const newPlatform = async () => (await writeThrough(get().uow)((w) => w.createPlatform(platformInput({ routes: [] })))).id;
 
   it('inserts, lists oldest first without the hash, reads the hashes of one platform and of all', async () => {
-    const { reads, writes } = get();
+    const { reads, uow } = get();
+    const writes = writesThrough(uow);
     const [p, q] = [await newPlatform(), await newPlatform()];
     const older = row(p, new Date(Date.now() - 60_000));
     const newer = row(p);
@@ -39,7 +47,8 @@ export function feedCredentialStoreConformance(get: () => FeedCredentialStoreUnd
   });
 
   it('deletes only a credential of the named platform', async () => {
-    const { reads, writes } = get();
+    const { reads, uow } = get();
+    const writes = writesThrough(uow);
     const [p, q] = [await newPlatform(), await newPlatform()];
     const mine = row(p);
     await writes.insertFeedCredential(mine);
@@ -51,7 +60,7 @@ export function feedCredentialStoreConformance(get: () => FeedCredentialStoreUnd
   });
 
   it('refuses a credential of an unknown platform and a hash stored twice', async () => {
-    const { writes } = get();
+    const writes = writesThrough(get().uow);
     await expect(writes.insertFeedCredential(row(randomUUID()))).rejects.toThrow();
     const p = await newPlatform();
     const first = row(p);

@@ -8,16 +8,14 @@ import { CompactSign, importPKCS8 } from 'jose';
 import { AdminClient } from '../../kit/admin.js';
 import { loadConfig, type Config } from '../../src/config/config.js';
 import { createLogger, type Logger } from '../../src/adapters/telemetry/logger.js';
-import { Metrics } from '../../src/adapters/telemetry/metrics.js';
-import { CoreTelemetry } from '../../src/adapters/telemetry/core-telemetry.js';
 import { declareKeyMetrics } from '../../src/adapters/telemetry/key-metrics.js';
-import { RevocationMetrics } from '../../src/adapters/telemetry/revocation-metrics.js';
 import { RsaKeyMaterial } from '../../src/adapters/crypto/key-material.js';
 import { ScopeFiles } from '../../src/adapters/http/scope-file.js';
 import type { InjectRequest, InjectResponse } from '../../src/adapters/http/inject.js';
 import type { HttpServer } from '../../src/adapters/http/server.js';
 import { Cleanups } from '../../src/app/cleanups.js';
 import { createServers, type ServedDomain } from '../../src/app/servers.js';
+import { createMetrics, localMetricsText, type AppMetrics } from '../../src/app/metrics.js';
 import type { AuditEvent } from '../../src/core/audit/events.js';
 import type { AuditStore, EventQuery } from '../../src/core/ports/audit-store.js';
 import type { TokenSigner, TokenType } from '../../src/core/ports/crypto.js';
@@ -40,7 +38,7 @@ export interface InProcessApp {
   config: Config;
   /** The memory ports and the core's services behind the routes (to seed, fault or inspect). */
   core: MemoryCore;
-  metrics: Metrics;
+  metrics: AppMetrics;
   publicServer: HttpServer;
   adminServer: HttpServer;
   /** A request to the public listener. */
@@ -102,7 +100,7 @@ class MemoryAuditStore implements AuditStore {
 export async function inProcessApp(options: InProcessOptions = {}): Promise<InProcessApp> {
   const config = loadConfig({ ADMIN_TOKEN: IN_PROCESS_ADMIN_TOKEN, PUBLIC_BASE_URL: PUBLIC_URL, DATA_DIR: '/nonexistent-in-process', ...options.env });
   const logger = options.logger ?? createLogger('silent');
-  const metrics = new Metrics();
+  const metrics = createMetrics({ logger });
   const cleanups = new Cleanups();
   // Tokens and the revocation feed's SETs alike (servers.ts makes the feed's transmitter with it).
   const signer = new InThreadSigner();
@@ -118,11 +116,10 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
     authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
     argon2MaxPerAddress: config.argon2MaxPerAddress,
     propagationSeconds: config.keyPropagationSeconds,
-    telemetry: new CoreTelemetry(metrics, logger),
+    telemetry: metrics.telemetry,
   });
   cleanups.add(() => core.stop());
   declareKeyMetrics(metrics.registry, () => core.keys.keyInfo());
-  const revocationMetrics = new RevocationMetrics(metrics.registry);
   const domain: ServedDomain = {
     pools: { ping: async () => true, signToken: (...args) => signer.signToken(...args) },
     keys: core.keys,
@@ -130,7 +127,6 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
     audit: { sink: core.audit, store: new MemoryAuditStore(core.audit), trail: undefined, close: async () => {} },
     tokens: core.tokens,
     revocationLog: core.log,
-    revocationMetrics,
     backgroundFailure: (what, error) => logger.error({ what, err: { message: (error as Error).message } }, 'background failure'),
     feedCredentials: core.feedCredentials,
     platforms: core.platforms,
@@ -152,7 +148,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
       },
       domain,
       adminToken: IN_PROCESS_ADMIN_TOKEN,
-      metricsText: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+      metricsText: localMetricsText(metrics.registry),
       shuttingDown: () => false,
     },
     cleanups,

@@ -1,16 +1,16 @@
 // One behavioural suite for the RevocationStore interface (the revocation feed's storage), run against
-// Postgres and PGlite. Platforms, agents and grants are made through the Store the feed refers to; each
-// test makes its own, and reads only their feeds (a key entry goes to every platform of the database).
+// Postgres, PGlite and the memory adapter. Platforms, agents and grants are made through the unit of work
+// of the same records; each test makes its own, and reads only their feeds (a key entry goes to every platform of the database).
 import { randomBytes, randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
-import type { RevocationEntry, RevocationStore } from '../../src/core/ports/revocation-log.js';
-import type { Store } from '../../src/core/ports/store.js';
-import { platformInput } from './store-conformance.js';
+import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../src/core/ports/revocation-log.js';
+import type { AdminWrites, UnitOfWork } from '../../src/core/ports/unit-of-work.js';
+import { platformInput, writeThrough } from './store-conformance.js';
 
 export interface RevocationStoreUnderTest {
   revocations: RevocationStore;
-  /** The platforms, agents and grants of the same database. */
-  store: Store;
+  /** Writes the platforms, agents and grants of the same database. */
+  uow: UnitOfWork;
 }
 
 const HOUR_MS = 3_600_000;
@@ -18,16 +18,19 @@ const inAnHour = () => new Date(Date.now() + HOUR_MS);
 const seqs = (entries: RevocationEntry[]) => entries.map((e) => e.seq);
 
 export function revocationStoreConformance(get: () => RevocationStoreUnderTest): void {
-  const newPlatform = async () => (await get().store.createPlatform(platformInput({ routes: [] }))).id;
+  const write = <T>(fn: (writes: AdminWrites) => Promise<T>) => writeThrough(get().uow)(fn);
+  /** Entries are appended as the service appends them: in a unit of work (each here in one of its own). */
+  const append = (target: RevocationTarget, expiresAt: Date) => get().uow.run((tx) => tx.revocationLog.append(target, expiresAt));
+  const newPlatform = async () => (await write((w) => w.createPlatform(platformInput({ routes: [] })))).id;
   const newAgent = async () =>
-    (await get().store.createAgent({ name: `agent ${randomBytes(3).toString('hex')}`, apiKeyId: `ak_${randomBytes(8).toString('hex')}`, secretHash: `$hash$${randomUUID()}` })).id;
+    (await write((w) => w.createAgent({ name: `agent ${randomBytes(3).toString('hex')}`, apiKeyId: `ak_${randomBytes(8).toString('hex')}`, secretHash: `$hash$${randomUUID()}` }))).id;
 
   it('appends an agent entry to each of its platforms, once per platform, each with the next sequence', async () => {
     const { revocations } = get();
     const [a, b] = [await newPlatform(), await newPlatform()];
     const agentId = await newAgent();
     const expiresAt = inAnHour();
-    const entries = await revocations.append({ kind: 'agent', agentId, platformIds: [b, a, b], iatMax: 1_700_000_000 }, expiresAt);
+    const entries = await append({ kind: 'agent', agentId, platformIds: [b, a, b], iatMax: 1_700_000_000 }, expiresAt);
     expect(entries.sort((x, y) => (x.platformId < y.platformId ? -1 : 1))).toEqual(
       [a, b].sort().map((platformId) => ({
         platformId,
@@ -40,18 +43,19 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
         expiresAt,
       })),
     );
-    const next = await revocations.append({ kind: 'agent', agentId, platformIds: [a], iatMax: 1_700_000_100 }, expiresAt);
+    const next = await append({ kind: 'agent', agentId, platformIds: [a], iatMax: 1_700_000_100 }, expiresAt);
     expect(next.map((e) => [e.platformId, e.seq])).toEqual([[a, 2]]);
+    expect(seqs((await revocations.since(a, 0, new Date())).entries)).toEqual([1, 2]);
     // Nothing to append to: no platform, or one that does not exist.
-    expect(await revocations.append({ kind: 'agent', agentId, platformIds: [], iatMax: 1 }, expiresAt)).toEqual([]);
-    expect(await revocations.append({ kind: 'agent', agentId, platformIds: [randomUUID()], iatMax: 1 }, expiresAt)).toEqual([]);
+    expect(await append({ kind: 'agent', agentId, platformIds: [], iatMax: 1 }, expiresAt)).toEqual([]);
+    expect(await append({ kind: 'agent', agentId, platformIds: [randomUUID()], iatMax: 1 }, expiresAt)).toEqual([]);
   });
 
   it('appends a platform entry to that platform only', async () => {
     const { revocations } = get();
     const [a, b] = [await newPlatform(), await newPlatform()];
     const expiresAt = inAnHour();
-    expect(await revocations.append({ kind: 'platform', platformId: a, iatMax: 42 }, expiresAt)).toEqual([
+    expect(await append({ kind: 'platform', platformId: a, iatMax: 42 }, expiresAt)).toEqual([
       { platformId: a, seq: 1, kind: 'platform', agentId: null, kid: null, iatMax: 42, createdAt: expect.any(Date), expiresAt },
     ]);
     expect((await revocations.heads([a, b])).get(b)).toBe(0);
@@ -60,9 +64,9 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
   it('appends a key entry to the feed of every platform, each at its own next sequence', async () => {
     const { revocations } = get();
     const [a, b] = [await newPlatform(), await newPlatform()];
-    await revocations.append({ kind: 'platform', platformId: a, iatMax: 1 }, inAnHour());
+    await append({ kind: 'platform', platformId: a, iatMax: 1 }, inAnHour());
     const expiresAt = inAnHour();
-    const entries = await revocations.append({ kind: 'key', kid: 'kid-retired' }, expiresAt);
+    const entries = await append({ kind: 'key', kid: 'kid-retired' }, expiresAt);
     const byPlatform = new Map(entries.map((e) => [e.platformId, e]));
     expect(byPlatform.size).toBe(entries.length);
     expect(byPlatform.get(a)).toEqual({ platformId: a, seq: 2, kind: 'key', agentId: null, kid: 'kid-retired', iatMax: null, createdAt: expect.any(Date), expiresAt });
@@ -76,8 +80,8 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
     const { revocations } = get();
     const [a, other] = [await newPlatform(), await newPlatform()];
     const agentId = await newAgent();
-    for (let i = 1; i <= 5; i++) await revocations.append({ kind: 'agent', agentId, platformIds: [a], iatMax: i }, inAnHour());
-    await revocations.append({ kind: 'platform', platformId: other, iatMax: 1 }, inAnHour());
+    for (let i = 1; i <= 5; i++) await append({ kind: 'agent', agentId, platformIds: [a], iatMax: i }, inAnHour());
+    await append({ kind: 'platform', platformId: other, iatMax: 1 }, inAnHour());
     const now = new Date();
 
     const all = await revocations.since(a, 0, now);
@@ -97,9 +101,9 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
     const { revocations } = get();
     const a = await newPlatform();
     const now = new Date();
-    await revocations.append({ kind: 'platform', platformId: a, iatMax: 1 }, new Date(now.getTime() - 1000));
-    await revocations.append({ kind: 'platform', platformId: a, iatMax: 2 }, now);
-    await revocations.append({ kind: 'platform', platformId: a, iatMax: 3 }, new Date(now.getTime() + 1000));
+    await append({ kind: 'platform', platformId: a, iatMax: 1 }, new Date(now.getTime() - 1000));
+    await append({ kind: 'platform', platformId: a, iatMax: 2 }, now);
+    await append({ kind: 'platform', platformId: a, iatMax: 3 }, new Date(now.getTime() + 1000));
     const { head, entries } = await revocations.since(a, 0, now);
     expect(head).toBe(3);
     expect(seqs(entries)).toEqual([3]);
@@ -111,8 +115,8 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
     const [a, b, quiet] = [await newPlatform(), await newPlatform(), await newPlatform()];
     const unknown = randomUUID();
     const agentId = await newAgent();
-    await revocations.append({ kind: 'agent', agentId, platformIds: [a, b], iatMax: 1 }, inAnHour());
-    await revocations.append({ kind: 'platform', platformId: a, iatMax: 2 }, inAnHour());
+    await append({ kind: 'agent', agentId, platformIds: [a, b], iatMax: 1 }, inAnHour());
+    await append({ kind: 'platform', platformId: a, iatMax: 2 }, inAnHour());
     expect(await revocations.heads([a, b, quiet, unknown])).toEqual(
       new Map([
         [a, 2],
@@ -128,9 +132,9 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
     const { revocations } = get();
     const a = await newPlatform();
     const now = new Date();
-    await revocations.append({ kind: 'platform', platformId: a, iatMax: 1 }, new Date(now.getTime() - 1000));
-    await revocations.append({ kind: 'platform', platformId: a, iatMax: 2 }, now);
-    await revocations.append({ kind: 'platform', platformId: a, iatMax: 3 }, new Date(now.getTime() + HOUR_MS));
+    await append({ kind: 'platform', platformId: a, iatMax: 1 }, new Date(now.getTime() - 1000));
+    await append({ kind: 'platform', platformId: a, iatMax: 2 }, now);
+    await append({ kind: 'platform', platformId: a, iatMax: 3 }, new Date(now.getTime() + HOUR_MS));
 
     const live = await revocations.purgeExpired(now);
     expect(live).toBeGreaterThanOrEqual(1);
@@ -139,19 +143,21 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
     expect(seqs((await revocations.since(a, 0, longAgo)).entries)).toEqual([3]);
     expect(await revocations.purgeExpired(now)).toBe(live);
     expect((await revocations.heads([a])).get(a)).toBe(3);
-    const [next] = await revocations.append({ kind: 'platform', platformId: a, iatMax: 4 }, inAnHour());
+    const [next] = await append({ kind: 'platform', platformId: a, iatMax: 4 }, inAnHour());
     expect(next.seq).toBe(4);
     expect(await revocations.purgeExpired(now)).toBe(live + 1);
   });
 
   it('agentsHoldingScopes names the agents whose grant on the platform holds any of the scopes', async () => {
-    const { revocations, store } = get();
+    const { revocations } = get();
     const [platform, elsewhere] = [await newPlatform(), await newPlatform()];
     const [reader, writer, both, other] = [await newAgent(), await newAgent(), await newAgent(), await newAgent()];
-    await store.putGrant(reader, platform, ['orders:read']);
-    await store.putGrant(writer, platform, ['orders:write']);
-    await store.putGrant(both, platform, ['orders:read', 'orders:write']);
-    await store.putGrant(other, elsewhere, ['orders:write']);
+    await write(async (w) => {
+      await w.putGrant(reader, platform, ['orders:read']);
+      await w.putGrant(writer, platform, ['orders:write']);
+      await w.putGrant(both, platform, ['orders:read', 'orders:write']);
+      await w.putGrant(other, elsewhere, ['orders:write']);
+    });
     expect((await revocations.agentsHoldingScopes(platform, ['orders:write'])).sort()).toEqual([writer, both].sort());
     expect((await revocations.agentsHoldingScopes(platform, ['orders:read', 'orders:write'])).sort()).toEqual([reader, writer, both].sort());
     expect(await revocations.agentsHoldingScopes(platform, ['orders:delete'])).toEqual([]);
@@ -170,7 +176,7 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
     const a = await newPlatform();
     const agentId = await newAgent();
     const appended = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => revocations.append({ kind: 'agent', agentId, platformIds: [a], iatMax: i }, inAnHour())),
+      Array.from({ length: 20 }, (_, i) => append({ kind: 'agent', agentId, platformIds: [a], iatMax: i }, inAnHour())),
     );
     const assigned = appended.flat().map((e) => e.seq).sort((x, y) => x - y);
     expect(assigned).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
@@ -185,7 +191,7 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
     const total = 30;
     let writing = true;
     const writers = Promise.all(
-      Array.from({ length: total }, (_, i) => revocations.append({ kind: 'platform', platformId: a, iatMax: i }, inAnHour())),
+      Array.from({ length: total }, (_, i) => append({ kind: 'platform', platformId: a, iatMax: i }, inAnHour())),
     ).finally(() => {
       writing = false;
     });
@@ -209,8 +215,8 @@ export function revocationStoreConformance(get: () => RevocationStoreUnderTest):
     const appended = await Promise.all(
       Array.from({ length: 16 }, (_, i) =>
         i % 4 === 3
-          ? revocations.append({ kind: 'platform', platformId: i % 8 === 3 ? a : b, iatMax: i }, inAnHour())
-          : revocations.append({ kind: 'agent', agentId, platformIds: i % 2 ? [a, b] : [b, a], iatMax: i }, inAnHour()),
+          ? append({ kind: 'platform', platformId: i % 8 === 3 ? a : b, iatMax: i }, inAnHour())
+          : append({ kind: 'agent', agentId, platformIds: i % 2 ? [a, b] : [b, a], iatMax: i }, inAnHour()),
       ),
     );
     for (const platform of [a, b]) {

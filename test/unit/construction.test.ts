@@ -2,7 +2,9 @@
 // a dependency handed over later (an attach/register method storing its argument in a field) leaves a
 // window in which the object runs without it, and hides the wiring from the composition root. This scans
 // every class in src/ for a method other than the constructor that stores one of its own parameters in a
-// field of `this`. State a method computes (counters, caches, timestamps) is not a dependency and passes.
+// field of `this`, and for a method named attach*/register* at all (one that declares a series reading its
+// argument keeps no field, but hands a dependency over all the same). State a method computes (counters,
+// caches, timestamps) is not a dependency and passes.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
@@ -31,8 +33,12 @@ export function lateAssignments(file: string, text: string): string[] {
         : ts.isPropertyDeclaration(member) && member.initializer && (ts.isArrowFunction(member.initializer) || ts.isFunctionExpression(member.initializer)) ? member.initializer
         : undefined;
       if (!fn?.body) continue;
+      // A method named for handing a dependency over is the pattern even when it keeps no field (it may
+      // declare a series reading its argument, or pass it on).
+      const name = member.name?.getText(source) ?? '';
+      if (/^(attach|register)[A-Z]/.test(name)) found.push(`${cls.name?.text ?? '(class)'}.${name}: a dependency handed over after construction`);
       // Event subscriptions (`onData(handler)`, the uWS shape) register a callback of the caller's, not a dependency.
-      if (/^on[A-Z]/.test(member.name?.getText(source) ?? '')) continue;
+      if (/^on[A-Z]/.test(name)) continue;
       // A string, number or boolean a method keeps is state (a status line), not a dependency.
       const PRIMITIVE = new Set([ts.SyntaxKind.StringKeyword, ts.SyntaxKind.NumberKeyword, ts.SyntaxKind.BooleanKeyword]);
       const params = new Set(fn.parameters.flatMap((p) => (ts.isIdentifier(p.name) && !(p.type && PRIMITIVE.has(p.type.kind)) ? [p.name.text] : [])));
@@ -60,12 +66,16 @@ export function lateAssignments(file: string, text: string): string[] {
 
 describe('no field is assigned after construction', () => {
   it('finds the pattern it looks for (a setter of a dependency)', () => {
-    const text = 'class A { private cache?: object; attach(cache: object) { this.cache = cache; } count(n: number) { this.total = n + 1; } register = (source: () => number) => { this.source ??= source; } }';
-    expect(lateAssignments('a.ts', text)).toEqual(['A.attach: this.cache = cache', 'A.register: this.source = source']);
+    const text = 'class A { private cache?: object; attach(cache: object) { this.cache = cache; } count(n: number) { this.total = n + 1; } register = (source: () => number) => { this.source ??= source; } registerGauges(read: () => number) { gauge(read); } }';
+    expect(lateAssignments('a.ts', text)).toEqual([
+      'A.attach: this.cache = cache',
+      'A.register: this.source = source',
+      'A.registerGauges: a dependency handed over after construction',
+    ]);
   });
 
   it('in src/: no method stores its parameter in a field', () => {
     const found = sourceFiles(SRC).flatMap((file) => lateAssignments(file, readFileSync(file, 'utf8')).map((hit) => `${path.relative(SRC, file)}: ${hit}`));
     expect(found).toEqual([]);
-  });
+  }, 30_000); // parses every file of src/: seconds on a loaded machine
 });

@@ -1,6 +1,6 @@
 // The rules of client assertions, in process on memory ports: private_key_jwt (keys added and removed, a
-// replay, a removed key's revocation entry, a store that cannot re-read the keys, one signature check for an
-// unknown client or kid) and workload identity
+// replay, a removed key's revocation entry, a store that cannot re-read the keys, the agent's status and
+// grants carried by the key index, one signature check for an unknown client or kid) and workload identity
 // (bound, unbound, unbound after a change). The black-box suites (test/private-key-jwt.test.ts,
 // test/workload-identity.test.ts) prove the same through HTTP on Postgres and Redis.
 import { randomUUID } from 'node:crypto';
@@ -104,6 +104,30 @@ describe('private_key_jwt (core, memory ports)', () => {
     core.memory.down = false;
     await core.bus.publish({ kind: 'agent', apiKeyId: agent.apiKeyId });
     expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('issued');
+    // Everything to re-read (a reconnect, a write of unknown outcome): the same, for every agent, until it is read.
+    core.memory.down = true;
+    await core.bus.publish({ kind: 'all' });
+    const whileDown = await exchange(await sign(pair.privateKey, 'k1'));
+    expect('refused' in whileDown && whileDown.refused.code).toBe('store_unavailable');
+    core.memory.down = false;
+    expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('issued');
+  });
+
+  it("issues from the key index's copy of the agent (no store read), which a deactivation, a grant taken back or a disabled platform changes at once", async () => {
+    const { core, agent, platform, pair, sign, exchange } = await setUp();
+    core.memory.down = true;
+    expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('issued');
+    core.memory.down = false;
+    await core.agents.update(agent.id, { status: 'inactive' }, BY);
+    expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('agent_inactive');
+    await core.agents.update(agent.id, { status: 'active' }, BY);
+    expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('issued');
+    await core.platforms.update(platform.id, { status: 'disabled' }, BY);
+    expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('platform_access_denied');
+    await core.platforms.update(platform.id, { status: 'active' }, BY);
+    expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('issued');
+    await core.agents.deleteGrant(agent.id, platform.id, BY);
+    expect(code(await exchange(await sign(pair.privateKey, 'k1')))).toBe('platform_access_denied');
   });
 
   it('never registers a private key, a symmetric key or a weak curve', async () => {

@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { InFlight } from '../../src/adapters/http/in-flight.js';
 import { HttpServer } from '../../src/adapters/http/server.js';
-import { Metrics } from '../../src/adapters/telemetry/metrics.js';
+import client from 'prom-client';
+import { HttpMetrics } from '../../src/adapters/http/http-metrics.js';
 import { createLogger } from '../../src/adapters/telemetry/logger.js';
 import { json } from '../../src/adapters/http/types.js';
 import { exchangeOnOneConnection } from '../support/faults.js';
@@ -51,7 +52,7 @@ describe('HttpServer on one keep-alive connection', () => {
         { ...plain, method: 'GET', path: '/doc', name: 'doc', handler: () => json(200, { hello: 'world' }, { ETag: '"v1"' }) },
         { ...plain, method: 'GET', path: '/cached', name: 'cached', handler: () => ({ status: 304, headers: { ETag: '"v1"' }, representationLength: 17 }) },
       ],
-      { name: 'test', maxBodyBytes: 1024, proxy: { hops: 0 }, metrics: new Metrics(), logger: createLogger('silent'), accessLog: false },
+      { name: 'test', maxBodyBytes: 1024, proxy: { hops: 0 }, metrics: new HttpMetrics({ registry: new client.Registry() }), logger: createLogger('silent'), accessLog: false },
     );
     const port = await server.listen('127.0.0.1', 0);
     try {

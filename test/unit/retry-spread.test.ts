@@ -31,6 +31,15 @@ describe('RetrySpread', () => {
     expect(Math.min(...waits)).toBe(1);
   });
 
+  it('books after the work already waiting: from notBeforeSeconds on, at the rate', () => {
+    const { spread } = at(10, 30);
+    const waits = Array.from({ length: 20 }, () => spread.next(4.2));
+    expect(waits.filter((w) => w === 5)).toHaveLength(10);
+    expect(waits.filter((w) => w === 6)).toHaveLength(10);
+    expect(spread.next(0.3)).toBe(1); // under a second of work waiting: the next second
+    expect(spread.next(90)).toBe(30);
+  });
+
   it('frees the seconds that have passed', () => {
     const { spread, advance } = at(10, 30);
     for (let i = 0; i < 100; i++) spread.next(); // seconds +1..+10 full

@@ -1,7 +1,7 @@
 // Read-through caching in front of a Store: in-process (L1) then Redis (L2, when configured) then the
-// inner store. Every write goes to the inner store, then deletes the Redis entries and publishes an
-// invalidation that every instance (this one included) applies to its in-process cache. A unit of work
-// (see `unitOfWork`) does the same after its commit.
+// inner store. Records change only in a unit of work, which this store wraps (see `unitOfWork`): after its
+// commit, each write deletes the Redis entries it touched and publishes an invalidation that every
+// instance (this one included) applies to its in-process cache.
 //
 // The Redis layer is used only while it is trusted. A Redis cache command that fails (a delete that may
 // not have happened, a write that may land late) and anything that may have rolled Redis back or lost
@@ -10,7 +10,7 @@
 // every master. So an entry a failed delete should have removed is never served from here, and an
 // instance that comes back from a failover re-reads Postgres before it trusts Redis again.
 import { sweepKeys, untilReadyOr, watchResets, type RedisClient } from './redis.js';
-import type { Metrics } from '../telemetry/index.js';
+import type { CacheMetrics } from './cache-metrics.js';
 import { WriteDeadlineError } from '../../core/errors.js';
 import type { AgentCredentials, AgentView, PlatformRecord } from '../../core/model.js';
 import type { LockOptions, Store } from '../../core/ports/store.js';
@@ -25,7 +25,7 @@ export interface CacheOptions {
   localTtlMs: number;
   localMaxEntries: number;
   bus: InvalidationBus;
-  metrics: Metrics;
+  metrics: CacheMetrics;
   /** Told when the Redis layer stops or resumes being used, and why (no key or value is passed). */
   onTrust?: (trusted: boolean, why: string) => void;
 }
@@ -249,7 +249,7 @@ export class CachedStore implements Store {
   }
 
   /**
-   * Runs an admin write. When its outcome is unknown (WriteDeadlineError), everything is invalidated at
+   * Runs a unit of work. When its outcome is unknown (WriteDeadlineError), everything is invalidated at
    * once, again once the driver learns the outcome, and again a moment later (a reader may have loaded
    * the old row in between): the token path never disagrees with Postgres for long after a stall ends.
    */
@@ -275,8 +275,8 @@ export class CachedStore implements Store {
 
   /**
    * Wraps a unit of work so that its writes drop what they change from the caches, after the commit
-   * only (a rolled-back change leaves the caches as they are); an unknown outcome drops everything, as
-   * for the store's own writes. Reads inside the unit of work go to the transaction, never to a cache.
+   * only (a rolled-back change leaves the caches as they are); an unknown outcome drops everything (see
+   * `writing`). Reads inside the unit of work go to the transaction, never to a cache.
    */
   unitOfWork(inner: UnitOfWork): UnitOfWork {
     return {
@@ -341,34 +341,8 @@ export class CachedStore implements Store {
     };
   }
 
-  async createPlatform(input: Parameters<Store['createPlatform']>[0]) {
-    const platform = await this.writing(() => this.inner.createPlatform(input));
-    await this.options.bus.publish({ kind: 'platform', platformId: platform.id });
-    return platform;
-  }
-
-  async updatePlatform(platformId: string, patch: Parameters<Store['updatePlatform']>[1]) {
-    const platform = await this.writing(() => this.inner.updatePlatform(platformId, patch));
-    if (platform) {
-      const apiKeyIds = await this.inner.apiKeyIdsOnPlatform(platformId);
-      await this.deleteRedis([this.platformKey(platformId), ...apiKeyIds.map((id) => this.viewKey(id))]);
-      await this.options.bus.publish({ kind: 'platform', platformId });
-    }
-    return platform;
-  }
-
   listPlatforms() {
     return this.inner.listPlatforms();
-  }
-
-  apiKeyIdsOnPlatform(platformId: string) {
-    return this.inner.apiKeyIdsOnPlatform(platformId);
-  }
-
-  async createAgent(input: Parameters<Store['createAgent']>[0]) {
-    const agent = await this.writing(() => this.inner.createAgent(input));
-    await this.invalidateAgents([agent.apiKeyId]); // drops a negative L1 entry, if any
-    return agent;
   }
 
   getAgent(agentId: string) {
@@ -377,32 +351,6 @@ export class CachedStore implements Store {
 
   listAgents() {
     return this.inner.listAgents();
-  }
-
-  async updateAgent(agentId: string, patch: Parameters<Store['updateAgent']>[1]) {
-    const agent = await this.writing(() => this.inner.updateAgent(agentId, patch));
-    if (agent) await this.invalidateAgents([agent.apiKeyId]);
-    return agent;
-  }
-
-  async rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null) {
-    const agent = await this.writing(() => this.inner.rotateSecret(agentId, secretHash, previousValidUntil));
-    if (agent) await this.invalidateAgents([agent.apiKeyId]);
-    return agent;
-  }
-
-  async putGrant(agentId: string, platformId: string, scopes: string[]) {
-    const grant = await this.writing(() => this.inner.putGrant(agentId, platformId, scopes));
-    const agent = await this.inner.getAgent(agentId);
-    if (agent) await this.invalidateAgents([agent.apiKeyId]);
-    return grant;
-  }
-
-  async deleteGrant(agentId: string, platformId: string) {
-    const deleted = await this.writing(() => this.inner.deleteGrant(agentId, platformId));
-    const agent = await this.inner.getAgent(agentId);
-    if (agent) await this.invalidateAgents([agent.apiKeyId]);
-    return deleted;
   }
 
   listGrants(agentId: string) {

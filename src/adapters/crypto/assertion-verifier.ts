@@ -2,10 +2,12 @@
 // (inline, or a jwks_uri fetched through guarded-fetch.ts, cached, re-fetched on an unknown kid), the
 // algorithm among ES256/RS256/PS256/EdDSA (never `none`, never HMAC: a shared-secret algorithm would let
 // anyone who knows a public key sign), iss, sub, aud, exp, nbf and iat against the instance's clock.
-// Imported keys are kept per key source, so a warm check imports nothing.
+// Imported key sets are kept by their content (bounded), so a warm check imports nothing, nor does a re-read
+// of unchanged keys; `prepare` imports a set ahead of its first use.
 import { compactVerify, createLocalJWKSet, createRemoteJWKSet, customFetch, decodeJwt, decodeProtectedHeader, errors, exportJWK, generateKeyPair, importJWK, jwtVerify, type CryptoKey, type JWTVerifyGetKey } from 'jose';
 import { AssertionRejected, type AssertionExpectations, type AssertionVerifier, type VerifiedAssertion } from '../../core/ports/assertions.js';
 import type { KeySource } from '../../core/ports/client-keys.js';
+import { BoundedCache } from '../../core/support/bounded-cache.js';
 import { guardedFetch, refusedUri, type GuardedFetchOptions } from './guarded-fetch.js';
 
 export const ASSERTION_ALGORITHMS = ['ES256', 'RS256', 'PS256', 'EdDSA'] as const;
@@ -14,6 +16,10 @@ const MAX_ASSERTION_LENGTH = 8192;
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
 const KID = /^[\x21-\x7e]{1,128}$/;
 const REMOTE_SETS_MAX = 1000;
+/** Inline key sets kept imported (least recently used goes first): one per key agent or issuer in use. */
+const LOCAL_SETS_MAX = 50_000;
+/** The algorithm a key is imported for when it names none (the one its kty is registered for). */
+const DEFAULT_ALG: Record<string, string> = { RSA: 'RS256', EC: 'ES256', OKP: 'EdDSA' };
 
 export interface JoseAssertionVerifierOptions extends Omit<GuardedFetchOptions, 'maxBytes'> {
   /** How long a fetched JWK Set is used before it is fetched again (seconds). */
@@ -29,7 +35,7 @@ export async function decoyKeys(): Promise<KeySource> {
 }
 
 export class JoseAssertionVerifier implements AssertionVerifier {
-  private readonly local = new WeakMap<KeySource, JWTVerifyGetKey>();
+  private readonly local = new BoundedCache<JWTVerifyGetKey>(LOCAL_SETS_MAX, Infinity);
   private readonly remote = new Map<string, JWTVerifyGetKey>();
   /** One public key per algorithm, made on first use, nobody holds the private half of. */
   private readonly standIns = new Map<string, Promise<CryptoKey>>();
@@ -80,6 +86,13 @@ export class JoseAssertionVerifier implements AssertionVerifier {
     return { issuer: payload.iss!, subject: payload.sub!, expiresAt: exp, jti: typeof payload.jti === 'string' ? payload.jti : undefined };
   }
 
+  prepare(keys: KeySource): void {
+    if (!keys.keys) return; // a jwks_uri is fetched when first needed
+    const set = this.keysOf(keys);
+    // Asking the set for each key imports it (and keeps it); a key that cannot be imported fails later, at verify.
+    for (const jwk of keys.keys) void Promise.resolve(set({ alg: String(jwk.alg ?? DEFAULT_ALG[jwk.kty]), kid: jwk.kid }, { payload: '', signature: '' })).catch(() => undefined);
+  }
+
   async checkPublicKey(jwk: Record<string, unknown>): Promise<string | undefined> {
     if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) return 'must be a JWK object';
     if (typeof jwk.kid !== 'string' || !KID.test(jwk.kid)) return 'kid must be 1 to 128 printable ASCII characters';
@@ -113,8 +126,9 @@ export class JoseAssertionVerifier implements AssertionVerifier {
 
   private keysOf(source: KeySource): JWTVerifyGetKey {
     if (source.keys) {
-      let set = this.local.get(source);
-      if (!set) this.local.set(source, (set = createLocalJWKSet({ keys: source.keys as never })));
+      const content = JSON.stringify(source.keys);
+      let set = this.local.get(content);
+      if (!set) this.local.set(content, (set = createLocalJWKSet({ keys: source.keys as never })));
       return set;
     }
     let set = this.remote.get(source.jwksUri);

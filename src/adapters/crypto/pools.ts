@@ -1,11 +1,16 @@
 // The two Piscina pools: argon2 (slow, bounded queue so a flood of cold credentials is shed with 503)
 // and signing (fed in batches by the SignBatcher). Separate pools so warm-credential requests never wait
 // behind argon2 work.
+//
+// A fresh instance slow-starts: for WARMUP_SECONDS its argon2 line stretches to what the pool verifies in
+// WARMUP_MAX_WAIT_MS (a new pod gets its full share of a fleet at once, and agents that no instance has
+// verified yet, after a Redis flush for instance, all need argon2): a cold check that finds the usual line
+// full waits up to that bound instead of a 503 at once, and gets the 503 only if it could not be served
+// within it.
 import { Piscina } from 'piscina';
 import client from 'prom-client';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Metrics } from '../telemetry/index.js';
 import { busy, type ServiceError } from '../../core/errors.js';
 import type { HashTask, VerifyTask } from '../../../workers/crypto-worker.js';
 import type { SignTask } from '../../../workers/sign-protocol.js';
@@ -14,6 +19,7 @@ import { SignBatcher } from './sign-batcher.js';
 import { WaitingLine } from './waiting-line.js';
 import { PoolCapacity, RetrySpread } from './retry-spread.js';
 import { ThreadSlots } from './thread-slots.js';
+import type { PoolMetrics, PoolName } from './pool-metrics.js';
 
 const WORKER_FILE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../workers/crypto-worker.js');
 
@@ -24,9 +30,17 @@ export interface PoolOptions {
   signMaxQueue: number;
   argon2TaskTimeoutMs: number;
   signTaskTimeoutMs: number;
+  /** How long after start the argon2 line stretches (0: never). */
+  warmupSeconds: number;
+  /** The longest a cold check waits in the stretched line. */
+  warmupMaxWaitMs: number;
 }
 
-type PoolName = 'argon2' | 'sign';
+export interface CryptoPoolsOptions extends PoolOptions {
+  metrics: PoolMetrics;
+  /** Where the queue depth is declared (it reads the pools' waiting lines). */
+  registry: client.Registry;
+}
 
 /**
  * The longest argon2 Retry-After: the agent client's default patience (`maxRetryDelaySeconds` 60). A fleet
@@ -49,11 +63,16 @@ export class CryptoPools {
   private readonly signBatcher: SignBatcher;
   /** argon2 work waits here, not in Piscina: a client hanging up must not stop a running task (waiting-line.ts). */
   private readonly argon2Line: WaitingLine<Argon2Call, unknown>;
+  /** argon2 verifications a second the pool can do. */
+  private readonly argon2Capacity: PoolCapacity;
   /** The Retry-After of argon2 work shed, booked at the pool's capacity (retry-spread.ts). */
   private readonly argon2Retry: RetrySpread;
+  private readonly metrics: PoolMetrics;
   private closing = false;
 
-  constructor(options: PoolOptions, private readonly metrics: Metrics) {
+  constructor(options: CryptoPoolsOptions) {
+    const { metrics } = options;
+    this.metrics = metrics;
     this.taskTimeoutMs = { argon2: options.argon2TaskTimeoutMs, sign: options.signTaskTimeoutMs };
     this.slots = { argon2: new ThreadSlots(options.argon2Threads), sign: new ThreadSlots(options.signThreads) };
     // Tasks never queue inside Piscina (one per thread at most): the waiting lines are ours.
@@ -84,7 +103,7 @@ export class CryptoPools {
     this.signBatcher = new SignBatcher(signBatch, options.signThreads, options.signMaxQueue, undefined, () => this.shed('sign'));
     // Before any task ran, assume ~25 ms per verification per thread.
     const argon2 = this.pools.argon2;
-    const capacity = new PoolCapacity(options.argon2Threads, () => {
+    this.argon2Capacity = new PoolCapacity(options.argon2Threads, () => {
       // The mean, not the median: busy threads finish threads / mean run time tasks a second, and under
       // CPU contention the slow (preempted) runs are the ones the median leaves out.
       const ms = argon2.histogram.runTime.mean;
@@ -92,19 +111,27 @@ export class CryptoPools {
       // Under 1 ms the window held only readiness pings (a verification takes tens of ms): no estimate.
       return ms >= 1 ? ms : NaN;
     }, 40);
+    const capacity = this.argon2Capacity;
     this.argon2Retry = new RetrySpread({ maxSeconds: ARGON2_RETRY_AFTER_MAX_SECONDS, overbook: 1.2, rate: () => capacity.perSecond() });
-    this.argon2Line = new WaitingLine(
-      async ([call]) => [await this.run('argon2', call.name, call.task)],
-      options.argon2Threads,
-      options.argon2MaxQueue,
-      () => this.shed('argon2'),
-    );
+    const warmUntil = performance.now() + options.warmupSeconds * 1000;
+    this.argon2Line = new WaitingLine({
+      run: async ([call]) => [await this.run('argon2', call.name, call.task)],
+      slots: options.argon2Threads,
+      maxWaiting: options.argon2MaxQueue,
+      full: () => this.shed('argon2'),
+      overflow: {
+        maxWaitMs: options.warmupMaxWaitMs,
+        // While warming up: as many as the pool verifies within the bound, the usual line included.
+        places: () =>
+          performance.now() < warmUntil ? Math.max(0, Math.floor((capacity.perSecond() * options.warmupMaxWaitMs) / 1000) - options.argon2MaxQueue) : 0,
+      },
+    });
     const lines = { argon2: this.argon2Line, sign: this.signBatcher };
     new client.Gauge({
       name: 'ace_worker_queue_depth',
       help: 'Tasks waiting for a crypto worker thread, per pool.',
       labelNames: ['pool'],
-      registers: [metrics.registry],
+      registers: [options.registry],
       collect() {
         for (const [pool, line] of Object.entries(lines)) this.set({ pool }, line.queued);
       },
@@ -192,11 +219,11 @@ export class CryptoPools {
 
   /**
    * The 503 of a full waiting line, counted in ace_worker_tasks_rejected_total: argon2 callers are booked
-   * into the coming seconds at the pool's rate.
+   * into the coming seconds at the pool's rate, after the line has drained (a stretched line holds seconds of work).
    */
   private shed(pool: PoolName): ServiceError {
     this.metrics.workerTaskRejected(pool);
-    return busy(pool === 'argon2' ? this.argon2Retry.next() : 1);
+    return busy(pool === 'argon2' ? this.argon2Retry.next(this.argon2Line.queued / this.argon2Capacity.perSecond()) : 1);
   }
 
   /**

@@ -28,12 +28,15 @@ export class RetrySpread {
     this.now = options.now ?? Date.now;
   }
 
-  /** Seconds to put in the Retry-After of one refusal (1 while the next second has room). */
-  next(): number {
+  /**
+   * Seconds to put in the Retry-After of one refusal: the earliest second with room, from `notBeforeSeconds`
+   * on (the time the work already waiting takes), and at least 1.
+   */
+  next(notBeforeSeconds = 0): number {
     const second = Math.floor(this.now() / 1000);
     for (const at of this.booked.keys()) if (at <= second) this.booked.delete(at);
     const perSecond = Math.max(1, Math.round(this.options.rate() * (this.options.overbook ?? 1)));
-    for (let wait = 1; wait <= this.options.maxSeconds; wait++) {
+    for (let wait = Math.max(1, Math.ceil(notBeforeSeconds)); wait <= this.options.maxSeconds; wait++) {
       const count = this.booked.get(second + wait) ?? 0;
       if (count < perSecond) {
         this.booked.set(second + wait, count + 1);

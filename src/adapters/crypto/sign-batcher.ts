@@ -25,7 +25,7 @@ export class SignBatcher {
     /** The refusal when `maxPending` wait already (the pools count it in their metrics). */
     full: () => unknown = () => busy(),
   ) {
-    this.line = new WaitingLine((batch) => this.dispatch(batch), threads, maxPending, full, maxBatch);
+    this.line = new WaitingLine({ run: (batch) => this.dispatch(batch), slots: threads, maxWaiting: maxPending, full, maxBatch });
   }
 
   get queued(): number {

@@ -6,8 +6,8 @@
 // renders answers.
 import type { ErrorCode, ServiceError } from '../../core/errors.js';
 import { OAUTH_PROFILE, type TokenRequest, type TokenService } from '../../core/tokens/token-service.js';
-import type { PlatformService } from '../../core/platforms/platform-service.js';
-import type { Metrics } from '../telemetry/index.js';
+import type { ResourceIndex } from '../../core/platforms/resource-index.js';
+import type { HttpMetrics } from './http-metrics.js';
 import { httpStatus } from './errors.js';
 import { TokenDoor, type SeenRequest, type TokenRefusals } from './token-door.js';
 import { FormError, formDecode, parseFormBody } from './form-body.js';
@@ -28,9 +28,6 @@ const URN_UUID = /^urn:uuid:(.+)$/i;
 // RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 const MAX_SECRET = 1024;
-/** How long the resource index (registered resources, https://<verified domain>) may lag an admin change. */
-const RESOURCE_INDEX_TTL_MS = 5000;
-const RESOURCE_MISS_REFRESH_MS = 1000;
 
 export type OAuthErrorCode =
   | 'invalid_request'
@@ -51,8 +48,9 @@ export interface OAuthDeps {
   issuer: string;
   publicBaseUrl: string;
   tokens: TokenService;
-  platforms: PlatformService;
-  metrics: Metrics;
+  /** Resource identifier → platform (RFC 8707 resource). */
+  resources: Pick<ResourceIndex, 'lookup'>;
+  metrics: HttpMetrics;
   /** The contract door's refusal reporting (recorded when a credential check ran, else counted). */
   refusals: TokenRefusals;
 }
@@ -138,9 +136,8 @@ export const oauthRouteTable = {
       'Same secret check, limits, audit events and metrics as POST /api/v1/auth/token. Errors follow RFC 6749 §5.2 ' +
       '(error, error_description) and also carry detail and error_code (equal to error).',
     body: { schema: OAuthTokenRequest, contentType: 'application/x-www-form-urlencoded', required: true },
-    auth: 'none',
     // RFC 6749 §2.3.1: Basic, or client_id + client_secret in the form (client_secret_post).
-    handlerAuth: { schemes: { clientSecretBasic: { type: 'http', scheme: 'basic', description: 'client_secret_basic: api_key_id and secret, each form-urlencoded.' } }, optional: true },
+    auth: { schemes: { clientSecretBasic: { type: 'http', scheme: 'basic', description: 'client_secret_basic: api_key_id and secret, each form-urlencoded.' } }, optional: true },
     audit: { kind: 'batched', events: ['token.issued', 'token.refused'] },
     responses: {
       200: {
@@ -184,7 +181,7 @@ export const oauthRouteTable = {
 
 export function oauthRoutes(deps: OAuthDeps): Route[] {
   const apiKeyId = new RegExp(`^${deps.apiKeyPrefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}[0-9a-f]{32}$`);
-  const resources = new ResourceIndex(deps.platforms);
+  const { resources } = deps;
   const metadataBody = JSON.stringify(authorizationServerMetadata(deps));
 
   const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, refusals: deps.refusals });
@@ -227,7 +224,7 @@ interface ClientCredentialsGrant {
 }
 
 /** Reads the form, filling `seen` as it learns the key id and the platform; throws an OAuthError (or a store outage). */
-async function readGrant(request: HttpRequest, seen: SeenRequest, apiKeyId: RegExp, resources: ResourceIndex): Promise<ClientCredentialsGrant> {
+async function readGrant(request: HttpRequest, seen: SeenRequest, apiKeyId: RegExp, resources: OAuthDeps['resources']): Promise<ClientCredentialsGrant> {
   const params = readForm(request);
   const client = clientCredentials(request.headers.authorization, params, apiKeyId);
   seen.apiKeyId = client.apiKeyId;
@@ -320,7 +317,7 @@ interface Target {
  * goes through the credential check and is refused there like a platform without a grant, so that no
  * answer tells a caller without credentials which resources exist.
  */
-async function target(params: Map<string, string>, resources: ResourceIndex): Promise<Target> {
+async function target(params: Map<string, string>, resources: OAuthDeps['resources']): Promise<Target> {
   const resource = params.get('resource');
   const audience = params.get('audience');
   if (resource === undefined && audience === undefined) throw invalidTarget('Name the platform: resource (its resource identifier, https://<domain> or urn:uuid:<platform_id>) or audience (platform_id).');
@@ -332,7 +329,7 @@ async function target(params: Map<string, string>, resources: ResourceIndex): Pr
   return named;
 }
 
-async function resourcePlatform(resource: string, resources: ResourceIndex): Promise<Target> {
+async function resourcePlatform(resource: string, resources: OAuthDeps['resources']): Promise<Target> {
   const urn = URN_UUID.exec(resource);
   if (urn) {
     if (!UUID.test(urn[1]!)) throw invalidTarget('resource urn:uuid: must carry a platform_id (UUID).');
@@ -342,44 +339,6 @@ async function resourcePlatform(resource: string, resources: ResourceIndex): Pro
   const check = normaliseResource(resource);
   if (!check.ok) throw invalidTarget(`resource ${check.reason}.`);
   return { platformId: await resources.lookup(check.resource), resource: check.resource };
-}
-
-/**
- * Resource identifier → platform_id: every platform's registered resources and https://<its verified
- * domain>. Re-read at most every RESOURCE_INDEX_TTL_MS, and on a miss at most every
- * RESOURCE_MISS_REFRESH_MS (one registered a moment ago is found within about a second; a flood of
- * unknown ones costs one read a second). One read at a time. An identifier two platforms would answer
- * to (a resource equal to another platform's domain) names neither: the endpoint never picks one of two.
- */
-class ResourceIndex {
-  private byResource = new Map<string, string>();
-  private readAt = -Infinity;
-  private reading: Promise<void> | undefined;
-
-  constructor(private readonly platforms: PlatformService) {}
-
-  async lookup(resource: string): Promise<string | undefined> {
-    if (performance.now() - this.readAt > RESOURCE_INDEX_TTL_MS) await this.read();
-    if (!this.byResource.has(resource) && performance.now() - this.readAt > RESOURCE_MISS_REFRESH_MS) await this.read();
-    return this.byResource.get(resource) || undefined;
-  }
-
-  private read(): Promise<void> {
-    return (this.reading ??= this.refresh().finally(() => (this.reading = undefined)));
-  }
-
-  private async refresh(): Promise<void> {
-    // '' marks an identifier claimed twice. The exchange itself still checks the grant and the platform's
-    // status: this only names the platform.
-    const index = new Map<string, string>();
-    const claim = (resource: string, platformId: string) => index.set(resource, index.has(resource) && index.get(resource) !== platformId ? '' : platformId);
-    for (const p of await this.platforms.list()) {
-      for (const resource of p.resources) claim(resource, p.id);
-      if (p.domain && p.verificationStatus === 'verified') claim(`https://${p.domain.toLowerCase()}`, p.id);
-    }
-    this.byResource = index;
-    this.readAt = performance.now();
-  }
 }
 
 /** The core's refusal codes as OAuth errors (RFC 6749 §5.2, RFC 8707 §2); Retry-After is kept. */

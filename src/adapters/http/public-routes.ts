@@ -4,7 +4,7 @@
 // is handled by TokenDoor (token-door.ts), shared with the OAuth door (oauth-routes.ts).
 import { Type } from '@sinclair/typebox';
 import { ServiceError } from '../../core/errors.js';
-import type { Metrics } from '../telemetry/index.js';
+import type { HttpMetrics } from './http-metrics.js';
 import {
   credentialsRequestSchema,
   KeySet,
@@ -34,7 +34,7 @@ export interface PublicDeps {
   platforms: PlatformService;
   scopeFiles: ScopeFiles;
   keys: KeyManager;
-  metrics: Metrics;
+  metrics: HttpMetrics;
   openApi: () => Buffer;
   audit: AuditSink;
   /** Token refusals: recorded (bounded per address and agent) or counted (audit-trail/refusals.ts). */

@@ -9,8 +9,8 @@ import { ServiceError, toServiceError, unavailable } from '../../core/errors.js'
 import type { FeedCredentialService } from '../../core/feed/feed-credential-service.js';
 import { PlatformId, UUID_PATTERN } from './schemas/public.js';
 import { fixedHeader, refusals } from './responses.js';
-import { MAX_MAX_EVENTS, type RevocationTransmitter, type SocketTopics } from '../revocation-feed/index.js';
-import type { RevocationMetrics } from '../telemetry/index.js';
+import client from 'prom-client';
+import { MAX_MAX_EVENTS, type RevocationMetrics, type RevocationTransmitter, type SocketTopics } from '../revocation-feed/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { parseJsonBody } from './json-body.js';
 import { PollBudget } from './poll-budget.js';
@@ -30,7 +30,7 @@ import {
   type PollRequest,
 } from '@agent-credential-exchange/middleware/feed-document';
 import { HttpError } from './errors.js';
-import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteDeclaration } from './types.js';
+import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteCredentials, type RouteDeclaration } from './types.js';
 
 export const FEED_PATH = feedPollPath(':platform_id');
 export const FEED_SOCKET_PATH = feedSocketPath(':platform_id');
@@ -53,7 +53,8 @@ export function feedUnauthorized(): ServiceError {
   });
 }
 
-const FEED_AUTH = {
+/** The feed token, checked by the feed's own steps (the poll's onRequest and handler, the upgrade). */
+const FEED_AUTH: RouteCredentials = {
   schemes: {
     feedToken: {
       type: 'http',
@@ -99,10 +100,8 @@ export const revocationRouteTable = {
     summary: 'RFC 8936 poll delivery of the platform\'s revocation SETs',
     description: SET_FORMAT,
     params: FEED_PARAMS,
-    body: { schema: PollRequestSchema, contentType: 'application/json', required: true },
-    auth: 'none',
-    handlerAuth: FEED_AUTH,
-    fromMemory: true,
+    body: { schema: PollRequestSchema, contentType: 'application/json', required: true, answeredFromMemory: true },
+    auth: FEED_AUTH,
     audit: { kind: 'none' },
     responses: {
       200: { description: 'The SETs above the acknowledged ones, and whether more are available.', headers: { 'Cache-Control': fixedHeader('no-store') }, content: { 'application/json': PollResponseSchema } },
@@ -145,8 +144,7 @@ export const revocationSocketRoute = {
     `The server closes with 1011 when the catch-up cannot be read. ${SET_FORMAT}`,
   params: FEED_PARAMS,
   query: FEED_QUERY,
-  auth: 'none',
-  handlerAuth: FEED_AUTH,
+  auth: FEED_AUTH,
   audit: { kind: 'none' },
   upgrade: 'websocket',
   responses: {
@@ -214,7 +212,9 @@ export function offeredProtocols(header: string): { token: string; feed: boolean
 export interface RevocationRouteDeps {
   transmitter: RevocationTransmitter;
   feedCredentials: Pick<FeedCredentialService, 'verify' | 'verifyNow' | 'generation' | 'isLive' | 'onChange' | 'hasCredentials'>;
-  metrics: Pick<RevocationMetrics, 'refused' | 'registerPollBudgets'>;
+  metrics: Pick<RevocationMetrics, 'refused'>;
+  /** Where the poll's budgets and answer cache are declared (they read the routes' budget and the transmitter). */
+  registry: client.Registry;
 }
 
 
@@ -228,10 +228,30 @@ const OVER_BUDGET_REPLY = refusalReply(
   { prebuilt: true },
 );
 
+/** Gauges read when scraped: credentials holding a poll budget, and bytes of poll answers kept in memory. */
+function declarePollMetrics(registry: client.Registry, budget: PollBudget, transmitter: RevocationTransmitter): void {
+  new client.Gauge({
+    name: 'ace_revocation_poll_budgets',
+    help: 'Feed credentials holding a poll budget on this process (released when the credential is deleted).',
+    registers: [registry],
+    collect() {
+      this.set(budget.size);
+    },
+  });
+  new client.Gauge({
+    name: 'ace_revocation_poll_answer_cache_bytes',
+    help: 'Bytes of serialised revocation poll answers kept in memory by this process (bounded).',
+    registers: [registry],
+    collect() {
+      this.set(transmitter.answerCacheBytes);
+    },
+  });
+}
+
 export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
   const { transmitter, feedCredentials, metrics } = deps;
   const budget = new PollBudget(POLL_BUDGET);
-  metrics.registerPollBudgets(() => ({ credentials: budget.size, answerCacheBytes: transmitter.answerCacheBytes }));
+  declarePollMetrics(deps.registry, budget, transmitter);
   // A deleted credential's bucket goes with it; a platform left without credentials drops its cached answers.
   feedCredentials.onChange((platformId) => {
     budget.release(platformId, (platform, id) => feedCredentials.isLive(platform, id));

@@ -5,14 +5,14 @@ import { randomUUID } from 'node:crypto';
 import * as uWS from 'uWebSockets.js';
 import { ServiceError, toServiceError } from '../../core/errors.js';
 import type { Logger } from '../telemetry/index.js';
-import type { Metrics } from '../telemetry/index.js';
+import type { HttpMetrics } from './http-metrics.js';
 import { clientAddress, type ProxyTrust } from '../../support/client-address.js';
 import { httpStatus } from './errors.js';
 import { framingRefusal, type FramingFields } from './framing.js';
 import { InFlight, type Completion } from './in-flight.js';
 import { LingeringRefusal } from './lingering-refusal.js';
 import { inject, PathRouter, type InjectRequest, type InjectResponse, type ServedHandler, type ServedRequest, type ServedResponse } from './inject.js';
-import { allowHeader, refusalReply, routesByPath, type Guard, type HttpReply, type HttpRequest, type RequestHeaders, type Route, type RouteAuth, type RouteHooks } from './types.js';
+import { allowHeader, refusalReply, routesByPath, type Guard, type HttpReply, type HttpRequest, type RequestHeaders, type Route, type GuardKind, type RouteHooks } from './types.js';
 
 /** The package silently falls back to a slow pure-JS server when its binary does not load: refuse that. */
 export function assertNativeUws(): void {
@@ -33,7 +33,7 @@ export interface ServerOptions {
    * unannounced proxy shares the proxy's address, and one client's failed logins lock all of them out.
    */
   mayBeProxied?: boolean;
-  metrics: Metrics;
+  metrics: HttpMetrics;
   logger: Logger;
   accessLog: boolean;
   /**
@@ -41,7 +41,7 @@ export interface ServerOptions {
    * that has none of its own (RouteHooks). Only routes that declare one read Authorization and the client
    * address for it.
    */
-  guards?: Partial<Record<Exclude<RouteAuth, 'none'>, Guard>>;
+  guards?: Partial<Record<GuardKind, Guard>>;
   /** The uWS app to serve on, when it was made before the server (the revocation transmitter publishes on its topics); else a new one. */
   app?: uWS.TemplatedApp;
 }
@@ -85,7 +85,7 @@ interface ServedRoute {
   route: Route;
   onRequest: RouteHooks['onRequest'];
   authorize: Guard | undefined;
-  /** Authorization is copied out for the authorize step or for the handler's own check (handlerAuth). */
+  /** Authorization is copied out for the authorize step or for the route's own check (RouteCredentials). */
   readsAuthorization: boolean;
   /** The client address: where credentials arrive (a body not answered from memory) or are checked. */
   readsAddress: boolean;
@@ -124,18 +124,18 @@ export class HttpServer {
     this.app = options.app ?? uWS.App();
     const served = new Map<Route, ServedRoute>();
     for (const route of routes) {
-      const guarded = route.auth !== undefined && route.auth !== 'none';
-      const authorize = route.hooks?.authorize ?? (guarded ? options.guards?.[route.auth as Exclude<RouteAuth, 'none'>] : undefined);
+      const guard = typeof route.auth === 'string' && route.auth !== 'none' ? route.auth : undefined;
+      const authorize = route.hooks?.authorize ?? (guard ? options.guards?.[guard] : undefined);
       // Fail closed: a route that declares an auth kind this listener cannot check is never served.
-      if (guarded && !authorize) {
-        throw new Error(`${options.name}: route ${route.method} ${route.path} declares auth "${route.auth}" but the listener has no guard for it`);
+      if (guard && !authorize) {
+        throw new Error(`${options.name}: route ${route.method} ${route.path} declares auth "${guard}" but the listener has no guard for it`);
       }
-      const heavyBody = route.body !== undefined && !route.fromMemory;
+      const heavyBody = route.body !== undefined && !route.body.answeredFromMemory;
       served.set(route, {
         route,
         onRequest: route.hooks?.onRequest,
         authorize,
-        readsAuthorization: authorize !== undefined || route.handlerAuth !== undefined,
+        readsAuthorization: authorize !== undefined || typeof route.auth === 'object',
         readsAddress: heavyBody || authorize !== undefined,
         cancellable: heavyBody,
       });

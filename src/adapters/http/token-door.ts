@@ -4,7 +4,7 @@
 // a store outage becomes a refusal) is decided here, once, for both.
 import { ServiceError, StoreUnavailableError, toServiceError } from '../../core/errors.js';
 import type { ExchangeOutcome, IssuedToken, TokenRequest, TokenService } from '../../core/tokens/token-service.js';
-import type { Metrics } from '../telemetry/index.js';
+import type { HttpMetrics } from './http-metrics.js';
 import type { HttpRequest } from './types.js';
 
 /** What a token door reports of a refusal (implemented by the audit trail's RefusalRecorder). */
@@ -14,7 +14,7 @@ export interface TokenRefusals {
 
 export interface TokenDoorDeps {
   tokens: TokenService;
-  metrics: Metrics;
+  metrics: HttpMetrics;
   /** Token refusals: recorded (bounded per address and agent) or counted (audit-trail/refusals.ts). */
   refusals: TokenRefusals;
 }

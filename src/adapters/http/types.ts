@@ -45,12 +45,26 @@ export type Guard = (request: HttpRequest) => Promise<void> | void;
 
 export type RouteMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'ANY';
 
+/** A check the listener runs for every route that declares it (ServerOptions.guards). */
+export type GuardKind = 'admin_bearer';
+
 /**
- * Who may call a route. The server enforces it with the guard registered for the kind (ServerOptions.
- * guards) and refuses to start with a route whose guard is missing, so a declaration cannot be served
- * unguarded by mistake.
+ * HTTP credentials a route checks in its own steps (`onRequest` or the handler: OAuth client_secret_basic,
+ * whose credentials may also come in the body; a feed token): the server copies Authorization out for
+ * them, and the document names these schemes (OpenAPI security scheme objects by name; `optional`: the
+ * request may carry none).
  */
-export type RouteAuth = 'none' | 'admin_bearer';
+export interface RouteCredentials {
+  schemes: Record<string, Record<string, unknown>>;
+  optional: boolean;
+}
+
+/**
+ * Who may call a route: anyone, the listener's guard of a kind (the server refuses to start with a route
+ * whose guard is missing, so a declaration cannot be served unguarded by mistake), or credentials the
+ * route checks itself.
+ */
+export type RouteAuth = 'none' | GuardKind | RouteCredentials;
 
 /** What a route writes to the audit trail (docs/audit.md); shown in the OpenAPI document as x-audit. */
 export type RouteAudit =
@@ -71,6 +85,18 @@ export interface ResponseSpec {
   /** Media type -> schema of the body. */
   content?: Record<string, TSchema>;
   headers?: Record<string, ResponseHeaderSpec>;
+}
+
+export interface RouteBody {
+  schema: TSchema;
+  contentType: 'application/json' | 'application/x-www-form-urlencoded';
+  required: boolean;
+  /**
+   * The body is answered from memory (the revocation poll): the server gives the handler no cancellation
+   * signal and computes no client address for it, so a flood of it costs what a cached document costs.
+   * Other bodies may carry credentials or start worker tasks: those get both.
+   */
+  answeredFromMemory?: boolean;
 }
 
 /**
@@ -94,22 +120,11 @@ export interface RouteDeclaration {
   /** Query parameters (an object schema): only then is the query string copied out of uWS. */
   query?: TObject;
   /** A request body: only then is it read. `required: false` means an empty body is accepted. */
-  body?: { schema: TSchema; contentType: 'application/json' | 'application/x-www-form-urlencoded'; required: boolean };
+  body?: RouteBody;
   auth: RouteAuth;
-  /**
-   * HTTP authentication the handler checks itself (e.g. OAuth client_secret_basic, where the credentials
-   * may also come in the body): the server then copies Authorization out for it, and the document names
-   * these schemes (OpenAPI security scheme objects by name; `optional`: the request may carry none).
-   */
-  handlerAuth?: { schemes: Record<string, Record<string, unknown>>; optional: boolean };
   audit: RouteAudit;
   /** Status -> answer. Refusals use `refusals()` (errors.ts codes with the contract's Error shape). */
   responses: Record<number, ResponseSpec>;
-  /**
-   * The handler answers from memory (the revocation poll): the server gives it no cancellation signal and
-   * computes no client address, so a flood of it costs what a cached document costs.
-   */
-  fromMemory?: boolean;
   /** Served by the WebSocket upgrade handler, not by HttpServer (documented with its 101 answer). */
   upgrade?: 'websocket';
 }

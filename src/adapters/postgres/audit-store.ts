@@ -4,7 +4,7 @@
 import type { Sql, TransactionSql } from 'postgres';
 import { StoreUnavailableError } from '../../core/errors.js';
 import { toStoreError } from './errors.js';
-import { withTimeout } from '../../core/support/deadline.js';
+import { boundedCall } from './bounded.js';
 import type { AuditEvent, EventData, EventType } from '../../core/audit/events.js';
 import type { AuditStore, EventQuery, MaintenanceResult } from '../../core/ports/audit-store.js';
 
@@ -49,12 +49,9 @@ export class PostgresAuditStore implements AuditStore {
     }
   }
 
-  async list(q: EventQuery): Promise<AuditEvent[]> {
-    try {
-      return await withTimeout('postgres', this.read(q), this.readTimeoutMs);
-    } catch (error) {
-      throw toStoreError(error); // a failover or restart: the reader gets a 503, not a 500
-    }
+  /** A failover or restart: the reader gets a 503, not a 500. */
+  list(q: EventQuery): Promise<AuditEvent[]> {
+    return boundedCall({ timeoutMs: this.readTimeoutMs }, () => this.read(q));
   }
 
   private async read(q: EventQuery): Promise<AuditEvent[]> {

@@ -2,13 +2,19 @@
 // 006_client_keys.sql). Reads are bounded by the store timeout; connection failures become
 // StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall } from './errors.js';
+import { boundedCall } from './bounded.js';
 import type { AgentKeys, ClientKeyStore, ClientKeyWrites, KeySource, PublicJwk, TrustedIssuer, WorkloadBinding } from '../../core/ports/client-keys.js';
 
 type Row = Record<string, any>;
 
 const sourceOf = (r: Row): KeySource => (r.jwks_uri ? { jwksUri: r.jwks_uri as string } : { keys: r.jwks as PublicJwk[] });
-const toAgentKeys = (r: Row): AgentKeys => ({ agentId: r.agent_id, apiKeyId: r.api_key_id, source: sourceOf(r), updatedAt: new Date(r.updated_at) });
+const toAgentKeys = (r: Row): AgentKeys => ({
+  agentId: r.agent_id,
+  apiKeyId: r.api_key_id,
+  source: sourceOf(r),
+  updatedAt: new Date(r.updated_at),
+  view: { agentId: r.agent_id, apiKeyId: r.api_key_id, status: r.status, grants: Object.fromEntries((r.grants as Row[]).map((g) => [g.platform_id, { scopes: g.scopes, platformStatus: g.platform_status }])) },
+});
 const toIssuer = (r: Row): TrustedIssuer => ({ id: r.id, issuer: r.issuer, audience: r.audience, source: sourceOf(r), createdAt: new Date(r.created_at) });
 const toBinding = (r: Row): WorkloadBinding => ({ issuerId: r.issuer_id, subject: r.subject, agentId: r.agent_id, apiKeyId: r.api_key_id, createdAt: new Date(r.created_at) });
 
@@ -19,21 +25,23 @@ export class PostgresClientKeyStore implements ClientKeyStore {
   ) {}
 
   private run<T>(fn: () => Promise<T>): Promise<T> {
-    return boundedCall(this.timeoutMs, fn);
+    return boundedCall({ timeoutMs: this.timeoutMs }, fn);
   }
 
   allAgentKeys(): Promise<AgentKeys[]> {
-    return this.run(async () =>
-      (await this.sql<Row[]>`SELECT k.agent_id, a.api_key_id, k.jwks, k.jwks_uri, k.updated_at FROM agent_client_keys k JOIN agents a ON a.id = k.agent_id`).map(toAgentKeys),
-    );
+    return this.run(async () => (await this.sql<Row[]>`${this.agentKeysSelect()}`).map(toAgentKeys));
   }
 
-  agentKeysByApiKeyId(apiKeyId: string): Promise<AgentKeys | null> {
-    return this.run(async () => {
-      const rows = await this.sql<Row[]>`SELECT k.agent_id, a.api_key_id, k.jwks, k.jwks_uri, k.updated_at
-        FROM agent_client_keys k JOIN agents a ON a.id = k.agent_id WHERE a.api_key_id = ${apiKeyId}`;
-      return rows[0] ? toAgentKeys(rows[0]) : null;
-    });
+  agentKeysByApiKeyIds(apiKeyIds: string[]): Promise<AgentKeys[]> {
+    return this.run(async () => (await this.sql<Row[]>`${this.agentKeysSelect()} WHERE a.api_key_id = ANY(${apiKeyIds})`).map(toAgentKeys));
+  }
+
+  /** Keys, status and grants (with each platform's status) of key agents: one snapshot, one row per agent. */
+  private agentKeysSelect() {
+    return this.sql`SELECT k.agent_id, a.api_key_id, a.status, k.jwks, k.jwks_uri, k.updated_at,
+        (SELECT coalesce(json_agg(json_build_object('platform_id', g.platform_id, 'scopes', g.scopes, 'platform_status', p.status)), '[]')
+           FROM grants g JOIN platforms p ON p.id = g.platform_id WHERE g.agent_id = a.id) AS grants
+      FROM agent_client_keys k JOIN agents a ON a.id = k.agent_id`;
   }
 
   listTrustedIssuers(): Promise<TrustedIssuer[]> {

@@ -1,9 +1,8 @@
 // The one place that decides which Postgres failures mean "try again" (503 with Retry-After) rather than
-// a bug (500). Used by every Postgres adapter (store, revocation log, audit trail) so that a failover, a
-// restart or a pooler hiccup is answered the same way everywhere.
+// a bug (500). Used by every Postgres adapter (through bounded.ts, and by the audit trail) so that a
+// failover, a restart or a pooler hiccup is answered the same way everywhere.
 import { StoreUnavailableError } from '../../core/errors.js';
 import postgres from 'postgres';
-import { withTimeout } from '../../core/support/deadline.js';
 
 /**
  * - `connection`: the connection broke or could not be made (the server may or may not have applied
@@ -64,15 +63,6 @@ export function isConnectionFailure(error: unknown): boolean {
 export function toStoreError(error: unknown): unknown {
   if (error instanceof StoreUnavailableError) return error;
   return isRetryable(error) ? new StoreUnavailableError('postgres', error) : error;
-}
-
-/** A store call bounded by the store's deadline, its failure mapped like every other (503 when it is worth a retry). */
-export async function boundedCall<T>(timeoutMs: number, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await withTimeout('postgres', fn(), timeoutMs);
-  } catch (error) {
-    throw toStoreError(error);
-  }
 }
 
 /**

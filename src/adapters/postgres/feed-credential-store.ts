@@ -1,7 +1,7 @@
 // Postgres implementation of the feed credentials' storage (migration 004_feed_credentials.sql). Reads are
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall } from './errors.js';
+import { boundedCall } from './bounded.js';
 import type { FeedCredential, FeedCredentialRecord, FeedCredentialStore, FeedCredentialWrites } from '../../core/ports/feed-credentials.js';
 
 type Row = Record<string, any>;
@@ -16,7 +16,7 @@ export class PostgresFeedCredentialStore implements FeedCredentialStore {
   ) {}
 
   private run<T>(fn: () => Promise<T>): Promise<T> {
-    return boundedCall(this.timeoutMs, fn);
+    return boundedCall({ timeoutMs: this.timeoutMs }, fn);
   }
 
   listFeedCredentials(platformId: string): Promise<FeedCredential[]> {
@@ -34,7 +34,7 @@ export class PostgresFeedCredentialStore implements FeedCredentialStore {
   }
 }
 
-/** The writes on `sql`: the pool, or the transaction of the admin change (unit-of-work.ts). */
+/** The writes on the transaction of an admin change (unit-of-work.ts); the listing also reads the pool. */
 export function feedCredentialWrites(sql: Sql | TransactionSql): FeedCredentialWrites {
   return {
     async insertFeedCredential(row) {

@@ -1,7 +1,7 @@
 // Postgres implementation of the revocation feed's storage (migration 003_revocation.sql). Every call is
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall } from './errors.js';
+import { boundedCall } from './bounded.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../core/ports/revocation-log.js';
 
 type Row = Record<string, any>;
@@ -24,11 +24,7 @@ export class PostgresRevocationStore implements RevocationStore {
   ) {}
 
   private run<T>(fn: () => Promise<T>): Promise<T> {
-    return boundedCall(this.timeoutMs, fn);
-  }
-
-  append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
-    return this.run(() => appendRevocation(this.sql, target, expiresAt));
+    return boundedCall({ timeoutMs: this.timeoutMs }, fn);
   }
 
   since(platformId: string, since: number, now: Date): Promise<{ head: number; entries: RevocationEntry[] }> {
@@ -73,11 +69,8 @@ export class PostgresRevocationStore implements RevocationStore {
   }
 }
 
-/**
- * Appends the entries of `target` (one per affected platform) on `sql`: the pool, or the transaction of
- * the admin change they belong to (unit-of-work.ts).
- */
-export async function appendRevocation(sql: Sql | TransactionSql, target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
+/** Appends the entries of `target` (one per affected platform) in the transaction of the admin change they belong to (unit-of-work.ts). */
+export async function appendRevocation(sql: TransactionSql, target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
   // Bumping the head row takes its lock until commit: writers of one platform queue here, so each
   // platform's sequence is gap-free and in commit order. Platforms are locked in id order (no deadlock).
   const platformIds =

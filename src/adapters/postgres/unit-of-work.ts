@@ -1,10 +1,15 @@
-// The Postgres unit of work: an admin change, its revocation entries and its audit event in
-// one transaction of the store's pool, bounded by the store write deadline (PostgresStore.write): a
+// The Postgres unit of work, the only write path: an admin change, its revocation entries and its audit
+// event in one transaction of the store's pool, bounded by the store deadline (bounded.ts): a
 // StoreUnavailableError means nothing was applied, except the WriteDeadlineError of a COMMIT sent and
 // never answered. The embedded PGlite default goes through the same code (it serves the same protocol).
 // Effects queued with afterCommit (invalidation messages) run once COMMIT has answered.
-import { runEffects, type Transaction, type UnitOfWork } from '../../core/ports/unit-of-work.js';
-import { adminSql, keyWriter, type PostgresStore } from './postgres-store.js';
+import type { TransactionSql } from 'postgres';
+import { runEffects, type AdminWrites, type Transaction, type UnitOfWork } from '../../core/ports/unit-of-work.js';
+import type { PostgresStore } from './postgres-store.js';
+import { agentStatements } from './agents.js';
+import { grantStatements } from './grants.js';
+import { platformStatements } from './platforms.js';
+import { keyWriter } from './signing-keys.js';
 import { agentsHoldingScopes, appendRevocation } from './revocation-store.js';
 import { insertAuditEvents } from './audit-store.js';
 import { clientKeyWrites } from './client-key-store.js';
@@ -26,9 +31,9 @@ export class PostgresUnitOfWork implements UnitOfWork {
   async run<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
     const effects: (() => Promise<void>)[] = [];
     const { recordAudit } = this.options;
-    const result = await this.store.write((sql) =>
+    const result = await this.store.transaction((sql) =>
       fn({
-        store: adminSql(sql),
+        store: adminWrites(sql),
         revocationLog: {
           append: (target, expiresAt) => appendRevocation(sql, target, expiresAt),
           agentsHoldingScopes: (platformId, scopes) => agentsHoldingScopes(sql, platformId, scopes),
@@ -56,4 +61,12 @@ export class PostgresUnitOfWork implements UnitOfWork {
     await runEffects(effects, this.options.onEffectFailure);
     return result;
   }
+}
+
+/** The admin writes, and the reads a change decides on, as the feature modules' statements on `tx`. */
+function adminWrites(tx: TransactionSql): AdminWrites {
+  const { getPlatform, createPlatform, updatePlatform } = platformStatements(tx);
+  const { getAgent, createAgent, updateAgent, rotateSecret } = agentStatements(tx);
+  const { listGrants, putGrant, deleteGrant, apiKeyIdsOnPlatform } = grantStatements(tx);
+  return { getPlatform, createPlatform, updatePlatform, apiKeyIdsOnPlatform, getAgent, createAgent, updateAgent, rotateSecret, listGrants, putGrant, deleteGrant };
 }

@@ -9,3 +9,4 @@ export {
   type RevocationTransmitterPorts,
 } from './transmitter.js';
 export { SocketTopics } from './socket-topics.js';
+export { RevocationMetrics, type RevocationMetricsOptions } from './revocation-metrics.js';

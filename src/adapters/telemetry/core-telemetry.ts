@@ -1,7 +1,9 @@
-// The core's telemetry events as metrics and logs: one place decides what each event becomes.
-import type { Telemetry, TelemetryEvent } from '../../core/ports/telemetry.js';
+// The core's telemetry events as metrics and logs: one place decides what each event becomes. The
+// credential checks, client assertions and background failures are series of their own; verified-secret
+// look-ups and rate-limit refusals go to the series the cache and rate-limit adapters declare.
+import client from 'prom-client';
+import type { LimiterName, Telemetry, TelemetryEvent } from '../../core/ports/telemetry.js';
 import type { Logger } from './logger.js';
-import type { Metrics } from './metrics.js';
 
 const FAILURE_MESSAGES = {
   key_refresh: 'signing key refresh failed',
@@ -15,28 +17,57 @@ const FAILURE_MESSAGES = {
   clock_skew_check: "reading the database's clock failed (the last clock-skew verdict stands until a reading succeeds)",
 } as const;
 
+export interface CoreTelemetryOptions {
+  registry: client.Registry;
+  logger: Logger;
+  /** ace_cache_requests_total (the cache adapter's CacheMetrics). */
+  cache: { cache(cache: 'verified' | 'verified_shared', hit: boolean): void };
+  /** ace_rate_limit_refusals_total (the rate-limit adapter's RateLimitMetrics). */
+  rateLimits: { rateLimited(limiter: LimiterName): void };
+}
+
 export class CoreTelemetry implements Telemetry {
-  constructor(
-    private readonly metrics: Metrics,
-    private readonly logger: Logger,
-  ) {}
+  private readonly credentialChecks: client.Counter;
+  private readonly clientAssertions: client.Counter<'method' | 'outcome'>;
+  private readonly backgroundFailures: client.Counter<'task'>;
+
+  constructor(private readonly options: CoreTelemetryOptions) {
+    const registers = [options.registry];
+    this.credentialChecks = new client.Counter({
+      name: 'ace_credential_checks_total',
+      help: 'Credential checks run in the argon2 pool (each verifies one hash; two only for hashes older than the secret hint), successful or not.',
+      registers,
+    });
+    this.clientAssertions = new client.Counter({
+      name: 'ace_client_assertions_total',
+      help: 'Client assertions checked (private_key_jwt, workload identity tokens), by method and outcome: accepted, or the reason of a refusal (the client is only ever told invalid_client).',
+      labelNames: ['method', 'outcome'],
+      registers,
+    });
+    this.backgroundFailures = new client.Counter({
+      name: 'ace_background_failures_total',
+      help: 'Work that failed without failing a request and is retried on its next turn (signing-key refresh and rotation, revocation push and purge, invalidation after a commit, listing enrichment), by task.',
+      labelNames: ['task'],
+      registers,
+    });
+  }
 
   record(event: TelemetryEvent): void {
     switch (event.type) {
       case 'verified_memory':
-        return this.metrics.cache('verified', event.hit);
+        return this.options.cache.cache('verified', event.hit);
       case 'verified_shared':
-        return this.metrics.cache('verified_shared', event.hit);
+        return this.options.cache.cache('verified_shared', event.hit);
       case 'credential_checked':
-        return this.metrics.credentialChecked();
+        return this.credentialChecks.inc();
       case 'client_assertion':
-        return this.metrics.clientAssertion(event.method, event.outcome);
+        return this.clientAssertions.inc({ method: event.method, outcome: event.outcome });
       case 'rate_limited':
-        return this.metrics.rateLimited(event.limiter);
+        return this.options.rateLimits.rateLimited(event.limiter);
       case 'background_failure':
-        this.metrics.backgroundFailure(event.what);
+        this.backgroundFailures.inc({ task: event.what });
         // Only the message: errors of the stores carry no secret, but a stack or a cause might.
-        this.logger.warn({ err: { message: (event.error as Error)?.message } }, FAILURE_MESSAGES[event.what]);
+        this.options.logger.warn({ err: { message: (event.error as Error)?.message } }, FAILURE_MESSAGES[event.what]);
         return;
     }
   }

@@ -70,11 +70,12 @@ export class AssertionAuthenticator {
       }
       const verified = await this.ports.verifier.verify(caller.assertion, plan.expect, caller.signal);
       // Single use for private_key_jwt only: a workload presents the token its platform mounted until it is
-      // rotated (Kubernetes: about an hour), whatever its jti. The view is read meanwhile (one round trip).
+      // rotated (Kubernetes: about an hour), whatever its jti. A key agent's view came with its keys from the
+      // index; another bound agent's is read meanwhile.
       const [firstUse, view] = await Promise.all([
         // Remembered as long as jwtVerify would still accept it: exp + the clock tolerance (+1 s for rounding).
         plan.expect.requireJti ? this.ports.replays.firstUse(`${verified.issuer}\n${verified.jti}`, (verified.expiresAt + this.ports.clockToleranceSeconds + 1) * 1000) : true,
-        this.ports.store.getAgentView(plan.apiKeyId),
+        plan.view ?? this.ports.store.getAgentView(plan.apiKeyId),
       ]);
       if (!firstUse) throw new AssertionRejected('jti_replayed');
       if (!view || view.agentId !== plan.agentId) throw new AssertionRejected('agent_changed');
@@ -105,7 +106,7 @@ export class AssertionAuthenticator {
           clockToleranceSeconds: this.ports.clockToleranceSeconds,
           requireJti: true,
         };
-        return { method: 'private_key_jwt' as const, apiKeyId: agent.apiKeyId, agentId: agent.agentId, expect };
+        return { method: 'private_key_jwt' as const, apiKeyId: agent.apiKeyId, agentId: agent.agentId, view: agent.view, expect };
       }
     }
     const federated = await index.federated(issuer, subject);
@@ -120,7 +121,7 @@ export class AssertionAuthenticator {
       clockToleranceSeconds: this.ports.clockToleranceSeconds,
       requireJti: false,
     };
-    return { method: 'workload' as const, apiKeyId: federated.apiKeyId, agentId: federated.agentId, expect };
+    return { method: 'workload' as const, apiKeyId: federated.apiKeyId, agentId: federated.agentId, view: federated.view, expect };
   }
 
   /** One verification against keys nobody holds: an unknown client costs what a known one does. */

@@ -33,6 +33,11 @@ export interface AssertionVerifier {
   peek(assertion: string): { issuer: string; subject: string } | undefined;
   /** Throws AssertionRejected (any reason: the caller answers them all alike) or StoreUnavailableError. */
   verify(assertion: string, expect: AssertionExpectations, signal?: AbortSignal): Promise<VerifiedAssertion>;
+  /**
+   * Makes these keys ready to verify with (imported), in the background: the index calls it when a notice
+   * brings an agent's new or changed keys, so that the agent's first token costs a verification only.
+   */
+  prepare(keys: KeySource): void;
   /** Why this JWK cannot be registered (not a public ES256/RS256/PS256/EdDSA key), or undefined when it can. */
   checkPublicKey(jwk: Record<string, unknown>): Promise<string | undefined>;
   /** Why this jwks_uri cannot be registered (scheme, host), or undefined when it can (nothing is fetched). */

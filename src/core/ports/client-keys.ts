@@ -4,6 +4,8 @@
 // the (issuer, subject) pairs bound to agents. Postgres implements it in
 // adapters/postgres/client-key-store.ts (migration 006_client_keys.sql); test/support/memory/ in memory.
 
+import type { AgentView } from '../model.js';
+
 /** A public JWK as registered (kty EC/RSA/OKP; `kid` required; never private members). */
 export type PublicJwk = Record<string, unknown> & { kty: string; kid: string };
 
@@ -16,6 +18,8 @@ export interface AgentKeys {
   apiKeyId: string;
   source: KeySource;
   updatedAt: Date;
+  /** Its status and grants, read in the same statement as the keys (what a token request needs next). */
+  view: AgentView;
 }
 
 /** A workload identity issuer the operator trusts. */
@@ -60,7 +64,8 @@ export interface ClientKeyWrites {
 export interface ClientKeyStore {
   /** Every key agent with its api_key_id. */
   allAgentKeys(): Promise<AgentKeys[]>;
-  agentKeysByApiKeyId(apiKeyId: string): Promise<AgentKeys | null>;
+  /** The key agents among these api_key_ids (the others are not key agents, or are gone). */
+  agentKeysByApiKeyIds(apiKeyIds: string[]): Promise<AgentKeys[]>;
   listTrustedIssuers(): Promise<TrustedIssuer[]>;
   listBindings(issuerId?: string): Promise<WorkloadBinding[]>;
 }

@@ -22,9 +22,8 @@ export interface RevocationEntry {
   expiresAt: Date;
 }
 
+/** The revocation log as the feed reads it; entries are appended only in a unit of work (RevocationAppender). */
 export interface RevocationStore extends RevocationStoreQueries {
-  /** Appends entries (one per affected platform) expiring at `expiresAt`; returns them with their sequences. */
-  append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]>;
   /** Live entries of a platform with seq > since, in order, and the platform's head sequence. */
   since(platformId: string, since: number, now: Date): Promise<{ head: number; entries: RevocationEntry[] }>;
   /** Head sequences of the given platforms (0 for a platform that never had an entry). */

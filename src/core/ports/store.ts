@@ -1,7 +1,8 @@
-// The records' storage port. Postgres implements it (adapters/postgres); the cached store (adapters/cache)
-// wraps any implementation with an in-process cache, Redis and invalidation; the memory store
-// (core/testing) implements it for the core's in-process tests.
-import type { AgentCredentials, AgentRecord, AgentStatus, AgentView, GrantRecord, PlatformInput, PlatformRecord, SecretHashes, SigningKeyRow } from '../model.js';
+// The records' storage port: what the core reads. Every write is made inside a unit of work
+// (ports/unit-of-work.ts, `Transaction.store`), never here. Postgres implements it (adapters/postgres); the
+// cached store (adapters/cache) wraps any implementation with an in-process cache, Redis and invalidation;
+// the memory store (test/support/memory) implements it for the core's in-process tests.
+import type { AgentCredentials, AgentRecord, AgentView, GrantRecord, PlatformRecord, SecretHashes, SigningKeyRow } from '../model.js';
 
 export interface Store {
   // Token path.
@@ -12,23 +13,10 @@ export interface Store {
   /** The secret hashes and the view together (the cold path's single read). */
   getAgentCredentials(apiKeyId: string): Promise<AgentCredentials | null>;
 
-  // Admin: platforms.
-  createPlatform(input: PlatformInput): Promise<PlatformRecord>;
-  /** Replacing `scopes` also removes the dropped scopes from every grant on the platform. */
-  updatePlatform(platformId: string, patch: Partial<PlatformInput>): Promise<PlatformRecord | null>;
+  // Admin reads and listings.
   listPlatforms(): Promise<PlatformRecord[]>;
-  /** api_key_ids of every agent holding a grant on the platform (what a platform change invalidates). */
-  apiKeyIdsOnPlatform(platformId: string): Promise<string[]>;
-
-  // Admin: agents and grants.
-  createAgent(input: { name: string; apiKeyId: string; secretHash: string }): Promise<AgentRecord>;
   getAgent(agentId: string): Promise<AgentRecord | null>;
   listAgents(): Promise<AgentRecord[]>;
-  updateAgent(agentId: string, patch: { name?: string; status?: AgentStatus }): Promise<AgentRecord | null>;
-  /** Sets a new secret hash; the old one stays valid until `previousValidUntil` (null: revoked now). */
-  rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null): Promise<AgentRecord | null>;
-  putGrant(agentId: string, platformId: string, scopes: string[]): Promise<GrantRecord>;
-  deleteGrant(agentId: string, platformId: string): Promise<boolean>;
   listGrants(agentId: string): Promise<GrantRecord[]>;
 
   // Signing keys (never cached outside the process; see domain/keys).

@@ -1,31 +1,40 @@
-// The unit of work: an admin change, the revocation entries it implies and its audit event
-// commit together or not at all. Postgres implements it as one transaction bounded by the store write
+// The unit of work, the only way records change: an admin change, the revocation entries it implies and
+// its audit event commit together or not at all. Postgres implements it as one transaction bounded by the store write
 // deadline (adapters/postgres/unit-of-work.ts); the cached store wraps it so that cache drops go out after
 // the commit (adapters/cache/cached-store.ts); test/support/memory/ has an in-memory one.
 import type { AuditEvent } from '../audit/events.js';
 import type { RevocationEntry, RevocationStoreQueries, RevocationTarget } from './revocation-log.js';
-import type { SigningKeyWriter, Store } from './store.js';
+import type { AgentRecord, AgentStatus, GrantRecord, PlatformInput, PlatformRecord } from '../model.js';
+import type { SigningKeyWriter } from './store.js';
 import type { FeedCredentialWrites } from './feed-credentials.js';
 import type { ClientKeyWrites } from './client-keys.js';
 
-/** The admin writes of the store, and the reads a change needs to decide, inside the transaction. */
-export type AdminWrites = Pick<
-  Store,
-  | 'createPlatform'
-  | 'updatePlatform'
-  | 'getPlatform'
-  | 'apiKeyIdsOnPlatform'
-  | 'createAgent'
-  | 'getAgent'
-  | 'updateAgent'
-  | 'rotateSecret'
-  | 'putGrant'
-  | 'deleteGrant'
-  | 'listGrants'
->;
+/**
+ * The admin writes, and the reads a change decides on, inside the transaction: the only way records change.
+ * The reads see the transaction's own writes and never a cache.
+ */
+export interface AdminWrites {
+  getPlatform(platformId: string): Promise<PlatformRecord | null>;
+  createPlatform(input: PlatformInput): Promise<PlatformRecord>;
+  /** Replacing `scopes` also removes the dropped scopes from every grant on the platform. */
+  updatePlatform(platformId: string, patch: Partial<PlatformInput>): Promise<PlatformRecord | null>;
+  /** api_key_ids of every agent holding a grant on the platform (what a platform change invalidates). */
+  apiKeyIdsOnPlatform(platformId: string): Promise<string[]>;
+
+  getAgent(agentId: string): Promise<AgentRecord | null>;
+  createAgent(input: { name: string; apiKeyId: string; secretHash: string }): Promise<AgentRecord>;
+  updateAgent(agentId: string, patch: { name?: string; status?: AgentStatus }): Promise<AgentRecord | null>;
+  /** Sets a new secret hash; the old one stays valid until `previousValidUntil` (null: revoked now). */
+  rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null): Promise<AgentRecord | null>;
+
+  listGrants(agentId: string): Promise<GrantRecord[]>;
+  putGrant(agentId: string, platformId: string, scopes: string[]): Promise<GrantRecord>;
+  deleteGrant(agentId: string, platformId: string): Promise<boolean>;
+}
 
 /** The revocation log's append (and the query that decides who loses a scope), inside the transaction. */
 export interface RevocationAppender extends RevocationStoreQueries {
+  /** Appends entries (one per affected platform) expiring at `expiresAt`; returns them with their sequences. */
   append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]>;
   /**
    * The database's clock (ms since the epoch): revocation cut-offs are taken from it, so one instance's

@@ -4,7 +4,8 @@ import { randomBytes } from 'node:crypto';
 import { LocalBus } from '../../../src/adapters/cache/invalidation-bus.js';
 import { Limiters } from '../../../src/adapters/ratelimit/limiters.js';
 import { CachedStore } from '../../../src/adapters/cache/cached-store.js';
-import { Metrics } from '../../../src/adapters/telemetry/metrics.js';
+import client from 'prom-client';
+import { CacheMetrics } from '../../../src/adapters/cache/cache-metrics.js';
 import { AgentService } from '../../../src/core/agents/agent-service.js';
 import { Argon2Share } from '../../../src/core/credentials/argon2-share.js';
 import { Authenticator } from '../../../src/core/credentials/authenticator.js';
@@ -69,7 +70,7 @@ export async function memoryCore(options: CoreOptions = {}) {
   const memory = new MemoryStore();
   const log = new MemoryRevocationLog(memory);
   const bus = new LocalBus();
-  const store = new CachedStore(memory, { redis: undefined, keyPrefix: 'core:', redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new Metrics() });
+  const store = new CachedStore(memory, { redis: undefined, keyPrefix: 'core:', redisTtlSeconds: 300, localTtlMs: 60_000, localMaxEntries: 1000, bus, metrics: new CacheMetrics({ registry: new client.Registry() }) });
   const hasher = new MemoryHasher();
   const signer = new MemorySigner();
   const audit = new MemoryAuditSink();
@@ -125,7 +126,7 @@ export async function memoryCore(options: CoreOptions = {}) {
   });
   await authenticator.init();
   const verifier = new JoseAssertionVerifier({ allowLoopback: true, allowPrivate: false, timeoutMs: 2000, jwksCacheSeconds: 60, jwksCooldownSeconds: 0 });
-  const clientKeyIndex = new ClientKeyIndex({ store: memoryUow.clientKeys, bus, telemetry: record });
+  const clientKeyIndex = new ClientKeyIndex({ store: memoryUow.clientKeys, verifier, bus, telemetry: record });
   await clientKeyIndex.init();
   const assertions = new AssertionAuthenticator({
     index: clientKeyIndex,

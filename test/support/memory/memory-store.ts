@@ -1,10 +1,12 @@
 // In-memory implementations of the core's ports, so the core's rules run in process in milliseconds (the
 // memory adapter of node-oidc-provider, the memory managers of Hydra). They pass the same conformance suites
 // as the Postgres adapters (test/store-conformance.test.ts), so a rule that holds here holds against the
-// real stores too.
+// real stores too. As there, records change only in a unit of work (MemoryAdminWrites, through
+// MemoryUnitOfWork).
 import { createHash, randomUUID } from 'node:crypto';
 import type { AgentCredentials, AgentRecord, AgentStatus, AgentView, GrantRecord, PlatformInput, PlatformRecord, SecretHashes, SigningKeyRow } from '../../../src/core/model.js';
 import type { LockOptions, SigningKeyWriter, Store } from '../../../src/core/ports/store.js';
+import type { AdminWrites } from '../../../src/core/ports/unit-of-work.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../../src/core/ports/revocation-log.js';
 import type { SecretHasher, TokenSigner, TokenType } from '../../../src/core/ports/crypto.js';
 import type { AuditEvent, AuditSink } from '../../../src/core/audit/events.js';
@@ -20,6 +22,11 @@ interface StoredAgent extends AgentRecord {
 
 const clone = <T>(value: T): T => structuredClone(value);
 const now = () => new Date().toISOString();
+
+function agentRecord(agent: StoredAgent): AgentRecord {
+  const { id, name, status, apiKeyId, createdAt, updatedAt } = agent;
+  return { id, name, status, apiKeyId, createdAt, updatedAt };
+}
 
 export class MemoryStore implements Store {
   readonly platforms = new Map<string, PlatformRecord>();
@@ -58,11 +65,6 @@ export class MemoryStore implements Store {
     };
   }
 
-  private record(agent: StoredAgent): AgentRecord {
-    const { id, name, status, apiKeyId, createdAt, updatedAt } = agent;
-    return { id, name, status, apiKeyId, createdAt, updatedAt };
-  }
-
   async getAgentView(apiKeyId: string): Promise<AgentView | null> {
     this.check();
     const agent = this.agentByKey(apiKeyId);
@@ -86,119 +88,20 @@ export class MemoryStore implements Store {
     return agent ? { hashes: this.hashes(agent), view: this.view(agent) } : null;
   }
 
-  async createPlatform(input: PlatformInput): Promise<PlatformRecord> {
-    this.check();
-    const at = now();
-    const platform: PlatformRecord = { ...clone(input), id: randomUUID(), createdAt: at, updatedAt: at };
-    this.refuseHeldElsewhere(platform);
-    this.platforms.set(platform.id, platform);
-    return clone(platform);
-  }
-
-  async updatePlatform(platformId: string, patch: Partial<PlatformInput>): Promise<PlatformRecord | null> {
-    this.check();
-    const current = this.platforms.get(platformId);
-    if (!current) return null;
-    const updated: PlatformRecord = { ...current, ...clone(patch), updatedAt: now() };
-    this.refuseHeldElsewhere(updated);
-    this.platforms.set(platformId, updated);
-    if (patch.scopes) {
-      const kept = new Set(patch.scopes.map((s) => s.name));
-      for (const byPlatform of this.grants.values()) {
-        const grant = byPlatform.get(platformId);
-        if (grant) grant.scopes = grant.scopes.filter((s) => kept.has(s));
-      }
-    }
-    return clone(updated);
-  }
-
-  /** What Postgres' unique indexes refuse (migration 005): another platform's resource or verified domain. */
-  private refuseHeldElsewhere(platform: PlatformRecord): void {
-    for (const other of this.platforms.values()) {
-      if (other.id === platform.id) continue;
-      if (platform.resources.some((r) => other.resources.includes(r))) {
-        throw new ServiceError('conflict', 'A resource identifier in resources is registered to another platform.');
-      }
-      const verified = (p: PlatformRecord) => (p.verificationStatus === 'verified' && p.domain ? p.domain.toLowerCase() : undefined);
-      if (verified(platform) !== undefined && verified(platform) === verified(other)) {
-        throw new ServiceError('conflict', 'Another platform is verified for this domain.');
-      }
-    }
-  }
-
   async listPlatforms(): Promise<PlatformRecord[]> {
     this.check();
     return clone([...this.platforms.values()]);
   }
 
-  async apiKeyIdsOnPlatform(platformId: string): Promise<string[]> {
-    this.check();
-    return [...this.grants].filter(([, byPlatform]) => byPlatform.has(platformId)).map(([agentId]) => this.agents.get(agentId)!.apiKeyId);
-  }
-
-  async createAgent(input: { name: string; apiKeyId: string; secretHash: string }): Promise<AgentRecord> {
-    this.check();
-    const at = now();
-    const agent: StoredAgent = {
-      id: randomUUID(),
-      name: input.name,
-      status: 'active',
-      apiKeyId: input.apiKeyId,
-      createdAt: at,
-      updatedAt: at,
-      secretHash: input.secretHash,
-      previousSecretHash: null,
-      previousExpiresAt: null,
-    };
-    this.agents.set(agent.id, agent);
-    return this.record(agent);
-  }
-
   async getAgent(agentId: string): Promise<AgentRecord | null> {
     this.check();
     const agent = this.agents.get(agentId);
-    return agent ? this.record(agent) : null;
+    return agent ? agentRecord(agent) : null;
   }
 
   async listAgents(): Promise<AgentRecord[]> {
     this.check();
-    return [...this.agents.values()].map((a) => this.record(a));
-  }
-
-  async updateAgent(agentId: string, patch: { name?: string; status?: AgentStatus }): Promise<AgentRecord | null> {
-    this.check();
-    const agent = this.agents.get(agentId);
-    if (!agent) return null;
-    if (patch.name !== undefined) agent.name = patch.name;
-    if (patch.status !== undefined) agent.status = patch.status;
-    agent.updatedAt = now();
-    return this.record(agent);
-  }
-
-  async rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null): Promise<AgentRecord | null> {
-    this.check();
-    const agent = this.agents.get(agentId);
-    if (!agent) return null;
-    agent.previousSecretHash = previousValidUntil ? agent.secretHash : null;
-    agent.previousExpiresAt = previousValidUntil ? new Date(previousValidUntil) : null;
-    agent.secretHash = secretHash;
-    agent.updatedAt = now();
-    return this.record(agent);
-  }
-
-  async putGrant(agentId: string, platformId: string, scopes: string[]): Promise<GrantRecord> {
-    this.check();
-    if (!this.agents.has(agentId) || !this.platforms.has(platformId)) throw new Error('grant of an unknown agent or platform');
-    const byPlatform = this.grants.get(agentId) ?? new Map<string, GrantRecord>();
-    this.grants.set(agentId, byPlatform);
-    const grant: GrantRecord = { agentId, platformId, scopes: [...scopes], updatedAt: now() };
-    byPlatform.set(platformId, grant);
-    return clone(grant);
-  }
-
-  async deleteGrant(agentId: string, platformId: string): Promise<boolean> {
-    this.check();
-    return this.grants.get(agentId)?.delete(platformId) ?? false;
+    return [...this.agents.values()].map(agentRecord);
   }
 
   async listGrants(agentId: string): Promise<GrantRecord[]> {
@@ -220,18 +123,23 @@ export class MemoryStore implements Store {
     let release!: () => void;
     this.locks.set(lock, new Promise<void>((r) => (release = r)));
     try {
-      return await fn({
-        listSigningKeys: () => this.listSigningKeys(),
-        insertSigningKey: async (row) => void this.keys.set(row.kid, clone(row)),
-        updateSigningKey: async (kid, changes) => {
-          const row = this.keys.get(kid);
-          if (row) this.keys.set(kid, { ...row, ...clone(changes) });
-        },
-      });
+      return await fn(this.keyWriter());
     } finally {
       this.locks.delete(lock);
       release();
     }
+  }
+
+  /** The signing-key writes, for `withLock` and the memory unit of work. */
+  keyWriter(): SigningKeyWriter {
+    return {
+      listSigningKeys: () => this.listSigningKeys(),
+      insertSigningKey: async (row) => void this.keys.set(row.kid, clone(row)),
+      updateSigningKey: async (kid, changes) => {
+        const row = this.keys.get(kid);
+        if (row) this.keys.set(kid, { ...row, ...clone(changes) });
+      },
+    };
   }
 
   async ping(): Promise<void> {
@@ -239,6 +147,127 @@ export class MemoryStore implements Store {
   }
 
   async close(): Promise<void> {}
+}
+
+/** The admin writes on the memory records, as a unit of work hands them out (MemoryUnitOfWork). */
+export class MemoryAdminWrites implements AdminWrites {
+  constructor(private readonly store: MemoryStore) {}
+
+  private check(): void {
+    if (this.store.down) throw new StoreUnavailableError('memory');
+  }
+
+  getPlatform(platformId: string): Promise<PlatformRecord | null> {
+    return this.store.getPlatform(platformId);
+  }
+
+  getAgent(agentId: string): Promise<AgentRecord | null> {
+    return this.store.getAgent(agentId);
+  }
+
+  listGrants(agentId: string): Promise<GrantRecord[]> {
+    return this.store.listGrants(agentId);
+  }
+
+  async createPlatform(input: PlatformInput): Promise<PlatformRecord> {
+    this.check();
+    const at = now();
+    const platform: PlatformRecord = { ...clone(input), id: randomUUID(), createdAt: at, updatedAt: at };
+    this.refuseHeldElsewhere(platform);
+    this.store.platforms.set(platform.id, platform);
+    return clone(platform);
+  }
+
+  async updatePlatform(platformId: string, patch: Partial<PlatformInput>): Promise<PlatformRecord | null> {
+    this.check();
+    const current = this.store.platforms.get(platformId);
+    if (!current) return null;
+    const updated: PlatformRecord = { ...current, ...clone(patch), updatedAt: now() };
+    this.refuseHeldElsewhere(updated);
+    this.store.platforms.set(platformId, updated);
+    if (patch.scopes) {
+      const kept = new Set(patch.scopes.map((s) => s.name));
+      for (const byPlatform of this.store.grants.values()) {
+        const grant = byPlatform.get(platformId);
+        if (grant) grant.scopes = grant.scopes.filter((s) => kept.has(s));
+      }
+    }
+    return clone(updated);
+  }
+
+  /** What Postgres' unique indexes refuse (migration 005): another platform's resource or verified domain. */
+  private refuseHeldElsewhere(platform: PlatformRecord): void {
+    for (const other of this.store.platforms.values()) {
+      if (other.id === platform.id) continue;
+      if (platform.resources.some((r) => other.resources.includes(r))) {
+        throw new ServiceError('conflict', 'A resource identifier in resources is registered to another platform.');
+      }
+      const verified = (p: PlatformRecord) => (p.verificationStatus === 'verified' && p.domain ? p.domain.toLowerCase() : undefined);
+      if (verified(platform) !== undefined && verified(platform) === verified(other)) {
+        throw new ServiceError('conflict', 'Another platform is verified for this domain.');
+      }
+    }
+  }
+
+  async apiKeyIdsOnPlatform(platformId: string): Promise<string[]> {
+    this.check();
+    return [...this.store.grants].filter(([, byPlatform]) => byPlatform.has(platformId)).map(([agentId]) => this.store.agents.get(agentId)!.apiKeyId);
+  }
+
+  async createAgent(input: { name: string; apiKeyId: string; secretHash: string }): Promise<AgentRecord> {
+    this.check();
+    const at = now();
+    const agent: StoredAgent = {
+      id: randomUUID(),
+      name: input.name,
+      status: 'active',
+      apiKeyId: input.apiKeyId,
+      createdAt: at,
+      updatedAt: at,
+      secretHash: input.secretHash,
+      previousSecretHash: null,
+      previousExpiresAt: null,
+    };
+    this.store.agents.set(agent.id, agent);
+    return agentRecord(agent);
+  }
+
+  async updateAgent(agentId: string, patch: { name?: string; status?: AgentStatus }): Promise<AgentRecord | null> {
+    this.check();
+    const agent = this.store.agents.get(agentId);
+    if (!agent) return null;
+    if (patch.name !== undefined) agent.name = patch.name;
+    if (patch.status !== undefined) agent.status = patch.status;
+    agent.updatedAt = now();
+    return agentRecord(agent);
+  }
+
+  async rotateSecret(agentId: string, secretHash: string, previousValidUntil: Date | null): Promise<AgentRecord | null> {
+    this.check();
+    const agent = this.store.agents.get(agentId);
+    if (!agent) return null;
+    agent.previousSecretHash = previousValidUntil ? agent.secretHash : null;
+    agent.previousExpiresAt = previousValidUntil ? new Date(previousValidUntil) : null;
+    agent.secretHash = secretHash;
+    agent.updatedAt = now();
+    return agentRecord(agent);
+  }
+
+  async putGrant(agentId: string, platformId: string, scopes: string[]): Promise<GrantRecord> {
+    this.check();
+    if (!this.store.agents.has(agentId) || !this.store.platforms.has(platformId)) throw new Error('grant of an unknown agent or platform');
+    const byPlatform = this.store.grants.get(agentId) ?? new Map<string, GrantRecord>();
+    this.store.grants.set(agentId, byPlatform);
+    const grant: GrantRecord = { agentId, platformId, scopes: [...scopes], updatedAt: now() };
+    byPlatform.set(platformId, grant);
+    return clone(grant);
+  }
+
+  async deleteGrant(agentId: string, platformId: string): Promise<boolean> {
+    this.check();
+    return this.store.grants.get(agentId)?.delete(platformId) ?? false;
+  }
+
 }
 
 /** The revocation log in memory: one gap-free sequence per platform; a key entry goes to every platform. */
@@ -249,6 +278,7 @@ export class MemoryRevocationLog implements RevocationStore {
 
   constructor(private readonly store: MemoryStore) {}
 
+  /** The unit of work's append (MemoryUnitOfWork restores the log when the unit rolls back). */
   async append(target: RevocationTarget, expiresAt: Date): Promise<RevocationEntry[]> {
     const platformIds =
       target.kind === 'agent' ? [...new Set(target.platformIds)].sort() : target.kind === 'platform' ? [target.platformId] : [...this.store.platforms.keys()].sort();
@@ -469,14 +499,18 @@ export class MemoryClientKeys implements ClientKeyStore, ClientKeyWrites {
 
   async allAgentKeys(): Promise<AgentKeys[]> {
     this.check();
-    return [...this.agentKeys].flatMap(([agentId, row]) => {
-      const apiKeyId = this.apiKeyIdOf(agentId);
-      return apiKeyId ? [{ agentId, apiKeyId, source: clone(row.source), updatedAt: row.updatedAt }] : [];
-    });
+    const all = await Promise.all(
+      [...this.agentKeys].map(async ([agentId, row]) => {
+        const apiKeyId = this.apiKeyIdOf(agentId);
+        const view = apiKeyId && (await this.store.getAgentView(apiKeyId));
+        return view ? [{ agentId, apiKeyId: view.apiKeyId, source: clone(row.source), updatedAt: row.updatedAt, view }] : [];
+      }),
+    );
+    return all.flat();
   }
 
-  async agentKeysByApiKeyId(apiKeyId: string): Promise<AgentKeys | null> {
-    return (await this.allAgentKeys()).find((a) => a.apiKeyId === apiKeyId) ?? null;
+  async agentKeysByApiKeyIds(apiKeyIds: string[]): Promise<AgentKeys[]> {
+    return (await this.allAgentKeys()).filter((a) => apiKeyIds.includes(a.apiKeyId));
   }
 
   async listTrustedIssuers(): Promise<TrustedIssuer[]> {

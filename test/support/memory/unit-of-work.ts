@@ -1,11 +1,11 @@
-// The memory unit of work (issue #22): runs an admin change on the memory store, revocation log and audit
-// sink, and commits all of it or nothing: on any failure inside, every record, entry, sequence and event
+// The memory unit of work, the only write path of the memory records: runs an admin change on the memory
+// store, revocation log and audit sink, and commits all of it or nothing: on any failure inside, every record, entry, sequence and event
 // is put back as it was. Units run one at a time (as if each held every lock); effects queued with
 // afterCommit run once the unit has committed. `faults` makes the append or the event insert fail inside
 // the unit, as the Postgres test does with triggers.
 import { StoreUnavailableError } from '../../../src/core/errors.js';
 import { runEffects, type Transaction, type UnitOfWork } from '../../../src/core/ports/unit-of-work.js';
-import { MemoryClientKeys, MemoryFeedCredentials, type MemoryAuditSink, type MemoryRevocationLog, type MemoryStore } from './memory-store.js';
+import { MemoryAdminWrites, MemoryClientKeys, MemoryFeedCredentials, type MemoryAuditSink, type MemoryRevocationLog, type MemoryStore } from './memory-store.js';
 
 export interface MemoryFaults {
   append?: boolean;
@@ -61,7 +61,7 @@ export class MemoryUnitOfWork implements UnitOfWork {
     };
     const effects: (() => Promise<void>)[] = [];
     const tx: Transaction = {
-      store,
+      store: new MemoryAdminWrites(store),
       revocationLog: {
         append: (target, expiresAt) => {
           if (faults.append) throw new StoreUnavailableError('memory', new Error('append refused (injected)'));
@@ -76,14 +76,7 @@ export class MemoryUnitOfWork implements UnitOfWork {
           audit.events.push(clone(event));
         },
       },
-      keys: {
-        listSigningKeys: () => store.listSigningKeys(),
-        insertSigningKey: async (row) => void store.keys.set(row.kid, clone(row)),
-        updateSigningKey: async (kid, changes) => {
-          const row = store.keys.get(kid);
-          if (row) store.keys.set(kid, { ...row, ...clone(changes) });
-        },
-      },
+      keys: store.keyWriter(),
       feedCredentials: this.feedCredentials,
       clientKeys: this.clientKeys,
       lock: async () => {}, // units already run one at a time

@@ -84,16 +84,17 @@ export function buildOpenApiDocument(options: OpenApiOptions) {
       requestBodies[name] = { required: route.body.required, content: { [route.body.contentType]: { schema: convert(route.body.schema, true) } } };
       requestBody = { $ref: `#/components/requestBodies/${name}` };
     }
-    if (route.auth !== 'none') securitySchemes[route.auth] = SECURITY_SCHEMES[route.auth];
-    for (const [name, scheme] of Object.entries(route.handlerAuth?.schemes ?? {})) {
+    const auth = route.auth;
+    if (typeof auth === 'string' && auth !== 'none') securitySchemes[auth] = SECURITY_SCHEMES[auth];
+    for (const [name, scheme] of Object.entries(typeof auth === 'object' ? auth.schemes : {})) {
       if (securitySchemes[name] && JSON.stringify(securitySchemes[name]) !== JSON.stringify(scheme)) throw new Error(`OpenAPI: security scheme ${name} declared twice, differently`);
       securitySchemes[name] = scheme;
     }
     const security =
-      route.auth !== 'none'
-        ? [{ [route.auth]: [] }]
-        : route.handlerAuth
-          ? [...Object.keys(route.handlerAuth.schemes).map((name) => ({ [name]: [] })), ...(route.handlerAuth.optional ? [{}] : [])]
+      typeof auth === 'object'
+        ? [...Object.keys(auth.schemes).map((name) => ({ [name]: [] })), ...(auth.optional ? [{}] : [])]
+        : auth !== 'none'
+          ? [{ [auth]: [] }]
           : [];
     return {
       operationId: route.operationId,

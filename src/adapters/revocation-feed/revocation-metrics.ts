@@ -1,8 +1,14 @@
-// Metrics of the revocation feed, registered on the process's registry (no ids in labels).
+// The revocation feed's series (no ids in labels): subscribers, live entries, publish-to-send latency,
+// and the feed requests refused. The poll's budgets and answer cache are declared with their sources
+// (http/revocation-routes.ts).
 import client from 'prom-client';
-import { PendingCounts } from './pending-counts.js';
+import { PendingCounts } from '../telemetry/index.js';
 
-/** Implements the transmitter's RevocationMetricsSink (adapters/revocation-feed), and the poll's refusals and budgets. */
+export interface RevocationMetricsOptions {
+  registry: client.Registry;
+}
+
+/** Implements the transmitter's RevocationMetricsSink, and counts the feed's refusals. */
 export class RevocationMetrics {
   private readonly subscribers: client.Gauge;
   private readonly entries: client.Gauge;
@@ -10,11 +16,9 @@ export class RevocationMetrics {
   private readonly refusals: client.Counter<'transport' | 'reason'>;
   /** A flood of refusals costs an increment each, added to the counter when scraped (pending-counts.ts). */
   private readonly refusalCounts = new PendingCounts(['transport', 'reason']);
-  private readonly registers: client.Registry[];
 
-  constructor(registry: client.Registry) {
+  constructor({ registry }: RevocationMetricsOptions) {
     const registers = [registry];
-    this.registers = registers;
     this.subscribers = new client.Gauge({
       name: 'ace_revocation_subscribers',
       help: 'WebSocket subscribers of revocation feeds connected to this process.',
@@ -49,26 +53,6 @@ export class RevocationMetrics {
    */
   refused(transport: 'poll' | 'websocket', reason: 'unauthorized' | 'budget' | 'per_address' | 'total'): void {
     this.refusalCounts.increment(transport, reason);
-  }
-
-  /** Gauges read when scraped: credentials holding a poll budget, and bytes of poll answers kept in memory. */
-  registerPollBudgets(read: () => { credentials: number; answerCacheBytes: number }): void {
-    new client.Gauge({
-      name: 'ace_revocation_poll_budgets',
-      help: 'Feed credentials holding a poll budget on this process (released when the credential is deleted).',
-      registers: this.registers,
-      collect() {
-        this.set(read().credentials);
-      },
-    });
-    new client.Gauge({
-      name: 'ace_revocation_poll_answer_cache_bytes',
-      help: 'Bytes of serialised revocation poll answers kept in memory by this process (bounded).',
-      registers: this.registers,
-      collect() {
-        this.set(read().answerCacheBytes);
-      },
-    });
   }
 
   subscriberDelta(delta: number): void {
