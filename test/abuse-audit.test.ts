@@ -1,4 +1,4 @@
-// Issue #23, unauthenticated abuse of the audit trail: every refused token request used to write a
+// Unauthenticated abuse of the audit trail: every refused token request used to write a
 // durable token.refused row, 415 and 422 included, with no bound per address (107,000 rows in 10 s at
 // 32 connections). Refusals before a credential check are now counted (metrics, one sampled log line per
 // window), and refusals of credential checks are recorded one by one up to AUDIT_REFUSALS_PER_WINDOW per
@@ -22,7 +22,7 @@ async function auditRows(service: ServiceHandle): Promise<Record<string, any>[]>
   }
 }
 
-describe('refusals before a credential check are counted, not stored (issue #23)', () => {
+describe('refusals before a credential check are counted, not stored', () => {
   let service: ServiceHandle;
 
   beforeAll(async () => {
@@ -68,7 +68,7 @@ describe('refusals before a credential check are counted, not stored (issue #23)
   });
 });
 
-describe('credential refusals are recorded up to a bound per address and per agent, then aggregated (issue #23)', () => {
+describe('credential refusals are recorded up to a bound per address and per agent, then aggregated', () => {
   let service: ServiceHandle;
   let platform: PlatformRecord;
   let byAddress: AgentCredentials;

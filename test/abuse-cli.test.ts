@@ -1,8 +1,8 @@
-// Issue #23, terminal injection: an agent name holding ESC and a line break was accepted and printed raw
+// Terminal injection: an agent name holding ESC and a line break was accepted and printed raw
 // by `ace agent list`, so whoever could name an agent could rewrite an operator's terminal (escape
 // sequences) or forge table rows. The admin API now refuses C0/C1 control characters in names (422
 // validation_error), and the CLI escapes every control character it prints, for names stored before.
-// Issue #31: the same for characters that do not show as themselves: bidirectional controls (a name that
+// The same for characters that do not show as themselves: bidirectional controls (a name that
 // reads as another), zero-width characters (two names that look alike) and U+2028/2029.
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,7 +27,7 @@ function ace(service: ServiceHandle, args: string[]) {
 
 const CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/;
 
-describe('control characters in names (issue #23)', () => {
+describe('control characters in names', () => {
   let service: ServiceHandle;
   let admin: AdminClient;
 

@@ -1,4 +1,4 @@
-// Issue #23: a locked-out address could still be let in. The verified-secret memory (the warm path) ran
+// A locked-out address could still be let in. The verified-secret memory (the warm path) ran
 // before the failure limiter, so an address that had spent its failure budget still got a token with a
 // secret verified recently. Now a locked-out address gets 429 for every credential request, the right
 // secret included, until its window passes (docs/decisions.md, Lockout); other addresses are unaffected.
@@ -12,7 +12,7 @@ import { waitFor } from '../kit/wait.js';
 const BUDGET = 3;
 const WINDOW_SECONDS = 10;
 
-describe('lockout before the verified-secret memory (issue #23)', () => {
+describe('lockout before the verified-secret memory', () => {
   let service: ServiceHandle;
   let platform: PlatformRecord;
   let agent: AgentCredentials;

@@ -1,4 +1,4 @@
-// Issue #23, unauthenticated abuse of the metrics: HTTP lets a client send any method token, of any
+// Unauthenticated abuse of the metrics: HTTP lets a client send any method token, of any
 // length. Each invented method used to become a label value of ace_http_*: 1,000 methods of 3,000
 // characters made /metrics tens of MB and the process hundreds of MiB larger, never freed. Every label
 // the service exports comes from a closed set, so the same requests leave both where they were.
@@ -24,7 +24,7 @@ async function inventedMethods(port: number, count: number, length: number, para
   return statuses;
 }
 
-describe('invented HTTP methods (issue #23)', () => {
+describe('invented HTTP methods', () => {
   let service: ServiceHandle;
   let port: number;
 

@@ -1,4 +1,4 @@
-// Issue #23: TRUST_PROXY_HOPS=1 with no proxy in front let any client choose its address through
+// TRUST_PROXY_HOPS=1 with no proxy in front let any client choose its address through
 // X-Forwarded-For (and spend someone else's failure budget). With a hop count, the header is now read
 // only from a direct peer in TRUST_PROXY_PEERS (loopback and private ranges by default); from any other
 // peer it is ignored, counted in ace_forwarded_for_ignored_total and logged at most once a minute.
@@ -20,7 +20,7 @@ async function refusedFrom(service: ServiceHandle): Promise<string[]> {
   }
 }
 
-describe('TRUST_PROXY_HOPS from a peer that is no proxy (issue #23)', () => {
+describe('TRUST_PROXY_HOPS from a peer that is no proxy', () => {
   let service: ServiceHandle;
   let platform: PlatformRecord;
   let agent: AgentCredentials;

@@ -1,4 +1,4 @@
-// Issue #22, through the real admin API on real Postgres: an admin change, its revocation entry and its
+// Through the real admin API on real Postgres: an admin change, its revocation entry and its
 // audit event are one unit of work. The test makes the revocation append fail inside the service's own
 // transaction (a trigger on revocation_entries of this test's database raising lock_not_available, what
 // the append reports when it cannot take a platform's head row in time); every revoking change must then

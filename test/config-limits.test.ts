@@ -1,4 +1,4 @@
-// In process: the settings added for issue 10 are validated like every other (named, all at once).
+// In process: these settings are validated like every other (named, all at once).
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config/config.js';
 

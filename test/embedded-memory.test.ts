@@ -1,4 +1,4 @@
-// The embedded default's memory (issue #25; docs/storage.md#memory-of-the-embedded-default): a service that
+// The embedded default's memory (docs/storage.md#memory-of-the-embedded-default): a service that
 // should start on a laptop or a small pod peaks under 512 MiB on a first start (a new DATA_DIR) and
 // settles under 256 MiB resident, on a first start and on a restart. Before, PGlite's initdb ran on the
 // first start and the process peaked at ~800 MiB (VmHWM) and stayed ~400 MiB. Measured on the service

@@ -1,4 +1,4 @@
-// Issue #24's "done when": the packed middleware tarball, installed from the registry's point of view into
+// The packed middleware tarball, installed from the registry's point of view into
 // fresh apps outside the repository (a temp dir: `npm install` of the tarball and the framework), enforces
 // the same eight cases in every framework, with at most 3 lines of glue each (test/fixtures/frameworks):
 // Express 4 and 5, Fastify 5, Koa (+ @koa/router), Hono on @hono/node-server, Next.js route handlers and
@@ -6,11 +6,13 @@
 // Next.js itself is not installed: `next` weighs ~100 MiB with its SWC binary, too heavy for this matrix's
 // CI time; its route-handler helper is called the way Next.js calls it, with real Request objects.
 // The apps' framework installs are kept between runs in a cache folder (ACE_FRAMEWORK_APPS, default
-// $TMPDIR/ace-framework-apps, one folder per app and dependency list); every run `npm install`s the freshly
-// packed tarball into them, so the middleware under test is always this build's.
+// $TMPDIR/ace-framework-apps, one folder per app and dependency list, published whole by a rename); every
+// run copies them into its own folder and `npm install`s the freshly packed tarball there, so the middleware
+// under test is always this build's, and runs at the same time (CI's two Node lines, two checkouts) never
+// install into the same folder.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -52,17 +54,31 @@ let other: PlatformRecord;
 let agent: AgentCredentials;
 let leaver: AgentCredentials;
 
-async function install(app: AppSpec, tarball: string): Promise<string> {
+/** The framework install of `app`, made once into the cache (a partial folder renamed into place: a concurrent run either wins or uses the winner's). */
+async function cachedFrameworks(app: AppSpec): Promise<string> {
   const key = createHash('sha256').update(JSON.stringify(app.install)).digest('hex').slice(0, 12);
   const dir = path.join(APP_CACHE, `${app.name}-${key}`);
-  const installed = existsSync(path.join(dir, 'node_modules/.package-lock.json'));
-  if (!installed) {
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: app.name, version: '1.0.0', private: true, type: 'module' }));
+  const complete = () => existsSync(path.join(dir, 'node_modules/.package-lock.json'));
+  if (complete()) return dir;
+  const partial = `${dir}.${process.pid}.partial`;
+  rmSync(partial, { recursive: true, force: true });
+  mkdirSync(partial, { recursive: true });
+  writeFileSync(path.join(partial, 'package.json'), JSON.stringify({ name: app.name, version: '1.0.0', private: true, type: 'module' }));
+  await exec('npm', ['install', ...NPM_FLAGS, ...app.install], { cwd: partial, timeout: 240_000 });
+  try {
+    renameSync(partial, dir);
+  } catch (error) {
+    if (!complete()) throw new Error(`${dir} holds an unfinished install: remove it (${(error as Error).message})`);
+    rmSync(partial, { recursive: true, force: true }); // another run published it first
   }
-  // First time: the tarball and the framework together; later: only this run's tarball over the same app.
-  await exec('npm', ['install', ...NPM_FLAGS, tarball, ...(installed ? [] : app.install)], { cwd: dir, timeout: 240_000 });
+  return dir;
+}
+
+/** This run's copy of the app: the cached frameworks plus this build's tarball. */
+async function install(app: AppSpec, tarball: string): Promise<string> {
+  const dir = path.join(work, app.name);
+  cpSync(await cachedFrameworks(app), dir, { recursive: true, verbatimSymlinks: true });
+  await exec('npm', ['install', ...NPM_FLAGS, tarball], { cwd: dir, timeout: 240_000 });
   for (const file of app.files) copyFileSync(path.join(FIXTURES, file), path.join(dir, file));
   return dir;
 }

@@ -1,4 +1,4 @@
-// Issue #23, the verifier's part: tokens validly signed by the service's key (here a key pair of the test,
+// The verifier's part: tokens validly signed by the service's key (here a key pair of the test,
 // published on a real JWKS endpoint) but hostile in shape. Each goes through a real Express app guarded by
 // the middleware: an `iat` an hour ahead, a `typ` that does not match the token's profile, and tokens over
 // the 8 KiB cap (refused before they are decoded: an unknown kid in one does not even cost a JWKS fetch).

@@ -1,11 +1,11 @@
-// Issue #24 item 3: the packed middleware and client are ESM only and declare the Node versions where
+// The packed middleware and client are ESM only and declare the Node versions where
 // `require(esm)` works; on the lowest one declared (a Node binary of that exact version, from the npm
 // registry, cached in $TMPDIR) a CommonJS app `require()`s the middleware's entry points and the client.
 // Every error class the README's table names is exported from both middleware entries, and the edge
 // entry's import graph names no `node:` module, no `ws` and no code evaluated from strings, and reaches no
 // jose module that uses CompressionStream (edge bundlers warn about it).
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -36,7 +36,17 @@ beforeAll(async () => {
   const cache = path.join(os.tmpdir(), `ace-node-${lowest}`);
   lowestNode = path.join(cache, 'node_modules', pkg, 'bin/node');
   if (!existsSync(lowestNode)) {
-    await exec('npm', ['install', ...NPM_FLAGS, '--no-save', '--no-package-lock', '--prefix', cache, `${pkg}@${lowest}`], { timeout: 240_000 });
+    // Installed beside the cache and renamed into place: a run at the same time (the other Node line in CI)
+    // never sees a half-installed binary.
+    const partial = `${cache}.${process.pid}.partial`;
+    rmSync(partial, { recursive: true, force: true });
+    await exec('npm', ['install', ...NPM_FLAGS, '--no-save', '--no-package-lock', '--prefix', partial, `${pkg}@${lowest}`], { timeout: 240_000 });
+    try {
+      renameSync(partial, cache);
+    } catch (error) {
+      if (!existsSync(lowestNode)) throw new Error(`${cache} holds an unfinished install: remove it (${(error as Error).message})`);
+      rmSync(partial, { recursive: true, force: true });
+    }
   }
   await installing;
 }, 300_000);

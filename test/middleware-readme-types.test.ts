@@ -1,4 +1,4 @@
-// Issue #24 item 2 (and #32: `req.agent` optional): every ```ts block of the middleware's README compiles with `tsc --noEmit` under strict,
+// Every ```ts block of the middleware's README compiles with `tsc --noEmit` under strict,
 // exactOptionalPropertyTypes and noUncheckedIndexedAccess, against the built package as an app resolves
 // it (package exports, dist/*.d.ts) with the real @types/express and fastify of the repository. The
 // Express route-guard pattern failed here before (TS2345 on res.json), and `req.agent` without a cast.

@@ -2,7 +2,7 @@
 // read-only during a failover), made real with `default_transaction_read_only` on a test database:
 // - the store answers 503 (StoreUnavailableError), not 500, for SQLSTATE 25006;
 // - the audit trail spools, and its drain does not take "SELECT 1 answers" for "Postgres is back": the
-//   spool segment stays until its events are committed (issue #25 lost 89 events this way);
+//   spool segment stays until its events are committed (89 events were once lost this way);
 // - a spooled event Postgres refuses for itself is kept in the spool's rejected file, never dropped.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';

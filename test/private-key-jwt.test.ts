@@ -1,9 +1,10 @@
 // Agents without secrets, private_key_jwt (RFC 7523 §2.2) at the OAuth token endpoint, through the real HTTP
 // interface on Postgres + Redis with two instances: ES256, RS256, PS256 and EdDSA assertions accepted; replayed
-// (also at the other instance), expired, future, mis-addressed, wrong-key, `alg: none` and HS256 assertions
-// refused with the same 401 invalid_client; the secret door refuses a key agent; a removed key's tokens are
-// refused at a platform within a second; keys added and removed through the admin API with their audit events;
-// a deactivated agent or a grant taken back refused at once at both instances.
+// (also at the other instance, also past exp inside the clock tolerance), expired, future, mis-addressed (also
+// to us and someone else), wrong-key, `alg: none` and HS256 assertions refused with the same 401 invalid_client;
+// the secret door refuses a key agent; a removed key's tokens are refused at a platform within a second; keys
+// added and removed through the admin API with their audit events; a deactivated agent or a grant taken back
+// refused at once at both instances.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
@@ -114,10 +115,10 @@ describe('private_key_jwt on Postgres + Redis, two instances', () => {
     expect(metadata.token_endpoint_auth_signing_alg_values_supported.some((alg) => alg.startsWith('HS'))).toBe(false);
   });
 
-  it('accepts ES256, RS256, PS256 and EdDSA assertions, aud the token endpoint or the issuer, and issues the agent a token', async () => {
+  it('accepts ES256, RS256, PS256 and EdDSA assertions, aud the token endpoint or the issuer (alone), and issues the agent a token', async () => {
     const agent = await keyAgent('every-alg', ALGS);
     for (const alg of ALGS) {
-      for (const aud of [ISSUER, `${a.publicUrl}/oauth2/token`]) {
+      for (const aud of [ISSUER, `${a.publicUrl}/oauth2/token`, [ISSUER]]) {
         const { status, body } = await oauthToken(a, assertionForm(await assertion(agent, { alg, aud })));
         expect(status, `${alg} aud=${aud}: ${JSON.stringify(body)}`).toBe(200);
         const claims = payloadOf(body.access_token);
@@ -159,6 +160,8 @@ describe('private_key_jwt on Postgres + Redis, two instances', () => {
       'exp too far ahead': { jwt: await assertion(agent, { expIn: 3600 }) },
       'iat in the future': { jwt: await assertion(agent, { iatOffset: 600, expIn: 660 }) },
       'addressed elsewhere': { jwt: await assertion(agent, { aud: 'https://other.example/token' }) },
+      'addressed elsewhere too': { jwt: await assertion(agent, { aud: ['https://evil.example', ISSUER] }) },
+      'addressed to the issuer and the token endpoint': { jwt: await assertion(agent, { aud: [ISSUER, `${a.publicUrl}/oauth2/token`] }) },
       'signed by a key the agent does not hold': { jwt: await assertion(agent, { privateKey: stranger.privateKey }) },
       "signed by another agent's key": { jwt: await assertion(agent, { privateKey: other.keys.ES256!.privateKey, kid: other.keys.ES256!.kid }) },
       'iss is another agent': { jwt: await assertion(agent, { iss: other.apiKeyId }) },
@@ -182,6 +185,14 @@ describe('private_key_jwt on Postgres + Redis, two instances', () => {
     // The reasons are counted (never told to the client).
     const metrics = await (await fetch(`${a.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/ace_client_assertions_total\{method="private_key_jwt",outcome="jti_replayed"\} [1-9]/);
+  });
+
+  it('remembers a jti as long as its assertion is accepted: exp 5 s ago (inside the clock tolerance) is used once, at either instance', async () => {
+    const agent = await keyAgent('late-assertion');
+    const late = await assertion(agent, { expIn: -5, iatOffset: -60 });
+    expect((await oauthToken(a, assertionForm(late))).status).toBe(200);
+    expect((await oauthToken(a, assertionForm(late))).status).toBe(401);
+    expect((await oauthToken(b, assertionForm(late))).status).toBe(401);
   });
 
   it('refuses two authentication methods at once, and a secret at the secret doors for a key agent', async () => {
@@ -266,7 +277,7 @@ describe('private_key_jwt on the embedded default', () => {
     await embedded?.dispose();
   });
 
-  it('accepts ES256, RS256 and EdDSA assertions once each; refuses replayed, expired, mis-addressed, alg none', async () => {
+  it('accepts ES256, RS256 and EdDSA assertions once each (also one inside the clock tolerance past exp); refuses replayed, expired, mis-addressed, alg none', async () => {
     const local = new AdminClient(embedded);
     const p = await local.createPlatform({ name: 'Local', scopes: [{ name: 'read' }] });
     const pairs = await Promise.all((['ES256', 'RS256', 'EdDSA'] as const).map((alg) => keyPair(alg)));
@@ -279,6 +290,10 @@ describe('private_key_jwt on the embedded default', () => {
       expect(await send(jwt), alg).toBe(200);
       expect(await send(jwt), `${alg} replayed`).toBe(401);
     }
+    // exp 5 s ago is inside the clock tolerance: accepted, and remembered past its exp.
+    const late = await assertion(agent, { expIn: -5, iatOffset: -60 });
+    expect(await send(late)).toBe(200);
+    expect(await send(late), 'late assertion replayed').toBe(401);
     expect(await send(await assertion(agent, { expIn: -120, iatOffset: -300 }))).toBe(401);
     expect(await send(await assertion(agent, { aud: 'https://elsewhere.example' }))).toBe(401);
     const part = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');

@@ -1,4 +1,4 @@
-// Done-when of issue #26, from outside: a client this project did not write (Debian's python3-authlib,
+// From outside: a client this project did not write (Debian's python3-authlib,
 // OAuth2Session client credentials, client_secret_basic and client_secret_post) gets a token that PyJWT
 // (python3-jwt) accepts with every RFC 9068 claim required, typ at+jwt, the signature from the metadata's
 // jwks_uri and iss equal to the metadata's issuer (examples/python-oauth-client/client.py).

@@ -1,4 +1,4 @@
-// Issue #26 items 5e and 5d: who may read a platform's revocation feed (feed credentials: a bearer token of
+// Who may read a platform's revocation feed (feed credentials: a bearer token of
 // that platform on the poll and on the WebSocket upgrade, as a header or as a subprotocol), a deleted
 // credential refused at every instance and its open sockets closed, the token never in the service's output,
 // the middleware's feedToken, and the caps on WebSocket subscribers per client address and per process.

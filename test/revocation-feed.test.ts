@@ -129,7 +129,7 @@ describe('feed SETs the middleware must not trust', () => {
   });
 
   it('(a) a socket that drops every revocation SET but passes the signed heads cannot keep a revoked token alive', async () => {
-    // The proxy of issue #26: passes everything but the revocation SETs. The signed head shows the gap,
+    // A proxy that passes everything but the revocation SETs. The signed head shows the gap,
     // and the middleware polls at once (polling is otherwise off here: every 60 s).
     const WebSocket = (await import('ws')).default;
     let dropped = 0;

@@ -65,7 +65,7 @@ async function startIssuer(iss: string, alg: 'RS256' | 'ES256'): Promise<TestIss
 }
 
 /** A projected service-account token as the kubelet mounts it (claims as Kubernetes 1.30 issues them). */
-function serviceAccountToken(issuer: TestIssuer, namespace: string, name: string, o: { aud?: string; expIn?: number } = {}) {
+function serviceAccountToken(issuer: TestIssuer, namespace: string, name: string, o: { aud?: string | string[]; expIn?: number } = {}) {
   return new SignJWT({
     'kubernetes.io': { namespace, serviceaccount: { name, uid: randomUUID() }, pod: { name: `${name}-7d9f8`, uid: randomUUID() } },
     jti: randomUUID(),
@@ -141,8 +141,9 @@ afterAll(async () => {
 describe('workload identity federation (Kubernetes service-account tokens, SPIFFE JWT-SVIDs)', () => {
   it("a bound Kubernetes service account gets its agent's token, and presents the same projected token again", async () => {
     const projected = await serviceAccountToken(k8s, 'payments', 'billing');
-    for (let i = 0; i < 2; i++) {
-      const { status, body } = await exchange(projected);
+    // Our audience alone, as a string or a one-element array.
+    for (const jwt of [projected, projected, await serviceAccountToken(k8s, 'payments', 'billing', { aud: [ISSUER] })]) {
+      const { status, body } = await exchange(jwt);
       expect(status, JSON.stringify(body)).toBe(200);
       expect(subOf(body.access_token)).toBe(billing.agent_id);
       expect((await call(platform.url, body.access_token)).status).toBe(200);
@@ -163,6 +164,8 @@ describe('workload identity federation (Kubernetes service-account tokens, SPIFF
         'unbound service account': serviceAccountToken(k8s, 'payments', 'someone-else'),
         'bound subject, other namespace': serviceAccountToken(k8s, 'default', 'billing'),
         'audience of another service': serviceAccountToken(k8s, 'payments', 'billing', { aud: 'https://vault.example' }),
+        // Any other audience of such a token (here a vault) could present it as the agent.
+        'our audience and another service': serviceAccountToken(k8s, 'payments', 'billing', { aud: ['https://vault.example', ISSUER] }),
         expired: serviceAccountToken(k8s, 'payments', 'billing', { expIn: -300 }),
         'lifetime beyond the bound': jwtSvid(spire, 'spiffe://example.org/ns/analytics/sa/reports', { expIn: 30 * 86_400 }),
         "the Kubernetes issuer's name, another key": serviceAccountToken(forger, 'payments', 'billing'),

@@ -1,4 +1,4 @@
-// Issue #26 item 5c: what a flood of revocation-feed polls costs token issuance, beside a JWKS flood of
+// What a flood of revocation-feed polls costs token issuance, beside a JWKS flood of
 // the same size. In interleaved rounds, warm token issuance is measured while 64 connections flood
 //   (a) GET /.well-known/jwks.json (a cached static document: the reference),
 //   (b) POST the RFC 8936 poll with a valid feed token, as an up-to-date receiver sends it (ack = its last SET),

@@ -1,4 +1,4 @@
-// Token throughput on each production data topology (issue #25), in one run: the topologies are started
+// Token throughput on each production data topology, in one run: the topologies are started
 // with the topology kit (kit/topology), one compiled service against each, all up at once, and warm and
 // cold tokens are measured in interleaved rounds (the order rotates each round). Each topology's figure is
 // set against the single-node baseline (the machine's Postgres :5432 and Redis :6379) round by round, and

@@ -1,4 +1,4 @@
-// Topology kit (tests and bench): real production data topologies on loopback (issue #25 item 6). Start functions return
+// Topology kit (tests and bench): real production data topologies on loopback. Start functions return
 // handles; call stopAll() in afterAll so that everything is torn down even when a test failed.
 //   startPostgres / startStandby / promote / waitForReplay   private Postgres 15 clusters, streaming replication
 //   startPgBouncer                                           PgBouncer (transaction mode) in front of one

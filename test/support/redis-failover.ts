@@ -1,4 +1,4 @@
-// The failover harness of issue #25 (Redis item), shared by test/redis-sentinel.test.ts and
+// The Redis failover harness, shared by test/redis-sentinel.test.ts and
 // test/redis-cluster.test.ts against a real Sentinel group or Cluster from the topology kit: the suite's
 // life cycle (failoverSuite: the topology, two service instances on one database and one Redis key
 // prefix), the checks before a failover (topology reported, limits shared), the scenario (a warm agent's

@@ -75,7 +75,7 @@ describe('clientAddress with a hop count', () => {
   });
 });
 
-describe('clientAddress with a hop count and trusted peers (issue #23)', () => {
+describe('clientAddress with a hop count and trusted peers', () => {
   const peers = parseProxyList(PRIVATE_RANGES).proxies!;
 
   it('reads the header only from a peer in the trusted ranges (loopback and private by default)', () => {

@@ -1,10 +1,10 @@
 // The rules of client assertions, in process on memory ports: private_key_jwt (keys added and removed, a
 // replay, a removed key's revocation entry, a store that cannot re-read the keys, the agent's status and
-// grants carried by the key index) and workload identity
+// grants carried by the key index, one signature check for an unknown client or kid) and workload identity
 // (bound, unbound, unbound after a change). The black-box suites (test/private-key-jwt.test.ts,
 // test/workload-identity.test.ts) prove the same through HTTP on Postgres and Redis.
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { ServiceError } from '../../src/core/errors.js';
 import type { ExchangeOutcome } from '../../src/core/tokens/token-service.js';
@@ -70,6 +70,29 @@ describe('private_key_jwt (core, memory ports)', () => {
     const { pair, sign, exchange } = await setUp();
     expect(code(await exchange(await sign(pair.privateKey, 'k1'), 'agnt_kid_00000000000000000000000000000000'))).toBe('invalid_credentials');
     expect(code(await exchange(await sign(pair.privateKey, 'k1', { sub: 'someone' })))).toBe('invalid_credentials');
+  });
+
+  it('checks one signature for an unknown client or an unknown kid, whatever the kid, as for a wrong key (no timing oracle)', async () => {
+    const { pair, sign, exchange } = await setUp();
+    const [stranger, rsa] = await Promise.all([generateKeyPair('ES256'), generateKeyPair('RS256')]);
+    const signatureChecks = vi.spyOn(crypto.subtle, 'verify');
+    try {
+      const cases = {
+        'a wrong key': () => sign(stranger.privateKey, 'k1'),
+        'an unknown kid': () => sign(pair.privateKey, 'no-such-kid'),
+        'an unknown client, any kid': () => sign(pair.privateKey, 'anything', { iss: 'agnt_kid_00000000000000000000000000000000', sub: 'agnt_kid_00000000000000000000000000000000' }),
+        'an unknown client, no kid': () =>
+          new SignJWT({ jti: randomUUID() }).setProtectedHeader({ alg: 'RS256' }).setIssuer('nobody').setSubject('nobody').setAudience(ISSUER).setIssuedAt().setExpirationTime('1m').sign(rsa.privateKey),
+      };
+      for (const [name, assertion] of Object.entries(cases)) {
+        const jwt = await assertion();
+        signatureChecks.mockClear();
+        expect(code(await exchange(jwt)), name).toBe('invalid_credentials');
+        expect(signatureChecks, name).toHaveBeenCalledTimes(1);
+      }
+    } finally {
+      signatureChecks.mockRestore();
+    }
   });
 
   it('answers 503, not a stale verdict, while the keys of a changed agent cannot be re-read', async () => {

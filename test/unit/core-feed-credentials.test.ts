@@ -1,4 +1,4 @@
-// Feed credentials in process (issue #26, 5e), on the memory ports: each change one unit of work with its
+// Feed credentials in process, on the memory ports: each change one unit of work with its
 // audit event (and nothing when it fails), only the token's hash stored, at most 10 per platform, and the
 // check answered from memory: no store read per request, whatever the token or the platform id; a change
 // (here, or heard on the bus from another instance) reloads the platform and tells the listeners.

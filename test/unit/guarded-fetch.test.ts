@@ -1,5 +1,5 @@
 // The jwks_uri fetch of agents' and workload issuers' keys: scheme and host rules, private and loopback
-// ranges refused at connection time (also behind a host name), size and time bounds, no redirects.
+// ranges refused at connection time (also behind a host name), a JSON media type, size and time bounds, no redirects.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +17,12 @@ describe('which addresses and URIs a jwks_uri may name', () => {
       expect(refusedAddress(address, strict), address).toMatch(/private|loopback/);
       if (address !== '::ffff:7f00:1') expect(refusedAddress(address, { allowLoopback: false, allowPrivate: true }), address).toBeUndefined();
     }
-    for (const address of ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946', '8.8.8.8']) expect(refusedAddress(address, strict)).toBeUndefined();
+    // IPv6 ranges embedding or reaching an IPv4 address, and other special-purpose ones.
+    for (const address of ['::127.0.0.1', '::a00:1', '::ffff:0:7f00:1', '::ffff:0:a9fe:a9fe', '2002:7f00:1::', '2002:a9fe:a9fe::1', '2001:0:4136:e378:8000:63bf:3fff:fdd2', '64:ff9b::a00:1', '64:ff9b:1::a00:1', '100::1', 'fec0::1']) {
+      expect(refusedAddress(address, strict), address).toMatch(/private|loopback/);
+      expect(refusedAddress(address, { allowLoopback: false, allowPrivate: true }), address).toBeUndefined();
+    }
+    for (const address of ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946', '2001:4860:4860::8888', '2a00:1450:4001:800::200e', '8.8.8.8']) expect(refusedAddress(address, strict), address).toBeUndefined();
   });
 
   it('takes https only (http on a loopback host only when allowed), no credentials, no fragment', () => {
@@ -44,6 +49,12 @@ describe('guardedFetch against servers on loopback', () => {
         res.end(`{"keys":[],"pad":"${'x'.repeat(200_000)}"}`);
       } else if (req.url === '/slow') {
         setTimeout(() => res.end('{"keys":[]}'), 5000).unref();
+      } else if (req.url === '/html') {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end('{"keys":[]}');
+      } else if (req.url === '/jwk-set') {
+        res.writeHead(200, { 'content-type': 'application/jwk-set+json; charset=utf-8' });
+        res.end('{"keys":[]}');
       } else if (req.url === '/redirect') {
         res.writeHead(302, { location: 'http://169.254.169.254/latest/meta-data' });
         res.end();
@@ -65,6 +76,12 @@ describe('guardedFetch against servers on loopback', () => {
     const response = await guardedFetch({ allowLoopback: true, allowPrivate: false, timeoutMs: 2000, maxBytes: 65_536 })(`${base}/keys`, init());
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ keys: [] });
+  });
+
+  it('takes a JSON media type only (application/json, application/jwk-set+json, any +json)', async () => {
+    const fetchJwks = guardedFetch({ allowLoopback: true, allowPrivate: false, timeoutMs: 2000, maxBytes: 65_536 });
+    expect(await (await fetchJwks(`${base}/jwk-set`, init())).json()).toEqual({ keys: [] });
+    await expect(fetchJwks(`${base}/html`, init())).rejects.toThrow(/text\/html.*not JSON/);
   });
 
   it('refuses loopback by address and by a name that resolves to it', async () => {

@@ -1,4 +1,4 @@
-// Issue #22 in process, on the in-memory unit of work: the core's admin services make every change, its
+// In process, on the in-memory unit of work: the core's admin services make every change, its
 // revocation entries and its audit event one unit. With the append failing, each revoking change fails
 // with the store's 503 error and leaves the state, the log, the trail and the bus untouched; without the
 // fault, it commits exactly its entries and one event, and the revocation notice goes out after.

@@ -1,5 +1,5 @@
-// Single use of client assertions (their `jti`): shared by every instance through Redis (SET NX with the
-// assertion's own expiry, so Redis forgets it when it could no longer be accepted anyway), or kept in this
+// Single use of client assertions (their `jti`): shared by every instance through Redis (SET NX until the
+// assertion could no longer be accepted, its exp + the clock tolerance, then Redis forgets it), or kept in this
 // process on the embedded default. A Redis that cannot answer refuses the assertion with a 503: accepting
 // it unchecked would let a replay through at another instance.
 import { createHash } from 'node:crypto';
@@ -16,8 +16,8 @@ export class RedisReplayGuard implements ReplayGuard {
     private readonly keyPrefix: string,
   ) {}
 
-  async firstUse(id: string, expiresAtMs: number): Promise<boolean> {
-    const ttl = Math.max(1, Math.ceil(expiresAtMs - Date.now()));
+  async firstUse(id: string, rememberUntilMs: number): Promise<boolean> {
+    const ttl = Math.max(1, Math.ceil(rememberUntilMs - Date.now()));
     try {
       return (await this.redis.set(`${this.keyPrefix}${digest(id)}`, '1', 'PX', ttl, 'NX')) === 'OK';
     } catch (error) {
@@ -26,12 +26,12 @@ export class RedisReplayGuard implements ReplayGuard {
   }
 }
 
-/** In one process: the map holds each jti until its assertion expires (swept as it is used). */
+/** In one process: the map holds each jti until its assertion could no longer be accepted (swept as it is used). */
 export class MemoryReplayGuard implements ReplayGuard {
   private readonly seen = new Map<string, number>();
   private sweptAt = 0;
 
-  async firstUse(id: string, expiresAtMs: number): Promise<boolean> {
+  async firstUse(id: string, rememberUntilMs: number): Promise<boolean> {
     const now = Date.now();
     if (now - this.sweptAt > 10_000) {
       this.sweptAt = now;
@@ -40,7 +40,7 @@ export class MemoryReplayGuard implements ReplayGuard {
     const key = digest(id);
     const until = this.seen.get(key);
     if (until !== undefined && until > now) return false;
-    this.seen.set(key, expiresAtMs);
+    this.seen.set(key, rememberUntilMs);
     return true;
   }
 }

@@ -4,7 +4,7 @@
 // anyone who knows a public key sign), iss, sub, aud, exp, nbf and iat against the instance's clock.
 // Imported key sets are kept by their content (bounded), so a warm check imports nothing, nor does a re-read
 // of unchanged keys; `prepare` imports a set ahead of its first use.
-import { createLocalJWKSet, createRemoteJWKSet, customFetch, decodeJwt, errors, exportJWK, generateKeyPair, importJWK, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { compactVerify, createLocalJWKSet, createRemoteJWKSet, customFetch, decodeJwt, decodeProtectedHeader, errors, exportJWK, generateKeyPair, importJWK, jwtVerify, type CryptoKey, type JWTVerifyGetKey } from 'jose';
 import { AssertionRejected, type AssertionExpectations, type AssertionVerifier, type VerifiedAssertion } from '../../core/ports/assertions.js';
 import type { KeySource } from '../../core/ports/client-keys.js';
 import { BoundedCache } from '../../core/support/bounded-cache.js';
@@ -37,6 +37,8 @@ export async function decoyKeys(): Promise<KeySource> {
 export class JoseAssertionVerifier implements AssertionVerifier {
   private readonly local = new BoundedCache<JWTVerifyGetKey>(LOCAL_SETS_MAX, Infinity);
   private readonly remote = new Map<string, JWTVerifyGetKey>();
+  /** One public key per algorithm, made on first use, nobody holds the private half of. */
+  private readonly standIns = new Map<string, Promise<CryptoKey>>();
   private readonly fetchJwks: ReturnType<typeof guardedFetch>;
 
   constructor(private readonly options: JoseAssertionVerifierOptions) {
@@ -67,12 +69,17 @@ export class JoseAssertionVerifier implements AssertionVerifier {
         requiredClaims: expect.requireJti ? ['exp', 'jti'] : ['exp'],
       }));
     } catch (error) {
+      // No key has the header's kid (an unknown client's decoy set, a kid the agent does not hold): jose stopped
+      // before any signature check, so one is made, or this failure would answer faster than a wrong key's.
+      if (error instanceof errors.JWKSNoMatchingKey) await this.verifyWithStandIn(assertion);
       if (error instanceof errors.JOSEError) throw new AssertionRejected(error.code);
       // The key set could not be fetched (jwks_uri down, refused, too large): the client cannot be
       // authenticated now. Answered like any failure; the reason is counted.
       throw new AssertionRejected('keys_unavailable');
     }
     const exp = payload.exp!;
+    // One audience (draft-ietf-oauth-rfc7523bis): a token also addressed to another party could be used here by it.
+    if (Array.isArray(payload.aud) && payload.aud.length !== 1) throw new AssertionRejected('multiple_audiences');
     if (exp > now + expect.maxLifetimeSeconds + expect.clockToleranceSeconds) throw new AssertionRejected('exp_too_far_ahead');
     if (payload.iat !== undefined && payload.iat > now + expect.clockToleranceSeconds) throw new AssertionRejected('iat_in_future');
     if (expect.requireJti && (typeof payload.jti !== 'string' || payload.jti.length === 0 || payload.jti.length > 256)) throw new AssertionRejected('bad_jti');
@@ -107,6 +114,14 @@ export class JoseAssertionVerifier implements AssertionVerifier {
 
   checkJwksUri(uri: string): string | undefined {
     return refusedUri(uri, this.options);
+  }
+
+  private async verifyWithStandIn(assertion: string): Promise<void> {
+    const { alg } = decodeProtectedHeader(assertion);
+    if (!(ASSERTION_ALGORITHMS as readonly (string | undefined)[]).includes(alg)) return;
+    let key = this.standIns.get(alg!);
+    if (!key) this.standIns.set(alg!, (key = generateKeyPair(alg!, alg === 'EdDSA' ? { crv: 'Ed25519' } : {}).then((pair) => pair.publicKey)));
+    await compactVerify(assertion, await key, { algorithms: [alg!] }).catch(() => undefined);
   }
 
   private keysOf(source: KeySource): JWTVerifyGetKey {

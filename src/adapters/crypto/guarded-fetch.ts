@@ -2,8 +2,8 @@
 // turning the service into a way into the network it runs in: https only (plain http and loopback hosts
 // only when the operator allows them, for development and tests), every address the name resolves to
 // checked against private, loopback, link-local and other special ranges *at connection time* (the
-// resolver's answer is the one connected to: no rebinding between check and connect), no redirects, a
-// time bound and a size bound. Shaped as jose's FetchImplementation (createRemoteJWKSet's customFetch).
+// resolver's answer is the one connected to: no rebinding between check and connect), no redirects, a JSON
+// media type, a time bound and a size bound. Shaped as jose's FetchImplementation (createRemoteJWKSet's customFetch).
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
@@ -28,7 +28,12 @@ for (const [net, prefix] of [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24],
   ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
 ] as const) SPECIAL.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [['::', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32]] as const) SPECIAL.addSubnet(net, prefix, 'ipv6');
+// The IPv6 ranges that carry or reach an IPv4 address (IPv4-compatible ::/96, SIIT ::ffff:0:0:0/96, 6to4,
+// Teredo, NAT64) could lead to any private IPv4 one: refused whole.
+for (const [net, prefix] of [
+  ['::', 96], ['::ffff:0:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001::', 32], ['2001:db8::', 32], ['2002::', 16],
+  ['fc00::', 7], ['fec0::', 10], ['fe80::', 10], ['ff00::', 8],
+] as const) SPECIAL.addSubnet(net, prefix, 'ipv6');
 
 /** Why `address` may not be connected to, or undefined. */
 export function refusedAddress(given: string, options: Pick<GuardedFetchOptions, 'allowLoopback' | 'allowPrivate'>): string | undefined {
@@ -64,6 +69,12 @@ function isLoopbackHost(hostname: string): boolean {
   return host === 'localhost' || (isIP(host) !== 0 && LOOPBACK.check(host, isIP(host) === 6 ? 'ipv6' : 'ipv4'));
 }
 
+/** application/json, application/jwk-set+json or another +json type (RFC 6839), parameters aside. */
+function isJsonMediaType(contentType: string | undefined): boolean {
+  const type = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  return type === 'application/json' || /^application\/[a-z0-9!#$&^_.-]+\+json$/.test(type);
+}
+
 export class GuardedFetchError extends Error {}
 
 export function guardedFetch(options: GuardedFetchOptions) {
@@ -92,6 +103,11 @@ export function guardedFetch(options: GuardedFetchOptions) {
     return new Promise<Response>((resolve, reject) => {
       const client = url.protocol === 'https:' ? https : http;
       const request = client.request(url, { method: 'GET', headers: { accept: 'application/json, application/jwk-set+json' }, lookup, timeout: options.timeoutMs, signal: init.signal }, (answer) => {
+        // A JWK Set is JSON: an HTML page (a login wall, an error page of something else) is not one, whatever it holds.
+        if (answer.statusCode === 200 && !isJsonMediaType(answer.headers['content-type'])) {
+          request.destroy(new GuardedFetchError(`the JWK Set is served as ${answer.headers['content-type'] ?? 'no media type'}, not JSON`));
+          return;
+        }
         const chunks: Buffer[] = [];
         let size = 0;
         answer.on('data', (chunk: Buffer) => {

@@ -73,7 +73,8 @@ export class AssertionAuthenticator {
       // rotated (Kubernetes: about an hour), whatever its jti. A key agent's view came with its keys from the
       // index; another bound agent's is read meanwhile.
       const [firstUse, view] = await Promise.all([
-        plan.expect.requireJti ? this.ports.replays.firstUse(`${verified.issuer}\n${verified.jti}`, verified.expiresAt * 1000) : true,
+        // Remembered as long as jwtVerify would still accept it: exp + the clock tolerance (+1 s for rounding).
+        plan.expect.requireJti ? this.ports.replays.firstUse(`${verified.issuer}\n${verified.jti}`, (verified.expiresAt + this.ports.clockToleranceSeconds + 1) * 1000) : true,
         plan.view ?? this.ports.store.getAgentView(plan.apiKeyId),
       ]);
       if (!firstUse) throw new AssertionRejected('jti_replayed');

@@ -10,7 +10,7 @@ export interface AssertionExpectations {
   issuer: string;
   /** Exactly this `sub`, when given. */
   subject?: string;
-  /** One of these in `aud`. */
+  /** `aud` one of these, and nothing else (a string or a one-element array). */
   audiences: string[];
   /** `exp` no further than this many seconds after now (and after `iat`). */
   maxLifetimeSeconds: number;
@@ -56,6 +56,6 @@ export class AssertionRejected extends Error {
 
 /** Each assertion once: shared through Redis when there is one, in process otherwise. */
 export interface ReplayGuard {
-  /** true the first time `id` is presented before `expiresAtMs`; false when it was seen. Throws StoreUnavailableError. */
-  firstUse(id: string, expiresAtMs: number): Promise<boolean>;
+  /** true the first time `id` is presented; false when it was seen before `rememberUntilMs` (the last moment the assertion could still be accepted). Throws StoreUnavailableError. */
+  firstUse(id: string, rememberUntilMs: number): Promise<boolean>;
 }
