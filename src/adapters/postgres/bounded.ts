@@ -18,6 +18,21 @@ export interface PostgresPoolOptions {
   timeoutMs: number;
 }
 
+/** The base of the Postgres adapters whose every call is one bounded call (`run`) on the pool. */
+export abstract class BoundedPostgres {
+  protected readonly sql: Sql;
+  private readonly timeoutMs: number;
+
+  constructor({ sql, timeoutMs }: PostgresPoolOptions) {
+    this.sql = sql;
+    this.timeoutMs = timeoutMs;
+  }
+
+  protected run<T>(fn: () => Promise<T>): Promise<T> {
+    return boundedCall({ timeoutMs: this.timeoutMs }, fn);
+  }
+}
+
 /** Reports the outcome of a bounded promise to `onHealth`: an answer is up, a StoreUnavailableError down. */
 function reported<T>(bounds: Bounds, promise: Promise<T>): Promise<T> {
   if (!bounds.onHealth) return promise;

@@ -2,7 +2,7 @@
 // 006_client_keys.sql). Reads are bounded by the store timeout; connection failures become
 // StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall, type PostgresPoolOptions } from './bounded.js';
+import { BoundedPostgres } from './bounded.js';
 import type { AgentKeys, ClientKeyStore, ClientKeyWrites, KeySource, PublicJwk, TrustedIssuer, WorkloadBinding } from '../../core/ports/client-keys.js';
 
 type Row = Record<string, any>;
@@ -18,19 +18,7 @@ const toAgentKeys = (r: Row): AgentKeys => ({
 const toIssuer = (r: Row): TrustedIssuer => ({ id: r.id, issuer: r.issuer, audience: r.audience, source: sourceOf(r), createdAt: new Date(r.created_at) });
 const toBinding = (r: Row): WorkloadBinding => ({ issuerId: r.issuer_id, subject: r.subject, agentId: r.agent_id, apiKeyId: r.api_key_id, createdAt: new Date(r.created_at) });
 
-export class PostgresClientKeyStore implements ClientKeyStore {
-  private readonly sql: Sql;
-  private readonly timeoutMs: number;
-
-  constructor({ sql, timeoutMs }: PostgresPoolOptions) {
-    this.sql = sql;
-    this.timeoutMs = timeoutMs;
-  }
-
-  private run<T>(fn: () => Promise<T>): Promise<T> {
-    return boundedCall({ timeoutMs: this.timeoutMs }, fn);
-  }
-
+export class PostgresClientKeyStore extends BoundedPostgres implements ClientKeyStore {
   allAgentKeys(): Promise<AgentKeys[]> {
     return this.run(async () => (await this.sql<Row[]>`${this.agentKeysSelect()}`).map(toAgentKeys));
   }

@@ -1,7 +1,7 @@
 // Postgres implementation of the feed credentials' storage (migration 004_feed_credentials.sql). Reads are
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall, type PostgresPoolOptions } from './bounded.js';
+import { BoundedPostgres } from './bounded.js';
 import type { FeedCredential, FeedCredentialRecord, FeedCredentialStore, FeedCredentialWrites } from '../../core/ports/feed-credentials.js';
 
 type Row = Record<string, any>;
@@ -9,19 +9,7 @@ type Row = Record<string, any>;
 const toCredential = (r: Row): FeedCredential => ({ id: r.id, platformId: r.platform_id, createdAt: new Date(r.created_at) });
 const toRecord = (r: Row): FeedCredentialRecord => ({ ...toCredential(r), tokenHash: Buffer.from(r.token_hash).toString('hex') });
 
-export class PostgresFeedCredentialStore implements FeedCredentialStore {
-  private readonly sql: Sql;
-  private readonly timeoutMs: number;
-
-  constructor({ sql, timeoutMs }: PostgresPoolOptions) {
-    this.sql = sql;
-    this.timeoutMs = timeoutMs;
-  }
-
-  private run<T>(fn: () => Promise<T>): Promise<T> {
-    return boundedCall({ timeoutMs: this.timeoutMs }, fn);
-  }
-
+export class PostgresFeedCredentialStore extends BoundedPostgres implements FeedCredentialStore {
   listFeedCredentials(platformId: string): Promise<FeedCredential[]> {
     return this.run(() => feedCredentialWrites(this.sql).listFeedCredentials(platformId));
   }

@@ -1,7 +1,7 @@
 // Postgres implementation of the revocation feed's storage (migration 003_revocation.sql). Every call is
 // bounded by the store timeout; connection failures become StoreUnavailableError (503 + Retry-After).
 import type { Sql, TransactionSql } from 'postgres';
-import { boundedCall, type PostgresPoolOptions } from './bounded.js';
+import { BoundedPostgres } from './bounded.js';
 import type { RevocationEntry, RevocationStore, RevocationTarget } from '../../core/ports/revocation-log.js';
 
 type Row = Record<string, any>;
@@ -17,19 +17,7 @@ const toEntry = (r: Row): RevocationEntry => ({
   expiresAt: new Date(r.expires_at),
 });
 
-export class PostgresRevocationStore implements RevocationStore {
-  private readonly sql: Sql;
-  private readonly timeoutMs: number;
-
-  constructor({ sql, timeoutMs }: PostgresPoolOptions) {
-    this.sql = sql;
-    this.timeoutMs = timeoutMs;
-  }
-
-  private run<T>(fn: () => Promise<T>): Promise<T> {
-    return boundedCall({ timeoutMs: this.timeoutMs }, fn);
-  }
-
+export class PostgresRevocationStore extends BoundedPostgres implements RevocationStore {
   since(platformId: string, since: number, now: Date): Promise<{ head: number; entries: RevocationEntry[] }> {
     return this.run(async () => {
       // One statement, one snapshot: the head and the entries agree, so "since head" misses nothing.
