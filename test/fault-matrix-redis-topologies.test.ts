@@ -33,44 +33,45 @@ const sweepAll = (rig: Rig, proxies: () => FaultProxy[]) => async (mode: FaultMo
   await rig.noServerErrors();
 };
 
-describe('fault matrix: Redis Sentinel (faults on the path to the data nodes)', () => {
+/** A topology behind fault proxies: the proxies, and the service settings that reach it. */
+interface FaultedTopology {
+  proxies: FaultProxy[];
+  env: Record<string, string>;
+}
+
+const topologies: { name: string; start: () => Promise<FaultedTopology> }[] = [
+  {
+    name: 'Redis Sentinel (faults on the path to the data nodes)',
+    start: async () => {
+      // down-after far beyond a fault window: the sentinels (which reach the primary through its proxy too)
+      // must not fail it over; what is tested is the service's path.
+      const group = await startRedisSentinelGroup({ faultProxies: true, downAfterMs: 60_000 });
+      return {
+        proxies: group.proxies,
+        env: {
+          REDIS_SENTINELS: group.sentinelAddresses().map((a) => `${a.host}:${a.port}`).join(','),
+          REDIS_SENTINEL_MASTER: group.masterName,
+        },
+      };
+    },
+  },
+  {
+    name: 'Redis Cluster (faults on the path to every node)',
+    start: async () => {
+      const cluster = await startRedisCluster({ faultProxies: true });
+      return { proxies: cluster.proxies, env: { REDIS_CLUSTER_NODES: cluster.startupNodes().map((n) => `${n.host}:${n.port}`).join(',') } };
+    },
+  },
+];
+
+describe.each(topologies)('fault matrix: $name', ({ start }) => {
   let rig: Rig;
   let proxies: FaultProxy[] = [];
 
   beforeAll(async () => {
-    // down-after far beyond a fault window: the sentinels (which reach the primary through its proxy too)
-    // must not fail it over; what is tested is the service's path.
-    const group = await startRedisSentinelGroup({ faultProxies: true, downAfterMs: 60_000 });
-    proxies = group.proxies;
-    const env = {
-      ...serviceEnv,
-      REDIS_URL: '',
-      REDIS_SENTINELS: group.sentinelAddresses().map((a) => `${a.host}:${a.port}`).join(','),
-      REDIS_SENTINEL_MASTER: group.masterName,
-    };
-    rig = new Rig(await startService({ mode: 'real', env }));
-    await rig.seed();
-  }, 120_000);
-
-  afterAll(async () => {
-    await rig?.service.dispose();
-    await stopAll();
-  });
-
-  it.each(FAULT_MODES)('fault %s: up, no 500, no reset client, Redis in use again within 15 s', async (mode) => {
-    await sweepAll(rig, () => proxies)(mode);
-  });
-});
-
-describe('fault matrix: Redis Cluster (faults on the path to every node)', () => {
-  let rig: Rig;
-  let proxies: FaultProxy[] = [];
-
-  beforeAll(async () => {
-    const cluster = await startRedisCluster({ faultProxies: true });
-    proxies = cluster.proxies;
-    const env = { ...serviceEnv, REDIS_URL: '', REDIS_CLUSTER_NODES: cluster.startupNodes().map((n) => `${n.host}:${n.port}`).join(',') };
-    rig = new Rig(await startService({ mode: 'real', env }));
+    const topology = await start();
+    proxies = topology.proxies;
+    rig = new Rig(await startService({ mode: 'real', env: { ...serviceEnv, REDIS_URL: '', ...topology.env } }));
     await rig.seed();
   }, 120_000);
 
