@@ -90,7 +90,7 @@ export class JoseAssertionVerifier implements AssertionVerifier {
     if (!keys.keys) return; // a jwks_uri is fetched when first needed
     const set = this.keysOf(keys);
     // Asking the set for each key imports it (and keeps it); a key that cannot be imported fails later, at verify.
-    for (const jwk of keys.keys) void Promise.resolve(set({ alg: String(jwk.alg ?? DEFAULT_ALG[jwk.kty]), kid: jwk.kid }, { payload: '', signature: '' })).catch(() => undefined);
+    for (const jwk of keys.keys) void Promise.resolve(set({ alg: String(jwk.alg ?? DEFAULT_ALG[jwk.kty]), kid: jwk.kid }, { payload: '', signature: '' })).catch(() => undefined); // import ahead; a bad key fails at verify
   }
 
   async checkPublicKey(jwk: Record<string, unknown>): Promise<string | undefined> {
@@ -121,6 +121,7 @@ export class JoseAssertionVerifier implements AssertionVerifier {
     if (!(ASSERTION_ALGORITHMS as readonly (string | undefined)[]).includes(alg)) return;
     let key = this.standIns.get(alg!);
     if (!key) this.standIns.set(alg!, (key = generateKeyPair(alg!, alg === 'EdDSA' ? { crv: 'Ed25519' } : {}).then((pair) => pair.publicKey)));
+    // Fails by design (a key nobody holds): it is here for its cost; the caller refuses the assertion anyway.
     await compactVerify(assertion, await key, { algorithms: [alg!] }).catch(() => undefined);
   }
 

@@ -99,7 +99,7 @@ export class ClientKeyIndex {
     // A full re-read a notice asked for is waited for: its copy replaces one that may be stale. The periodic
     // refresh is not: it runs beside the requests, and one that fails keeps the last good copy (it was current
     // within REFRESH_MS and every change since came with a notice).
-    await this.noticed?.catch(() => undefined);
+    await this.noticed?.catch(() => undefined); // its failure is kept in fullFailed, which the next line acts on
     if (this.snapshot === undefined || this.fullFailed) {
       try {
         await this.reload(true);
@@ -127,7 +127,7 @@ export class ClientKeyIndex {
     const running = this.full;
     if (running && !this.queued) {
       this.queued = running
-        .catch(() => undefined)
+        .catch(() => undefined) // only the order matters here: the running load's failure goes to its own waiters
         .then(() => {
           this.queued = undefined;
           return this.reload(true);
@@ -136,7 +136,7 @@ export class ClientKeyIndex {
     const next = this.queued ?? this.reload(true);
     this.noticed = next;
     void next
-      .catch(() => undefined)
+      .catch(() => undefined) // clean-up only: the failure goes to the callers waiting on `next`
       .then(() => {
         if (this.noticed === next) this.noticed = undefined;
       });
