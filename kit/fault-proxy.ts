@@ -33,6 +33,8 @@ export class FaultProxy {
   private readonly pairs = new Set<Pair>();
   private current: FaultMode = 'forward';
   private delayMs = 0;
+  /** Client bytes matching this never reach the target (a command swallowed on its way, the rest flowing). */
+  private swallowed: RegExp | undefined;
   private readonly target: { port: number; host: string };
   port: number;
   /** Connections accepted and forwarded to the target so far (shows a client reconnected by itself). */
@@ -71,6 +73,11 @@ export class FaultProxy {
     }
     if (mode !== 'refuse' && previous === 'refuse') await this.listen();
     if (mode === 'forward') for (const pair of this.pairs) if (pair.broken) this.destroy(pair);
+  }
+
+  /** From now on, a client chunk matching `pattern` is dropped (undefined: none is). */
+  swallowClientChunks(pattern: RegExp | undefined): void {
+    this.swallowed = pattern;
   }
 
   /** Back to forwarding. */
@@ -133,6 +140,7 @@ export class FaultProxy {
     let tail: Promise<void> = Promise.resolve();
     from.on('data', (chunk: Buffer) => {
       if (pair.broken) return;
+      if (!fromTarget && this.swallowed?.test(chunk.toString('latin1'))) return;
       switch (this.current) {
         case 'blackhole':
           pair.broken = true;
