@@ -60,6 +60,16 @@ describe('failure budget reserved before argon2', () => {
     const ran = (await checks()) - before;
     expect(ran, summary).toBe(refused);
 
+    // Refusals that are ours (the address's share of the argon2 queue) give their point back, so the burst
+    // may leave some budget: spend it with wrong secrets, one at a time, until the first 429.
+    let failures = refused;
+    for (;;) {
+      const status = (await token(`wrong-after-${failures}`, '203.0.113.7')).status;
+      if (status === 429) break;
+      expect(status).toBe(401);
+      failures++;
+      expect(failures, 'wrong secrets answered 401 never exceed the budget').toBeLessThanOrEqual(BUDGET);
+    }
     // The address is now out of budget, even with the right secret; another address logs in cold.
     expect((await token(agent.secret, '203.0.113.7')).status).toBe(429);
     const elsewhere = await token(cold.secret, '198.51.100.23', cold);

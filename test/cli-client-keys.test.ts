@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SignJWT } from 'jose';
+import { SignJWT, calculateJwkThumbprint, type JWK } from 'jose';
 import { AdminClient } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import { CLI, runAce } from './support/ace.js';
@@ -39,7 +39,10 @@ async function json(args: string[]) {
 
 describe('ace: agents without secrets', () => {
   it('creates a key agent from a PEM public key, rotates its keys, and the agent gets a token with its key', async () => {
-    const first = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    // A key whose RFC 7638 thumbprint (its kid) begins with '-', as one key in 64 does: removing it takes
+    // `--` before the kid, like any argument that reads as an option.
+    let first = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    while (!(await calculateJwkThumbprint(first.publicKey.export({ format: 'jwk' }) as JWK)).startsWith('-')) first = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const second = generateKeyPairSync('ed25519');
     const pem = path.join(dir, 'agent.pub.pem');
     writeFileSync(pem, first.publicKey.export({ format: 'pem', type: 'spki' }));
@@ -52,7 +55,7 @@ describe('ace: agents without secrets', () => {
     const listed = await json(['agent', 'keys', agent.agent_id]);
     expect(listed.jwks.keys).toHaveLength(1);
     const firstKid = listed.jwks.keys[0].kid as string;
-    expect(firstKid).toMatch(/^[A-Za-z0-9_-]{43}$/); // the RFC 7638 thumbprint
+    expect(firstKid).toBe(await calculateJwkThumbprint(first.publicKey.export({ format: 'jwk' }) as JWK)); // the RFC 7638 thumbprint
 
     expect((await json(['agent', 'add-key', agent.agent_id, jwkFile])).jwks.keys.map((k: { kid: string }) => k.kid)).toEqual([firstKid, 'next']);
     const human = await ace(['agent', 'keys', agent.agent_id], env);
@@ -74,7 +77,11 @@ describe('ace: agents without secrets', () => {
       ).status;
     expect(await exchange(await assertion(first.privateKey, firstKid, 'ES256'))).toBe(200);
 
-    const removed = await ace(['agent', 'remove-key', agent.agent_id, firstKid], env);
+    const withoutDashes = await ace(['agent', 'remove-key', agent.agent_id, firstKid], env);
+    expect(withoutDashes.code).toBe(2); // a usage error, nothing sent
+    expect(withoutDashes.stderr).toContain("after '--'");
+    expect(await exchange(await assertion(first.privateKey, firstKid, 'ES256'))).toBe(200);
+    const removed = await ace(['agent', 'remove-key', agent.agent_id, '--', firstKid], env);
     expect(removed.code, removed.stderr).toBe(0);
     expect(await exchange(await assertion(first.privateKey, firstKid, 'ES256'))).toBe(401);
     expect(await exchange(await assertion(second.privateKey, 'next', 'EdDSA'))).toBe(200);

@@ -76,7 +76,8 @@ export const clientKeyCommands: Command[] = [
   {
     path: ['agent', 'remove-key'],
     summary: "Remove an agent's key: assertions it signs are refused and the agent's tokens are taken back",
-    usage: 'agent remove-key <agent_id> <kid>',
+    usage: 'agent remove-key <agent_id> [--] <kid>',
+    description: "A kid may begin with '-' (an RFC 7638 thumbprint does, one time in 64): put `--` before it.",
     args: { min: 2, max: 2 },
     async run(ctx, _values, [agentId, kid]) {
       await ctx.admin().json('DELETE', `/admin/v1/agents/${seg(agentId)}/keys/${seg(kid)}`);
