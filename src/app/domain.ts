@@ -77,18 +77,16 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
   cleanups.add(() => pools.close());
   // Before the first task with a deadline (the authenticator's decoy hash, the first signature).
   await pools.loadAll(WORKER_LOAD_TIMEOUT_MS);
-  const limiters = new Limiters(
-    {
-      redis,
-      keyPrefix: config.redisKeyPrefix,
-      tokenPoints: config.rateLimitTokenPoints,
-      tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
-      authFailPoints: config.rateLimitAuthFailPoints,
-      authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
-      onStoreFailure: (operation) => metrics.cache.redisFailed(operation),
-    },
-    (limiter) => metrics.rateLimits.rateLimited(limiter),
-  );
+  const limiters = new Limiters({
+    redis,
+    keyPrefix: config.redisKeyPrefix,
+    tokenPoints: config.rateLimitTokenPoints,
+    tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
+    authFailPoints: config.rateLimitAuthFailPoints,
+    authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
+    onStoreFailure: (operation) => metrics.cache.redisFailed(operation),
+    onRefusal: (limiter) => metrics.rateLimits.rateLimited(limiter),
+  });
 
   const audit = await startAudit({
     config: config.audit,
@@ -124,7 +122,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     store,
     uow,
     bus,
-    material: new RsaKeyMaterial(kek),
+    material: new RsaKeyMaterial({ kek }),
     revocations,
     audit: audit.sink,
     telemetry,

@@ -107,10 +107,14 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     transmitter.stop();
   });
 
-  const authLimiter = new AdminAuthLimiter(
-    { redis: stores.redis, keyPrefix: config.redisKeyPrefix, points: config.adminAuthFailPoints, windowSeconds: config.adminAuthFailWindowSeconds, onStoreFailure: (operation) => metrics.cache.redisFailed(operation) },
-    () => metrics.rateLimits.rateLimited('admin_auth_fail_per_address'),
-  );
+  const authLimiter = new AdminAuthLimiter({
+    redis: stores.redis,
+    keyPrefix: config.redisKeyPrefix,
+    points: config.adminAuthFailPoints,
+    windowSeconds: config.adminAuthFailWindowSeconds,
+    onStoreFailure: (operation) => metrics.cache.redisFailed(operation),
+    onRefusal: () => metrics.rateLimits.rateLimited('admin_auth_fail_per_address'),
+  });
   const onAuthFailure = (address: string) => {
     metrics.http.adminAuthFailed();
     logger.warn({ address }, 'admin request with a missing or wrong bearer token');

@@ -105,7 +105,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
   // Tokens and the revocation feed's SETs alike (servers.ts makes the feed's transmitter with it).
   const signer = new InThreadSigner();
   const core = await memoryCore({
-    material: new RsaKeyMaterial(randomBytes(32)),
+    material: new RsaKeyMaterial({ kek: randomBytes(32) }),
     signer,
     issuer: config.issuer,
     apiKeyPrefix: config.apiKeyPrefix,
