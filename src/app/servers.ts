@@ -84,16 +84,18 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
-  const publicServer = new HttpServer(
-    publicRouteList,
-    { ...serverOptions, name: 'public', mayBeProxied: true, proxy: {
-        hops: config.trustProxyHops,
-        proxies: parseProxyList(config.trustProxyCidrs).proxies,
-        peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
-      },
-      app: publicApp,
+  const publicServer = new HttpServer({
+    ...serverOptions,
+    routes: publicRouteList,
+    name: 'public',
+    mayBeProxied: true,
+    proxy: {
+      hops: config.trustProxyHops,
+      proxies: parseProxyList(config.trustProxyCidrs).proxies,
+      peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
     },
-  );
+    app: publicApp,
+  });
   const stopSockets = attachRevocationSockets(publicServer.app, topics, transmitter, metrics.revocation, {
     logger,
     feedCredentials: domain.feedCredentials,
@@ -119,18 +121,19 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     metrics.http.adminAuthFailed();
     logger.warn({ address }, 'admin request with a missing or wrong bearer token');
   };
-  const adminServer = new HttpServer(
-    [
+  const adminServer = new HttpServer({
+    ...serverOptions,
+    routes: [
       ...opsRoutes({ ready: selfCheckedReadiness(context, cleanups), metrics: context.metricsText }),
       ...adminRoutes({ platforms, agents, clientKeys: domain.clientKeys, keys, feedCredentials: domain.feedCredentials, audit: audit.sink, auditStore: audit.store }),
     ],
+    name: 'admin',
+    accessLog: false,
     // The internal port has no proxy in front of it (never route ace-internal through an Ingress):
     // X-Forwarded-For there is the caller's own text, so the socket address counts.
-    {
-      ...serverOptions, name: 'admin', accessLog: false, proxy: NO_PROXY,
-      guards: { admin_bearer: adminBearerGuard({ adminToken: context.adminToken, authLimiter, onAuthFailure, audit: audit.sink }) },
-    },
-  );
+    proxy: NO_PROXY,
+    guards: { admin_bearer: adminBearerGuard({ adminToken: context.adminToken, authLimiter, onAuthFailure, audit: audit.sink }) },
+  });
   return { public: publicServer, admin: adminServer };
 }
 
