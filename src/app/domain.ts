@@ -183,7 +183,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     index: clientKeyIndex,
     verifier: assertionVerifier,
     // Shared by every instance through Redis; on the embedded default (one process) in memory.
-    replays: redis ? new RedisReplayGuard(redis, `${config.redisKeyPrefix}jti:`) : new MemoryReplayGuard(),
+    replays: redis ? new RedisReplayGuard({ redis, keyPrefix: `${config.redisKeyPrefix}jti:` }) : new MemoryReplayGuard(),
     store,
     limits: limiters,
     telemetry,

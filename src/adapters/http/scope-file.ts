@@ -23,7 +23,7 @@ function resourcesMember(platform: PlatformRecord): { resources?: string[] } {
 }
 
 export class ScopeFiles {
-  private readonly files = new BoundedCache<ScopeFile>(1000, 60_000);
+  private readonly files = new BoundedCache<ScopeFile>({ maxEntries: 1000, ttlMs: 60_000 });
 
   constructor(private readonly platforms: PlatformService) {}
 
