@@ -242,7 +242,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     backgroundFailure: (what, error) => telemetry.record({ type: 'background_failure', what, error }),
     feedCredentials,
     platforms,
-    scopeFiles: new ScopeFiles(platforms),
+    scopeFiles: new ScopeFiles({ platforms }),
     agents,
     clientKeys,
   };

@@ -63,7 +63,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
 
   // The public listener's uWS app first: the transmitter pushes on its topics, and its poll route is served by it.
   const publicApp = uWS.App();
-  const topics = new SocketTopics(publicApp);
+  const topics = new SocketTopics({ app: publicApp });
   const transmitter = new RevocationTransmitter({
     log: domain.revocationLog,
     keys,
@@ -150,7 +150,7 @@ const READINESS_EVERY_MS = 1000;
  */
 function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () => ReturnType<typeof readiness> {
   let inFlight: ReturnType<typeof readiness> | undefined;
-  const degradation = new DegradationLog(context.logger);
+  const degradation = new DegradationLog({ logger: context.logger });
   const check = () =>
     (inFlight ??= readiness(context, degradation).finally(() => {
       inFlight = undefined;
@@ -164,9 +164,17 @@ function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () =>
 }
 
 /** Says once, when it changes, which components a still-ready instance serves without. */
+interface DegradationLogOptions {
+  readonly logger: Logger;
+}
+
 class DegradationLog {
   private last = '';
-  constructor(private readonly logger: Logger) {}
+  private readonly logger: Logger;
+
+  constructor({ logger }: DegradationLogOptions) {
+    this.logger = logger;
+  }
 
   report(down: DegradedComponent[], ready: boolean): void {
     const now = `${down.join(',')}|${ready}`;

@@ -130,7 +130,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
     backgroundFailure: (what, error) => logger.error({ what, err: { message: (error as Error).message } }, 'background failure'),
     feedCredentials: core.feedCredentials,
     platforms: core.platforms,
-    scopeFiles: new ScopeFiles(core.platforms),
+    scopeFiles: new ScopeFiles({ platforms: core.platforms }),
     agents: core.agents,
     clientKeys: core.clientKeys,
   };

@@ -74,7 +74,7 @@ export class CryptoPools {
     const { metrics } = options;
     this.metrics = metrics;
     this.taskTimeoutMs = { argon2: options.argon2TaskTimeoutMs, sign: options.signTaskTimeoutMs };
-    this.slots = { argon2: new ThreadSlots(options.argon2Threads), sign: new ThreadSlots(options.signThreads) };
+    this.slots = { argon2: new ThreadSlots({ threads: options.argon2Threads }), sign: new ThreadSlots({ threads: options.signThreads }) };
     // Tasks never queue inside Piscina (one per thread at most): the waiting lines are ours.
     const make = (pool: PoolName, threads: number) => {
       const piscina = new Piscina({

@@ -22,10 +22,18 @@ function resourcesMember(platform: PlatformRecord): { resources?: string[] } {
   return resources.length > 0 ? { resources } : {};
 }
 
+export interface ScopeFilesOptions {
+  readonly platforms: PlatformService;
+}
+
 export class ScopeFiles {
   private readonly files = new BoundedCache<ScopeFile>({ maxEntries: 1000, ttlMs: 60_000 });
 
-  constructor(private readonly platforms: PlatformService) {}
+  private readonly platforms: PlatformService;
+
+  constructor({ platforms }: ScopeFilesOptions) {
+    this.platforms = platforms;
+  }
 
   async file(platformId: string): Promise<ScopeFile> {
     const platform = await this.platforms.get(platformId);
