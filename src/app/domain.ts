@@ -77,18 +77,16 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
   cleanups.add(() => pools.close());
   // Before the first task with a deadline (the authenticator's decoy hash, the first signature).
   await pools.loadAll(WORKER_LOAD_TIMEOUT_MS);
-  const limiters = new Limiters(
-    {
-      redis,
-      keyPrefix: config.redisKeyPrefix,
-      tokenPoints: config.rateLimitTokenPoints,
-      tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
-      authFailPoints: config.rateLimitAuthFailPoints,
-      authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
-      onStoreFailure: (operation) => metrics.cache.redisFailed(operation),
-    },
-    (limiter) => metrics.rateLimits.rateLimited(limiter),
-  );
+  const limiters = new Limiters({
+    redis,
+    keyPrefix: config.redisKeyPrefix,
+    tokenPoints: config.rateLimitTokenPoints,
+    tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
+    authFailPoints: config.rateLimitAuthFailPoints,
+    authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
+    onStoreFailure: (operation) => metrics.cache.redisFailed(operation),
+    onRefusal: (limiter) => metrics.rateLimits.rateLimited(limiter),
+  });
 
   const audit = await startAudit({
     config: config.audit,
@@ -124,7 +122,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     store,
     uow,
     bus,
-    material: new RsaKeyMaterial(kek),
+    material: new RsaKeyMaterial({ kek }),
     revocations,
     audit: audit.sink,
     telemetry,
@@ -185,7 +183,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     index: clientKeyIndex,
     verifier: assertionVerifier,
     // Shared by every instance through Redis; on the embedded default (one process) in memory.
-    replays: redis ? new RedisReplayGuard(redis, `${config.redisKeyPrefix}jti:`) : new MemoryReplayGuard(),
+    replays: redis ? new RedisReplayGuard({ redis, keyPrefix: `${config.redisKeyPrefix}jti:` }) : new MemoryReplayGuard(),
     store,
     limits: limiters,
     telemetry,
@@ -244,7 +242,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     backgroundFailure: (what, error) => telemetry.record({ type: 'background_failure', what, error }),
     feedCredentials,
     platforms,
-    scopeFiles: new ScopeFiles(platforms),
+    scopeFiles: new ScopeFiles({ platforms }),
     agents,
     clientKeys,
   };

@@ -63,7 +63,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
 
   // The public listener's uWS app first: the transmitter pushes on its topics, and its poll route is served by it.
   const publicApp = uWS.App();
-  const topics = new SocketTopics(publicApp);
+  const topics = new SocketTopics({ app: publicApp });
   const transmitter = new RevocationTransmitter({
     log: domain.revocationLog,
     keys,
@@ -84,16 +84,18 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));
-  const publicServer = new HttpServer(
-    publicRouteList,
-    { ...serverOptions, name: 'public', mayBeProxied: true, proxy: {
-        hops: config.trustProxyHops,
-        proxies: parseProxyList(config.trustProxyCidrs).proxies,
-        peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
-      },
-      app: publicApp,
+  const publicServer = new HttpServer({
+    ...serverOptions,
+    routes: publicRouteList,
+    name: 'public',
+    mayBeProxied: true,
+    proxy: {
+      hops: config.trustProxyHops,
+      proxies: parseProxyList(config.trustProxyCidrs).proxies,
+      peers: parseProxyList(config.trustProxyPeers || PRIVATE_RANGES).proxies,
     },
-  );
+    app: publicApp,
+  });
   const stopSockets = attachRevocationSockets(publicServer.app, topics, transmitter, metrics.revocation, {
     logger,
     feedCredentials: domain.feedCredentials,
@@ -107,26 +109,31 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     transmitter.stop();
   });
 
-  const authLimiter = new AdminAuthLimiter(
-    { redis: stores.redis, keyPrefix: config.redisKeyPrefix, points: config.adminAuthFailPoints, windowSeconds: config.adminAuthFailWindowSeconds, onStoreFailure: (operation) => metrics.cache.redisFailed(operation) },
-    () => metrics.rateLimits.rateLimited('admin_auth_fail_per_address'),
-  );
+  const authLimiter = new AdminAuthLimiter({
+    redis: stores.redis,
+    keyPrefix: config.redisKeyPrefix,
+    points: config.adminAuthFailPoints,
+    windowSeconds: config.adminAuthFailWindowSeconds,
+    onStoreFailure: (operation) => metrics.cache.redisFailed(operation),
+    onRefusal: () => metrics.rateLimits.rateLimited('admin_auth_fail_per_address'),
+  });
   const onAuthFailure = (address: string) => {
     metrics.http.adminAuthFailed();
     logger.warn({ address }, 'admin request with a missing or wrong bearer token');
   };
-  const adminServer = new HttpServer(
-    [
+  const adminServer = new HttpServer({
+    ...serverOptions,
+    routes: [
       ...opsRoutes({ ready: selfCheckedReadiness(context, cleanups), metrics: context.metricsText }),
       ...adminRoutes({ platforms, agents, clientKeys: domain.clientKeys, keys, feedCredentials: domain.feedCredentials, audit: audit.sink, auditStore: audit.store }),
     ],
+    name: 'admin',
+    accessLog: false,
     // The internal port has no proxy in front of it (never route ace-internal through an Ingress):
     // X-Forwarded-For there is the caller's own text, so the socket address counts.
-    {
-      ...serverOptions, name: 'admin', accessLog: false, proxy: NO_PROXY,
-      guards: { admin_bearer: adminBearerGuard({ adminToken: context.adminToken, authLimiter, onAuthFailure, audit: audit.sink }) },
-    },
-  );
+    proxy: NO_PROXY,
+    guards: { admin_bearer: adminBearerGuard({ adminToken: context.adminToken, authLimiter, onAuthFailure, audit: audit.sink }) },
+  });
   return { public: publicServer, admin: adminServer };
 }
 
@@ -143,7 +150,7 @@ const READINESS_EVERY_MS = 1000;
  */
 function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () => ReturnType<typeof readiness> {
   let inFlight: ReturnType<typeof readiness> | undefined;
-  const degradation = new DegradationLog(context.logger);
+  const degradation = new DegradationLog({ logger: context.logger });
   const check = () =>
     (inFlight ??= readiness(context, degradation).finally(() => {
       inFlight = undefined;
@@ -157,9 +164,17 @@ function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () =>
 }
 
 /** Says once, when it changes, which components a still-ready instance serves without. */
+interface DegradationLogOptions {
+  readonly logger: Logger;
+}
+
 class DegradationLog {
   private last = '';
-  constructor(private readonly logger: Logger) {}
+  private readonly logger: Logger;
+
+  constructor({ logger }: DegradationLogOptions) {
+    this.logger = logger;
+  }
 
   report(down: DegradedComponent[], ready: boolean): void {
     const now = `${down.join(',')}|${ready}`;

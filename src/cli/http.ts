@@ -10,14 +10,27 @@ export interface Answer {
   text: string;
 }
 
+export interface HttpClientOptions {
+  readonly base: URL;
+  /** Names the port in messages: "admin API" or "public API". */
+  readonly label: string;
+  readonly timeoutMs: number;
+  /** The bearer token, read at each request; no Authorization header when absent. */
+  readonly token?: () => string;
+}
+
 export class HttpClient {
-  constructor(
-    private readonly base: URL,
-    /** Names the port in messages: "admin API" or "public API". */
-    private readonly label: string,
-    private readonly timeoutMs: number,
-    private readonly token?: () => string,
-  ) {}
+  private readonly base: URL;
+  private readonly label: string;
+  private readonly timeoutMs: number;
+  private readonly token?: () => string;
+
+  constructor({ base, label, timeoutMs, token }: HttpClientOptions) {
+    this.base = base;
+    this.label = label;
+    this.timeoutMs = timeoutMs;
+    this.token = token;
+  }
 
   /** The base URL as shown in messages: origin and path only, never user:password. */
   private shown(): string {

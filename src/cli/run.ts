@@ -115,8 +115,8 @@ export async function runCli(argv: string[], env: Env): Promise<number> {
     let publicClient: HttpClient | undefined;
     const ctx: Context = {
       out,
-      admin: () => (admin ??= new HttpClient(settings.adminUrl, 'admin API', settings.timeoutMs, settings.adminToken)),
-      public: () => (publicClient ??= new HttpClient(settings.publicUrl, 'public API', settings.timeoutMs)),
+      admin: () => (admin ??= new HttpClient({ base: settings.adminUrl, label: 'admin API', timeoutMs: settings.timeoutMs, token: settings.adminToken })),
+      public: () => (publicClient ??= new HttpClient({ base: settings.publicUrl, label: 'public API', timeoutMs: settings.timeoutMs })),
     };
     // Resolve the token before the first request so "no token" is a usage error, not a 401.
     if (command.path.join(' ') !== 'platform scopes-file') settings.adminToken();

@@ -21,7 +21,7 @@ type Env = Record<string, string | undefined>;
 
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
-  const read = new EnvReader(env, problems);
+  const read = new EnvReader({ env, problems });
   const context: DefaultContext = { values: {}, cores: cores() };
   const values = context.values as Record<string, unknown>;
   values.audit = {};
@@ -86,8 +86,20 @@ function readSetting(read: EnvReader, setting: Setting, context: DefaultContext)
   }
 }
 
+interface EnvReaderOptions {
+  readonly env: Env;
+  /** Each setting that cannot be read adds its problem here; the caller reports them all at once. */
+  readonly problems: string[];
+}
+
 class EnvReader {
-  constructor(private readonly env: Env, private readonly problems: string[]) {}
+  private readonly env: Env;
+  private readonly problems: string[];
+
+  constructor({ env, problems }: EnvReaderOptions) {
+    this.env = env;
+    this.problems = problems;
+  }
 
   private raw(name: string): string | undefined {
     const value = this.env[name];

@@ -105,7 +105,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
   // Tokens and the revocation feed's SETs alike (servers.ts makes the feed's transmitter with it).
   const signer = new InThreadSigner();
   const core = await memoryCore({
-    material: new RsaKeyMaterial(randomBytes(32)),
+    material: new RsaKeyMaterial({ kek: randomBytes(32) }),
     signer,
     issuer: config.issuer,
     apiKeyPrefix: config.apiKeyPrefix,
@@ -130,7 +130,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
     backgroundFailure: (what, error) => logger.error({ what, err: { message: (error as Error).message } }, 'background failure'),
     feedCredentials: core.feedCredentials,
     platforms: core.platforms,
-    scopeFiles: new ScopeFiles(core.platforms),
+    scopeFiles: new ScopeFiles({ platforms: core.platforms }),
     agents: core.agents,
     clientKeys: core.clientKeys,
   };

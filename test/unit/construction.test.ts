@@ -5,12 +5,16 @@
 // field of `this`, and for a method named attach*/register* at all (one that declares a series reading its
 // argument keeps no field, but hands a dependency over all the same). State a method computes (counters,
 // caches, timestamps) is not a dependency and passes.
+// It also scans every class in src/ and workers/ for a constructor taking more than one parameter (or a
+// rest parameter): positional arguments name nothing at the call site, and a port added beside an options
+// object stays outside it.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 const SRC = path.resolve(import.meta.dirname, '../../src');
+const WORKERS = path.resolve(import.meta.dirname, '../../workers');
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -78,4 +82,45 @@ describe('no field is assigned after construction', () => {
     const found = sourceFiles(SRC).flatMap((file) => lateAssignments(file, readFileSync(file, 'utf8')).map((hit) => `${path.relative(SRC, file)}: ${hit}`));
     expect(found).toEqual([]);
   }, 30_000); // parses every file of src/: seconds on a loaded machine
+});
+
+/** `Class(n parameters)` for every constructor in `file` that takes more than one parameter or a rest parameter. */
+export function positionalConstructors(file: string, text: string): string[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    // Parameter properties (`private readonly x: X`) are parameters like any other.
+    if (ts.isConstructorDeclaration(node) && (node.parameters.length > 1 || node.parameters.some((p) => p.dotDotDotToken))) {
+      const cls = node.parent;
+      found.push(`${cls.name?.text ?? '(class)'}(${node.parameters.length} parameter${node.parameters.length === 1 ? '' : 's'})`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/**
+ * Errors are thrown values, not services wired with ports: like Error(message, { cause }) they take
+ * their code, detail and cause positionally at the throw site, hundreds of times over.
+ */
+const POSITIONAL_ERRORS = new Set([
+  'ServiceError', 'CredentialRefusal', 'StoreUnavailableError', 'WriteDeadlineError', // core/errors.ts
+  'HttpError', 'FormError', 'OAuthError', 'PortInUseError', // adapters/http
+  'UsageError', 'ServiceFailure', // cli/errors.ts
+]);
+
+describe('constructors take one typed object', () => {
+  it('finds the pattern it looks for (positional parameters, parameter properties included)', () => {
+    const text = 'class A { constructor(private readonly a: number, b: string) {} } class B { constructor(options: BOptions) {} } class C { constructor() {} } const D = class { constructor(...parts: string[]) {} }; class E { constructor(readonly x: X, y = 2) {} }';
+    expect(positionalConstructors('a.ts', text)).toEqual(['A(2 parameters)', '(class)(1 parameter)', 'E(2 parameters)']);
+  });
+
+  it('in src/ and workers/: no constructor takes more than one parameter (errors aside)', () => {
+    const found = [SRC, WORKERS].flatMap((root) => sourceFiles(root).flatMap((file) => positionalConstructors(file, readFileSync(file, 'utf8')).map((hit) => ({ file: path.relative(root, file), hit }))));
+    const className = (hit: string) => hit.slice(0, hit.indexOf('('));
+    expect(found.filter(({ hit }) => !POSITIONAL_ERRORS.has(className(hit))).map(({ file, hit }) => `${file}: ${hit}`)).toEqual([]);
+    // Every name the list lets through is still there: a class converted leaves the list with it.
+    expect([...POSITIONAL_ERRORS].filter((name) => !found.some(({ hit }) => className(hit) === name))).toEqual([]);
+  }, 30_000); // parses every file of src/ and workers/: seconds on a loaded machine
 });

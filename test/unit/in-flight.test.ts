@@ -47,13 +47,18 @@ const plain = { summary: 'test route', auth: 'none', audit: { kind: 'none' }, re
 
 describe('HttpServer on one keep-alive connection', () => {
   it('HEAD and 304 leave the connection usable and nothing in flight', async () => {
-    const server = new HttpServer(
-      [
+    const server = new HttpServer({
+      routes: [
         { ...plain, method: 'GET', path: '/doc', name: 'doc', handler: () => json(200, { hello: 'world' }, { ETag: '"v1"' }) },
         { ...plain, method: 'GET', path: '/cached', name: 'cached', handler: () => ({ status: 304, headers: { ETag: '"v1"' }, representationLength: 17 }) },
       ],
-      { name: 'test', maxBodyBytes: 1024, proxy: { hops: 0 }, metrics: new HttpMetrics({ registry: new client.Registry() }), logger: createLogger('silent'), accessLog: false },
-    );
+      name: 'test',
+      maxBodyBytes: 1024,
+      proxy: { hops: 0 },
+      metrics: new HttpMetrics({ registry: new client.Registry() }),
+      logger: createLogger('silent'),
+      accessLog: false,
+    });
     const port = await server.listen('127.0.0.1', 0);
     try {
       const get = 'GET /doc HTTP/1.1\r\nHost: x\r\n\r\n';

@@ -8,7 +8,7 @@ describe('LingeringRefusal', () => {
 
   const start = (finished = () => false) => {
     const answer = vi.fn();
-    return { answer, refusal: new LingeringRefusal(answer, finished) };
+    return { answer, refusal: new LingeringRefusal({ answer, finished }) };
   };
 
   it('answers at the end of the body, once', () => {

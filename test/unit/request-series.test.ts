@@ -77,7 +77,7 @@ describe('RequestSeries', () => {
 describe('PendingCounts', () => {
   it('adds what was counted since the last scrape, once, through the counter\'s collect hook', async () => {
     const registry = new client.Registry();
-    const counts = new PendingCounts(['outcome']);
+    const counts = new PendingCounts({ labelNames: ['outcome'] });
     const counter: client.Counter<'outcome'> = new client.Counter({ name: 't_total', help: 't', labelNames: ['outcome'], registers: [registry], collect: () => counts.flushInto(counter) });
     for (let i = 0; i < 3; i++) counts.increment('issued');
     counts.increment('refused');

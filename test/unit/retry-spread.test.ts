@@ -53,7 +53,7 @@ describe('PoolCapacity', () => {
     let now = 50_000;
     const means = [NaN, 25, 0, 20];
     let reads = 0;
-    const capacity = new PoolCapacity(2, () => means[reads++], 40, () => now);
+    const capacity = new PoolCapacity({ threads: 2, takeMeanRunMs: () => means[reads++], initialPerThread: 40, now: () => now });
     expect(capacity.perSecond()).toBe(80); // no task yet: the assumption (2 threads × 40)
     now += 1000;
     expect(capacity.perSecond()).toBe(80); // 25 ms per task on 2 threads
@@ -67,7 +67,7 @@ describe('PoolCapacity', () => {
 
   it('follows slower tasks down by at most 10 % a reading: a burst does not book the next minute at its pace', () => {
     let now = 0;
-    const capacity = new PoolCapacity(2, () => 80, 40, () => now); // every reading: 80 ms a task, i.e. 25/s
+    const capacity = new PoolCapacity({ threads: 2, takeMeanRunMs: () => 80, initialPerThread: 40, now: () => now }); // every reading: 80 ms a task, i.e. 25/s
     const readings = Array.from({ length: 30 }, () => {
       now += 1000;
       return capacity.perSecond();
@@ -80,7 +80,7 @@ describe('PoolCapacity', () => {
 
   it('does not mistake a quiet pool for a slow one (the demand is not the capacity)', () => {
     // One task of 30 ms in the last second: the pool could do 2 × 1000 / 30 per second, not 1.
-    const capacity = new PoolCapacity(2, () => 30, 20, () => 0); // assumed 40/s before: the reading is above
+    const capacity = new PoolCapacity({ threads: 2, takeMeanRunMs: () => 30, initialPerThread: 20, now: () => 0 }); // assumed 40/s before: the reading is above
     expect(Math.round(capacity.perSecond())).toBe(67);
   });
 });

@@ -26,7 +26,7 @@ const declared = (d: Partial<RouteDeclaration> & Pick<RouteDeclaration, 'method'
 describe('route declarations read by the server', () => {
   it('a route that declares admin_bearer is refused at construction by a listener without that guard', () => {
     const routes = bindRoutes({ secret: declared({ method: 'GET', path: '/secret', name: 'secret', auth: 'admin_bearer' }) }, { secret: () => json(200, {}) });
-    expect(() => new HttpServer(routes, options)).toThrow(/declares auth "admin_bearer"/);
+    expect(() => new HttpServer({ ...options, routes })).toThrow(/declares auth "admin_bearer"/);
   });
 
   it('runs the guard (with Authorization and the body read) before the handler, and only on routes that declare it', async () => {
@@ -47,8 +47,9 @@ describe('route declarations read by the server', () => {
         },
       },
     );
-    const server = new HttpServer(routes, {
+    const server = new HttpServer({
       ...options,
+      routes,
       guards: {
         admin_bearer: (r) => {
           if (r.headers.authorization !== 'Bearer right') throw new ServiceError('unauthorized');

@@ -31,7 +31,7 @@ const flush = () => new Promise((r) => setImmediate(r));
 describe('SignBatcher', () => {
   it('an idle batcher dispatches each request at once, one per free thread', async () => {
     const pool = controllablePool();
-    const batcher = new SignBatcher(pool.run, 2, 100);
+    const batcher = new SignBatcher({ runBatch: pool.run, threads: 2, maxPending: 100 });
     const a = batcher.sign('k', 'pem', 'a');
     const b = batcher.sign('k', 'pem', 'b');
     expect(pool.calls.map((c) => c.batch.length)).toEqual([1, 1]);
@@ -41,7 +41,7 @@ describe('SignBatcher', () => {
 
   it('requests arriving while every thread is busy leave together, shared among the freed threads', async () => {
     const pool = controllablePool();
-    const batcher = new SignBatcher(pool.run, 1, 100);
+    const batcher = new SignBatcher({ runBatch: pool.run, threads: 1, maxPending: 100 });
     const first = batcher.sign('k', 'pem', '0');
     const waiting = Array.from({ length: 5 }, (_, i) => batcher.sign('k', 'pem', String(i + 1)));
     expect(batcher.queued).toBe(5);
@@ -57,7 +57,7 @@ describe('SignBatcher', () => {
 
   it('never puts more than maxBatch tasks in one batch', async () => {
     const pool = controllablePool();
-    const batcher = new SignBatcher(pool.run, 1, 100, 3);
+    const batcher = new SignBatcher({ runBatch: pool.run, threads: 1, maxPending: 100, maxBatch: 3 });
     const all = [batcher.sign('k', 'pem', 'x'), ...Array.from({ length: 7 }, () => batcher.sign('k', 'pem', 'y'))];
     while (pool.calls.some((c) => c.batch.length > 0)) {
       const call = pool.calls.shift()!;
@@ -71,7 +71,7 @@ describe('SignBatcher', () => {
 
   it('sends the private key only to a thread that asks for it, then signs', async () => {
     const pool = controllablePool({ knownKids: new Set() });
-    const batcher = new SignBatcher(pool.run, 1, 100);
+    const batcher = new SignBatcher({ runBatch: pool.run, threads: 1, maxPending: 100 });
     const token = batcher.sign('k1', 'PEM', 'p');
     expect(pool.calls[0].batch[0].privateKeyPem).toBeUndefined();
     pool.calls.shift()!.finish(); // the thread answers NEED_KEY
@@ -83,7 +83,7 @@ describe('SignBatcher', () => {
 
   it('refuses with 503 and Retry-After when too many wait', async () => {
     const pool = controllablePool();
-    const batcher = new SignBatcher(pool.run, 1, 2);
+    const batcher = new SignBatcher({ runBatch: pool.run, threads: 1, maxPending: 2 });
     void batcher.sign('k', 'pem', 'in flight');
     void batcher.sign('k', 'pem', 'q1');
     void batcher.sign('k', 'pem', 'q2');
@@ -96,7 +96,7 @@ describe('SignBatcher', () => {
   it('refuses with the error its owner gives (the pools count it in their metrics)', async () => {
     const pool = controllablePool();
     let refusals = 0;
-    const batcher = new SignBatcher(pool.run, 1, 0, 32, () => new Error(`refusal ${++refusals}`));
+    const batcher = new SignBatcher({ runBatch: pool.run, threads: 1, maxPending: 0, full: () => new Error(`refusal ${++refusals}`) });
     void batcher.sign('k', 'pem', 'in flight');
     await expect(batcher.sign('k', 'pem', 'refused')).rejects.toThrow('refusal 1');
     expect(refusals).toBe(1);
@@ -104,7 +104,7 @@ describe('SignBatcher', () => {
 
   it('drops requests whose client went away before dispatch', async () => {
     const pool = controllablePool();
-    const batcher = new SignBatcher(pool.run, 1, 100);
+    const batcher = new SignBatcher({ runBatch: pool.run, threads: 1, maxPending: 100 });
     void batcher.sign('k', 'pem', 'busy');
     const gone = new AbortController();
     const left = batcher.sign('k', 'pem', 'gone', gone.signal);
@@ -121,7 +121,7 @@ describe('SignBatcher', () => {
 
   it('a failed batch rejects every request in it and frees the thread', async () => {
     const pool = controllablePool();
-    const batcher = new SignBatcher(pool.run, 1, 100);
+    const batcher = new SignBatcher({ runBatch: pool.run, threads: 1, maxPending: 100 });
     const a = batcher.sign('k', 'pem', 'a');
     pool.calls[0].fail(new Error('worker died'));
     await expect(a).rejects.toThrow('worker died');

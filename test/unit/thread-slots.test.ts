@@ -4,7 +4,7 @@ import { ThreadSlots } from '../../src/adapters/crypto/thread-slots.js';
 
 describe('ThreadSlots', () => {
   it('hands out as many slots as there are threads, the next once one is released', async () => {
-    const slots = new ThreadSlots(2);
+    const slots = new ThreadSlots({ threads: 2 });
     expect(await slots.take(1000)).toBe(true);
     expect(await slots.take(1000)).toBe(true);
     const third = slots.take(10_000);
@@ -17,7 +17,7 @@ describe('ThreadSlots', () => {
   });
 
   it('a stopped thread gives no slot until its replacement has loaded', async () => {
-    const slots = new ThreadSlots(1);
+    const slots = new ThreadSlots({ threads: 1 });
     expect(await slots.take(1000)).toBe(true);
     slots.threadStopped(); // the task's thread crashed; Piscina starts a replacement
     slots.release();
@@ -31,13 +31,13 @@ describe('ThreadSlots', () => {
   });
 
   it('gives up after its bound when no thread loads', async () => {
-    const slots = new ThreadSlots(1);
+    const slots = new ThreadSlots({ threads: 1 });
     slots.threadStopped();
     expect(await slots.take(20)).toBe(false);
   });
 
   it('the pool\'s first threads announcing themselves change nothing', async () => {
-    const slots = new ThreadSlots(1);
+    const slots = new ThreadSlots({ threads: 1 });
     slots.threadLoaded();
     expect(await slots.take(1000)).toBe(true);
     expect(await slots.take(20)).toBe(false);

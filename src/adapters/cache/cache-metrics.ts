@@ -25,7 +25,7 @@ export interface CacheMetricsOptions {
 export class CacheMetrics {
   private readonly requests: client.Counter<'cache' | 'result'>;
   /** Counted on every token request: plain numbers, added to the counter when scraped (pending-counts.ts). */
-  private readonly requestCounts = new PendingCounts(['cache', 'result']);
+  private readonly requestCounts = new PendingCounts({ labelNames: ['cache', 'result'] });
   private readonly topology: client.Gauge<'topology' | 'primary'>;
   private readonly trusted: client.Gauge;
   private readonly failures: client.Counter<'operation'>;

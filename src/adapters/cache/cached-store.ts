@@ -56,8 +56,8 @@ export class CachedStore implements Store {
   constructor({ inner, ...options }: CachedStoreOptions) {
     this.inner = inner;
     this.options = options;
-    this.views = new BoundedCache(options.localMaxEntries, options.localTtlMs);
-    this.platforms = new BoundedCache(Math.min(options.localMaxEntries, 10_000), options.localTtlMs);
+    this.views = new BoundedCache({ maxEntries: options.localMaxEntries, ttlMs: options.localTtlMs });
+    this.platforms = new BoundedCache({ maxEntries: Math.min(options.localMaxEntries, 10_000), ttlMs: options.localTtlMs });
     options.bus.subscribe((message) => this.applyInvalidation(message));
     if (options.redis) options.metrics.setRedisCacheTrusted(true);
     else options.metrics.noRedisCache();

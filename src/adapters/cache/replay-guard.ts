@@ -10,11 +10,20 @@ import type { RedisClient } from './redis.js';
 /** The key: a hash of the issuer and jti (bounded length whatever the client sent). */
 const digest = (id: string) => createHash('sha256').update(id).digest('base64url');
 
+export interface RedisReplayGuardOptions {
+  readonly redis: RedisClient;
+  /** Put before each key (the service's prefix and `jti:`). */
+  readonly keyPrefix: string;
+}
+
 export class RedisReplayGuard implements ReplayGuard {
-  constructor(
-    private readonly redis: RedisClient,
-    private readonly keyPrefix: string,
-  ) {}
+  private readonly redis: RedisClient;
+  private readonly keyPrefix: string;
+
+  constructor({ redis, keyPrefix }: RedisReplayGuardOptions) {
+    this.redis = redis;
+    this.keyPrefix = keyPrefix;
+  }
 
   async firstUse(id: string, rememberUntilMs: number): Promise<boolean> {
     const ttl = Math.max(1, Math.ceil(rememberUntilMs - Date.now()));

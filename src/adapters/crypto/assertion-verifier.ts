@@ -35,7 +35,7 @@ export async function decoyKeys(): Promise<KeySource> {
 }
 
 export class JoseAssertionVerifier implements AssertionVerifier {
-  private readonly local = new BoundedCache<JWTVerifyGetKey>(LOCAL_SETS_MAX, Infinity);
+  private readonly local = new BoundedCache<JWTVerifyGetKey>({ maxEntries: LOCAL_SETS_MAX, ttlMs: Infinity });
   private readonly remote = new Map<string, JWTVerifyGetKey>();
   /** One public key per algorithm, made on first use, nobody holds the private half of. */
   private readonly standIns = new Map<string, Promise<CryptoKey>>();

@@ -8,11 +8,21 @@ import { decryptPrivateKey, encryptPrivateKey } from './key-encryption.js';
 
 const generateRsaKeyPair = promisify(generateKeyPair);
 
+export interface RsaKeyMaterialOptions {
+  /** The key-encryption key the private keys are kept under. */
+  readonly kek: Buffer;
+  /** 2048 when absent. */
+  readonly modulusLength?: number;
+}
+
 export class RsaKeyMaterial implements KeyMaterial {
-  constructor(
-    private readonly kek: Buffer,
-    private readonly modulusLength = 2048,
-  ) {}
+  private readonly kek: Buffer;
+  private readonly modulusLength: number;
+
+  constructor({ kek, modulusLength = 2048 }: RsaKeyMaterialOptions) {
+    this.kek = kek;
+    this.modulusLength = modulusLength;
+  }
 
   async generate(): Promise<GeneratedKey> {
     const { publicKey, privateKey } = await generateRsaKeyPair('rsa', { modulusLength: this.modulusLength });

@@ -74,7 +74,7 @@ export class CryptoPools {
     const { metrics } = options;
     this.metrics = metrics;
     this.taskTimeoutMs = { argon2: options.argon2TaskTimeoutMs, sign: options.signTaskTimeoutMs };
-    this.slots = { argon2: new ThreadSlots(options.argon2Threads), sign: new ThreadSlots(options.signThreads) };
+    this.slots = { argon2: new ThreadSlots({ threads: options.argon2Threads }), sign: new ThreadSlots({ threads: options.signThreads }) };
     // Tasks never queue inside Piscina (one per thread at most): the waiting lines are ours.
     const make = (pool: PoolName, threads: number) => {
       const piscina = new Piscina({
@@ -100,17 +100,21 @@ export class CryptoPools {
       sign: make('sign', options.signThreads),
     };
     const signBatch = (batch: SignTask[]) => this.run<string[]>('sign', 'signTokens', batch);
-    this.signBatcher = new SignBatcher(signBatch, options.signThreads, options.signMaxQueue, undefined, () => this.shed('sign'));
+    this.signBatcher = new SignBatcher({ runBatch: signBatch, threads: options.signThreads, maxPending: options.signMaxQueue, full: () => this.shed('sign') });
     // Before any task ran, assume ~25 ms per verification per thread.
     const argon2 = this.pools.argon2;
-    this.argon2Capacity = new PoolCapacity(options.argon2Threads, () => {
-      // The mean, not the median: busy threads finish threads / mean run time tasks a second, and under
-      // CPU contention the slow (preempted) runs are the ones the median leaves out.
-      const ms = argon2.histogram.runTime.mean;
-      argon2.histogram.resetRunTime();
-      // Under 1 ms the window held only readiness pings (a verification takes tens of ms): no estimate.
-      return ms >= 1 ? ms : NaN;
-    }, 40);
+    this.argon2Capacity = new PoolCapacity({
+      threads: options.argon2Threads,
+      takeMeanRunMs: () => {
+        // The mean, not the median: busy threads finish threads / mean run time tasks a second, and under
+        // CPU contention the slow (preempted) runs are the ones the median leaves out.
+        const ms = argon2.histogram.runTime.mean;
+        argon2.histogram.resetRunTime();
+        // Under 1 ms the window held only readiness pings (a verification takes tens of ms): no estimate.
+        return ms >= 1 ? ms : NaN;
+      },
+      initialPerThread: 40,
+    });
     const capacity = this.argon2Capacity;
     this.argon2Retry = new RetrySpread({ maxSeconds: ARGON2_RETRY_AFTER_MAX_SECONDS, overbook: 1.2, rate: () => capacity.perSecond() });
     const warmUntil = performance.now() + options.warmupSeconds * 1000;

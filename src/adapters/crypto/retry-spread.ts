@@ -61,20 +61,28 @@ export class RetrySpread {
  * then the wave booked at the longest wait came back together. The two errors do not cost the same: an
  * idle pool wastes what argon2 could have done, while an overbooked second costs a few refusals more.
  */
+export interface PoolCapacityOptions {
+  readonly threads: number;
+  /** Mean run time (ms) of the tasks since the last reset, or NaN/0 when there were none; then resets. */
+  readonly takeMeanRunMs: () => number;
+  /** Verifications per second per thread assumed before any task ran. */
+  initialPerThread: number;
+  readonly now?: () => number;
+}
+
 export class PoolCapacity {
   /** Fraction of the estimate kept, at least, from one reading to the next. */
   static readonly FALL_PER_READING = 0.9;
   private perSecondValue: number;
   private readAt = -Infinity;
+  private readonly threads: number;
+  private readonly takeMeanRunMs: () => number;
+  private readonly now: () => number;
 
-  constructor(
-    private readonly threads: number,
-    /** Mean run time (ms) of the tasks since the last reset, or NaN/0 when there were none; then resets. */
-    private readonly takeMeanRunMs: () => number,
-    /** Assumed before any task ran. */
-    initialPerThread: number,
-    private readonly now: () => number = Date.now,
-  ) {
+  constructor({ threads, takeMeanRunMs, initialPerThread, now = Date.now }: PoolCapacityOptions) {
+    this.threads = threads;
+    this.takeMeanRunMs = takeMeanRunMs;
+    this.now = now;
     this.perSecondValue = threads * initialPerThread;
   }
 

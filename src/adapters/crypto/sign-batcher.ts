@@ -14,17 +14,23 @@ interface Pending {
 
 export type RunBatch = (batch: SignTask[]) => Promise<string[]>;
 
+export interface SignBatcherOptions {
+  readonly runBatch: RunBatch;
+  /** Signing threads: batches in flight at most. */
+  threads: number;
+  maxPending: number;
+  /** 32 when absent. */
+  maxBatch?: number;
+  /** The refusal when `maxPending` wait already (the pools count it in their metrics); `busy()` when absent. */
+  full?: () => unknown;
+}
+
 export class SignBatcher {
   private readonly line: WaitingLine<Pending, string>;
+  private readonly runBatch: RunBatch;
 
-  constructor(
-    private readonly runBatch: RunBatch,
-    threads: number,
-    maxPending: number,
-    maxBatch = 32,
-    /** The refusal when `maxPending` wait already (the pools count it in their metrics). */
-    full: () => unknown = () => busy(),
-  ) {
+  constructor({ runBatch, threads, maxPending, maxBatch = 32, full = () => busy() }: SignBatcherOptions) {
+    this.runBatch = runBatch;
     this.line = new WaitingLine({ run: (batch) => this.dispatch(batch), slots: threads, maxWaiting: maxPending, full, maxBatch });
   }
 

@@ -4,13 +4,22 @@
 // on a busy machine, and the task handed to it meanwhile ran out its deadline in Piscina's queue (a 503 for
 // work nothing was wrong with).
 
+export interface ThreadSlotsOptions {
+  /** The pool's thread count: tasks running at most, fewer while replacements load. */
+  readonly threads: number;
+}
+
 export class ThreadSlots {
   /** Threads stopped and not yet replaced by a loaded one. */
   private loading = 0;
   private running = 0;
   private waiters: (() => void)[] = [];
 
-  constructor(private readonly threads: number) {}
+  private readonly threads: number;
+
+  constructor({ threads }: ThreadSlotsOptions) {
+    this.threads = threads;
+  }
 
   /** A thread was stopped; its replacement is loading. */
   threadStopped(): void {

@@ -134,7 +134,7 @@ function uuidParam(request: HttpRequest, name: string): string {
   return value.toLowerCase();
 }
 
-/** The check of `auth: 'admin_bearer'` routes (ServerOptions.guards). */
+/** The check of `auth: 'admin_bearer'` routes (HttpServerOptions.guards). */
 export function adminBearerGuard(deps: AdminGuardDeps): Guard {
   const authorised = adminTokenCheck(deps.adminToken);
   return async (request) => {

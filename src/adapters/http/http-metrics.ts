@@ -19,7 +19,7 @@ export class HttpMetrics {
   private readonly requests: RequestSeries;
   private readonly tokens: client.Counter<'outcome'>;
   /** Counted on every token request: plain numbers, added to the counter when scraped (pending-counts.ts). */
-  private readonly tokenCounts = new PendingCounts(['outcome']);
+  private readonly tokenCounts = new PendingCounts({ labelNames: ['outcome'] });
   private readonly forwardedIgnored: client.Counter<'reason'>;
   private readonly adminAuthFailures: client.Counter;
 

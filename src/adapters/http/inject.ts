@@ -87,33 +87,37 @@ export class PathRouter {
   }
 }
 
+interface InjectedRequestOptions {
+  readonly method: string;
+  readonly path: string;
+  readonly query: string | undefined;
+  /** The route's path parameters, in order. */
+  readonly params: string[];
+  /** Header fields, names in lower case. */
+  readonly fields: [string, string][];
+}
+
 class InjectedRequest implements ServedRequest {
-  constructor(
-    private readonly method: string,
-    private readonly path: string,
-    private readonly query: string | undefined,
-    private readonly params: string[],
-    private readonly fields: [string, string][],
-  ) {}
+  constructor(private readonly options: InjectedRequestOptions) {}
 
   getMethod(): string {
-    return this.method;
+    return this.options.method;
   }
 
   getUrl(): string {
-    return this.path;
+    return this.options.path;
   }
 
   getQuery(): string | undefined {
-    return this.query;
+    return this.options.query;
   }
 
   getParameter(index: number): string | undefined {
-    return this.params[index];
+    return this.options.params[index];
   }
 
   forEach(callback: (name: string, value: string) => void): void {
-    for (const [name, value] of this.fields) callback(name, value);
+    for (const [name, value] of this.options.fields) callback(name, value);
   }
 }
 
@@ -198,7 +202,7 @@ export async function inject(router: PathRouter, request: InjectRequest): Promis
   }
   const match = router.match(path);
   if (!match) throw new Error(`no handler for ${path} (the server registers a catch-all)`);
-  const req = new InjectedRequest(request.method, path, query, match.params, fields);
+  const req = new InjectedRequest({ method: request.method, path, query, params: match.params, fields });
   const res = new InjectedResponse(request.remoteAddress ?? '127.0.0.1');
   match.handler(res, req);
   // uWS delivers the body after the handler's synchronous part, in the pieces the socket received.

@@ -1,5 +1,12 @@
 // A 413 for a body refused while it streams in, sent when it can reach the client.
 
+export interface LingeringRefusalOptions {
+  /** Sends the 413. */
+  readonly answer: () => void;
+  /** The exchange has ended already (aborted, or answered otherwise): nothing is sent. */
+  readonly finished: () => boolean;
+}
+
 /**
  * A body refused mid-stream (413) is answered once the client has stopped sending: at the body's end,
  * after a short quiet spell, or at a hard bound (bytes or time) for a client that never stops. uWS closes
@@ -16,10 +23,7 @@ export class LingeringRefusal {
   private readonly deadline: NodeJS.Timeout;
   private answered = false;
 
-  constructor(
-    private readonly answer: () => void,
-    private readonly finished: () => boolean,
-  ) {
+  constructor(private readonly options: LingeringRefusalOptions) {
     this.quiet = setTimeout(() => this.answerNow(), LingeringRefusal.QUIET_MS);
     this.deadline = setTimeout(() => this.answerNow(), LingeringRefusal.MAX_MS);
   }
@@ -36,6 +40,6 @@ export class LingeringRefusal {
     this.answered = true;
     clearTimeout(this.quiet);
     clearTimeout(this.deadline);
-    if (!this.finished()) this.answer();
+    if (!this.options.finished()) this.options.answer();
   }
 }

@@ -10,10 +10,17 @@ interface Bucket {
   at: number;
 }
 
+export interface PollBudgetOptions {
+  /** Polls a credential's bucket gains a second. */
+  readonly perSecond: number;
+  /** Polls the bucket holds at most. */
+  readonly burst: number;
+}
+
 export class PollBudget {
   private readonly buckets = new Map<string, Bucket>();
 
-  constructor(private readonly limits: { perSecond: number; burst: number }) {}
+  constructor(private readonly limits: PollBudgetOptions) {}
 
   /** Takes one poll from the credential's bucket: false when it is empty (answer 429). */
   take(credentialId: string, platformId: string, now = Date.now()): boolean {

@@ -22,10 +22,18 @@ function resourcesMember(platform: PlatformRecord): { resources?: string[] } {
   return resources.length > 0 ? { resources } : {};
 }
 
-export class ScopeFiles {
-  private readonly files = new BoundedCache<ScopeFile>(1000, 60_000);
+export interface ScopeFilesOptions {
+  readonly platforms: PlatformService;
+}
 
-  constructor(private readonly platforms: PlatformService) {}
+export class ScopeFiles {
+  private readonly files = new BoundedCache<ScopeFile>({ maxEntries: 1000, ttlMs: 60_000 });
+
+  private readonly platforms: PlatformService;
+
+  constructor({ platforms }: ScopeFilesOptions) {
+    this.platforms = platforms;
+  }
 
   async file(platformId: string): Promise<ScopeFile> {
     const platform = await this.platforms.get(platformId);

@@ -22,7 +22,9 @@ export function assertNativeUws(): void {
   }
 }
 
-export interface ServerOptions {
+export interface HttpServerOptions {
+  /** The routes this listener serves. */
+  routes: Route[];
   name: string;
   maxBodyBytes: number;
   /** Which X-Forwarded-For hop names the client (client-address.ts). */
@@ -118,7 +120,8 @@ export class HttpServer {
   /** The same handlers uWS routes to, for requests served without a socket (inject). */
   private readonly router = new PathRouter();
 
-  constructor(routes: Route[], private readonly options: ServerOptions) {
+  constructor(private readonly options: HttpServerOptions) {
+    const { routes } = options;
     this.proxy = { ...options.proxy, onUntrustedPeer: (peer) => this.forwardingIgnored('untrusted_peer', peer) };
     this.proxyTrustOff = options.mayBeProxied === true && options.proxy.hops <= 0 && !options.proxy.proxies;
     this.app = options.app ?? uWS.App();
@@ -362,7 +365,7 @@ export class HttpServer {
         // Closing now, with the client's bytes still unread, makes the kernel send a reset that can
         // destroy the 413 before the client reads it: discard the rest first (bounded), then answer.
         const refuse = () => this.send(exchange, this.errorReply(new ServiceError('payload_too_large'), route.name), true);
-        refusal = new LingeringRefusal(refuse, () => state.done);
+        refusal = new LingeringRefusal({ answer: refuse, finished: () => state.done });
         return refusal.received(0, isLast);
       }
       chunks.push(Buffer.from(Buffer.from(chunk))); // copy: uWS detaches the chunk after this callback

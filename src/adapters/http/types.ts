@@ -45,7 +45,7 @@ export type Guard = (request: HttpRequest) => Promise<void> | void;
 
 export type RouteMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'ANY';
 
-/** A check the listener runs for every route that declares it (ServerOptions.guards). */
+/** A check the listener runs for every route that declares it (HttpServerOptions.guards). */
 export type GuardKind = 'admin_bearer';
 
 /**
@@ -139,7 +139,7 @@ export type OnRequest = (request: HttpRequest) => HttpReply | undefined;
  * A request's one lifecycle, in this order; a step that answers (or throws a refusal) ends it there:
  *   1. `onRequest`, on the headers alone;
  *   2. the body, read by the server within the size limit (routes that declare one);
- *   3. `authorize`: the route's own, else the listener's guard for the route's `auth` kind (ServerOptions.guards);
+ *   3. `authorize`: the route's own, else the listener's guard for the route's `auth` kind (HttpServerOptions.guards);
  *   4. the handler: reads the request, calls the core, renders;
  *   5. the server's answer: metrics, access log, `X-Request-Id` (every answer, refusals included).
  */

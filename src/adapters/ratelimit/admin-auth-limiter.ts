@@ -13,14 +13,18 @@ export interface AdminAuthLimiterOptions {
   windowSeconds: number;
   /** The budget could not be read (Redis failing and no insurance answer): counted; the token check still runs. */
   onStoreFailure?: (operation: 'admin_limit_read') => void;
+  /** A request refused because its address spent the budget: counted. */
+  onRefusal: () => void;
 }
 
 export class AdminAuthLimiter {
   private readonly failures: RateLimiterAbstract;
   private readonly onStoreFailure: (operation: 'admin_limit_read') => void;
+  private readonly onRefusal: () => void;
 
-  constructor(options: AdminAuthLimiterOptions, private readonly onRefusal: () => void) {
+  constructor(options: AdminAuthLimiterOptions) {
     this.onStoreFailure = options.onStoreFailure ?? (() => undefined);
+    this.onRefusal = options.onRefusal;
     this.failures = makeLimiter(options.redis, `${options.keyPrefix}rl:adminfail`, options.points, options.windowSeconds);
   }
 

@@ -5,7 +5,7 @@ import type { RedisClient } from '../cache/index.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { ServiceError } from '../../core/errors.js';
 
-export interface LimiterOptions {
+export interface LimitersOptions {
   redis: RedisClient | undefined;
   keyPrefix: string;
   tokenPoints: number;
@@ -14,6 +14,8 @@ export interface LimiterOptions {
   authFailWindowSeconds: number;
   /** A Redis command whose failure refuses nothing (a refund that did not reach the store): counted, not thrown. */
   onStoreFailure?: (operation: 'rate_limit_refund') => void;
+  /** A request refused by a limit: counted by limiter. */
+  onRefusal: (limiter: LimiterName) => void;
 }
 
 export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address';
@@ -65,9 +67,11 @@ export class Limiters {
   private readonly lockedOut = new Map<string, number>();
 
   private readonly onStoreFailure: (operation: 'rate_limit_refund') => void;
+  private readonly onRefusal: (limiter: LimiterName) => void;
 
-  constructor(options: LimiterOptions, private readonly onRefusal: (limiter: LimiterName) => void) {
+  constructor(options: LimitersOptions) {
     this.onStoreFailure = options.onStoreFailure ?? (() => undefined);
+    this.onRefusal = options.onRefusal;
     this.token = makeLimiter(options.redis, `${options.keyPrefix}rl:token`, options.tokenPoints, options.tokenWindowSeconds);
     this.authFail = makeLimiter(options.redis, `${options.keyPrefix}rl:authfail`, options.authFailPoints, options.authFailWindowSeconds);
   }

@@ -15,7 +15,7 @@ export class RevocationMetrics {
   private readonly latency: client.Histogram;
   private readonly refusals: client.Counter<'transport' | 'reason'>;
   /** A flood of refusals costs an increment each, added to the counter when scraped (pending-counts.ts). */
-  private readonly refusalCounts = new PendingCounts(['transport', 'reason']);
+  private readonly refusalCounts = new PendingCounts({ labelNames: ['transport', 'reason'] });
 
   constructor({ registry }: RevocationMetricsOptions) {
     const registers = [registry];

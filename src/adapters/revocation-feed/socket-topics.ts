@@ -7,10 +7,18 @@ import type { FeedTransport } from './transmitter.js';
 
 const topicOf = (platformId: string) => `rev:${platformId}`;
 
+export interface SocketTopicsOptions {
+  /** The uWS app whose sockets subscribe and whose topics are published to. */
+  readonly app: uWS.TemplatedApp;
+}
+
 export class SocketTopics implements FeedTransport {
   private readonly subscribers = new Map<string, number>();
+  private readonly app: uWS.TemplatedApp;
 
-  constructor(private readonly app: uWS.TemplatedApp) {}
+  constructor({ app }: SocketTopicsOptions) {
+    this.app = app;
+  }
 
   publish(platformId: string, message: string): void {
     this.app.publish(topicOf(platformId), message, false);

@@ -120,7 +120,7 @@ export class RevocationTransmitter {
   private readonly streams = new Map<string, Stream>();
   private readonly loading = new Map<string, Promise<Stream | undefined>>();
   private readonly heading = new Map<string, Promise<SignedHead>>();
-  private readonly unknown = new BoundedCache<true>(10_000, UNKNOWN_PLATFORM_MS);
+  private readonly unknown = new BoundedCache<true>({ maxEntries: 10_000, ttlMs: UNKNOWN_PLATFORM_MS });
   /** Per parsed request: the highest sequence it acknowledges, for the platform it was read for. */
   private readonly acknowledged = new WeakMap<PollRequest, { platformId: string; from: number }>();
   /** Per platform: the head this process last pushed to its subscribers. */

@@ -8,13 +8,22 @@ interface Slot {
   count: number;
 }
 
+export interface PendingCountsOptions<Name extends string> {
+  /** The counter's label names, in the order `increment` takes their values. */
+  readonly labelNames: readonly [Name] | readonly [Name, Name];
+}
+
 /** For counters with one or two labels whose values come from closed sets (each label set is kept). */
 export class PendingCounts<Name extends string> {
   /** first label value -> second label value ('' with one label) -> its count. */
   private readonly slots = new Map<string, Map<string, Slot>>();
   private readonly all: Slot[] = [];
 
-  constructor(private readonly labelNames: readonly [Name] | readonly [Name, Name]) {}
+  private readonly labelNames: readonly [Name] | readonly [Name, Name];
+
+  constructor({ labelNames }: PendingCountsOptions<Name>) {
+    this.labelNames = labelNames;
+  }
 
   /** One more for these label values, in the order of `labelNames`. */
   increment(first: string, second = ''): void {

@@ -46,7 +46,7 @@ export class VerifiedCredentials {
 
   constructor({ maxEntries, ttlMs }: VerifiedCredentialsOptions) {
     this.ttlMs = ttlMs;
-    this.entries = new BoundedCache(maxEntries, ttlMs);
+    this.entries = new BoundedCache({ maxEntries, ttlMs });
   }
 
   /** Read before loading hashes; `remember` refuses if anything was forgotten since. */

@@ -7,14 +7,23 @@ interface Entry<V> {
   expiresAt: number;
 }
 
+export interface BoundedCacheOptions {
+  /** Entries kept at most; 0 keeps none. */
+  readonly maxEntries: number;
+  /** How long an entry is served after it was set, unless `set` says otherwise (Infinity: until pushed out). */
+  readonly ttlMs: number;
+}
+
 export class BoundedCache<V> {
   private readonly entries = new Map<string, Entry<V>>();
   private generationCounter = 0;
+  private readonly maxEntries: number;
+  private readonly ttlMs: number;
 
-  constructor(
-    private readonly maxEntries: number,
-    private readonly ttlMs: number,
-  ) {}
+  constructor({ maxEntries, ttlMs }: BoundedCacheOptions) {
+    this.maxEntries = maxEntries;
+    this.ttlMs = ttlMs;
+  }
 
   get generation(): number {
     return this.generationCounter;

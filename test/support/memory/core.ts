@@ -82,20 +82,18 @@ export async function memoryCore(options: CoreOptions = {}) {
     },
   };
   const refusals: LimiterName[] = [];
-  const limits = new Limiters(
-    {
-      redis: undefined,
-      keyPrefix: `core-${randomBytes(4).toString('hex')}:`,
-      tokenPoints: options.tokenPoints ?? 1000,
-      tokenWindowSeconds: options.tokenWindowSeconds ?? 60,
-      authFailPoints: options.authFailPoints ?? 1000,
-      authFailWindowSeconds: options.authFailWindowSeconds ?? 60,
-    },
-    (limiter) => {
+  const limits = new Limiters({
+    redis: undefined,
+    keyPrefix: `core-${randomBytes(4).toString('hex')}:`,
+    tokenPoints: options.tokenPoints ?? 1000,
+    tokenWindowSeconds: options.tokenWindowSeconds ?? 60,
+    authFailPoints: options.authFailPoints ?? 1000,
+    authFailWindowSeconds: options.authFailWindowSeconds ?? 60,
+    onRefusal: (limiter) => {
       refusals.push(limiter);
       options.telemetry?.record({ type: 'rate_limited', limiter });
     },
-  );
+  });
   // Admin changes as in production: the memory unit of work, wrapped by the cached store (cache drops after commit).
   const memoryUow = new MemoryUnitOfWork(memory, log, audit);
   const uow = store.unitOfWork(memoryUow);
