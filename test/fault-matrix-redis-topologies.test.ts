@@ -39,9 +39,7 @@ interface FaultedTopology {
   env: Record<string, string>;
 }
 
-// Known defect, skipped until understood: on Cluster, a truncated reply once gave an admin read a 429 (1 of 2
-// clean-clone CI runs on 2026-11-27); suspected a cut reply read by the admin limiter (docs/failure-modes.md).
-const topologies: { name: string; start: () => Promise<FaultedTopology>; knownDefects?: FaultMode[] }[] = [
+const topologies: { name: string; start: () => Promise<FaultedTopology> }[] = [
   {
     name: 'Redis Sentinel (faults on the path to the data nodes)',
     start: async () => {
@@ -59,7 +57,6 @@ const topologies: { name: string; start: () => Promise<FaultedTopology>; knownDe
   },
   {
     name: 'Redis Cluster (faults on the path to every node)',
-    knownDefects: ['truncate'],
     start: async () => {
       const cluster = await startRedisCluster({ faultProxies: true });
       return { proxies: cluster.proxies, env: { REDIS_CLUSTER_NODES: cluster.startupNodes().map((n) => `${n.host}:${n.port}`).join(',') } };
@@ -67,7 +64,7 @@ const topologies: { name: string; start: () => Promise<FaultedTopology>; knownDe
   },
 ];
 
-describe.each(topologies)('fault matrix: $name', ({ start, knownDefects = [] }) => {
+describe.each(topologies)('fault matrix: $name', ({ start }) => {
   let rig: Rig;
   let proxies: FaultProxy[] = [];
 
@@ -83,8 +80,7 @@ describe.each(topologies)('fault matrix: $name', ({ start, knownDefects = [] }) 
     await stopAll();
   });
 
-  it.each(FAULT_MODES.filter((mode) => !knownDefects.includes(mode)))('fault %s: up, no 500, no reset client, Redis in use again within 15 s', async (mode) => {
+  it.each(FAULT_MODES)('fault %s: up, no 500, no reset client, Redis in use again within 15 s', async (mode) => {
     await sweepAll(rig, () => proxies)(mode);
   });
-  it.skip.each(knownDefects)('fault %s: known defect, see the comment above', () => {});
 });
