@@ -86,13 +86,23 @@ export function spawnService(options: SpawnOptions): ServiceProcess {
 export async function waitUntilReady(adminUrl: string, service: ServiceProcess, timeoutMs = 60_000): Promise<void> {
   const gone = new AbortController();
   void service.exited.then(({ code, signal }) => gone.abort(new Error(`service exited (${signal ?? `code ${code}`}) before it was ready:\n${service.output().slice(-4000)}`)));
+  // The last answer (or connection failure) since the process said it listens: what a timeout reports.
+  let lastAnswer = 'none';
   try {
     await waitFor(
       `${adminUrl}/readyz to answer 200`,
       async () => {
-        const response = await fetch(`${adminUrl}/readyz`);
-        await response.arrayBuffer();
-        return response.status === 200;
+        try {
+          // Bounded: a hung answer is an answer to report, not a wait beyond the caller's deadline.
+          const response = await fetch(`${adminUrl}/readyz`, { signal: AbortSignal.timeout(5000) });
+          const body = await response.text();
+          lastAnswer = `${response.status} ${body.slice(0, 500)}`;
+          return response.status === 200;
+        } catch (error) {
+          const cause = (error as Error & { cause?: { code?: string; message?: string } }).cause;
+          lastAnswer = `${(error as Error).name}: ${cause?.code ?? cause?.message ?? (error as Error).message}`;
+          throw error;
+        }
       },
       timeoutMs,
       100,
@@ -100,6 +110,6 @@ export async function waitUntilReady(adminUrl: string, service: ServiceProcess, 
     );
   } catch (error) {
     if (gone.signal.aborted) throw gone.signal.reason;
-    throw new Error(`${(error as Error).message}:\n${service.output().slice(-4000)}`);
+    throw new Error(`${(error as Error).message}; last answer: ${lastAnswer}:\n${service.output().slice(-4000)}`);
   }
 }

@@ -3,6 +3,7 @@
 import type { Config } from '../config/config.js';
 import type { Logger } from '../adapters/telemetry/logger.js';
 import type { DegradedComponent } from '../adapters/telemetry/index.js';
+import { DegradationLog, type NotReadyBecause } from './degradation-log.js';
 import type { AppMetrics } from './metrics.js';
 import { AdminAuthLimiter } from '../adapters/ratelimit/admin-auth-limiter.js';
 import { HttpServer } from '../adapters/http/server.js';
@@ -163,36 +164,6 @@ function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () =>
   return check;
 }
 
-/** Says once, when it changes, which components a still-ready instance serves without. */
-interface DegradationLogOptions {
-  readonly logger: Logger;
-}
-
-class DegradationLog {
-  private last = '';
-  private readonly logger: Logger;
-
-  constructor({ logger }: DegradationLogOptions) {
-    this.logger = logger;
-  }
-
-  report(down: DegradedComponent[], ready: boolean): void {
-    const now = `${down.join(',')}|${ready}`;
-    if (now === this.last) return;
-    const first = this.last === '';
-    this.last = now;
-    if (down.length === 0) {
-      if (!first) this.logger.info('no longer degraded: every store answers');
-      return;
-    }
-    const why: Record<DegradedComponent, string> = {
-      postgres: 'Postgres: no writable primary (tokens of warm agents come from the caches, audit events go to the spool; cold credentials and admin calls get 503)',
-      redis: 'Redis: not answering (caches and limits are per process; Postgres answers)',
-    };
-    this.logger.warn({ down, ready }, `${ready ? 'degraded, still ready' : 'not ready'}: ${down.map((c) => why[c]).join('; ')}`);
-  }
-}
-
 /**
  * /readyz means "can serve": a signing key, answering worker pools, and something to read agents from —
  * the Postgres primary or, while it is away, the Redis cache if this process trusts it (a pod that issues
@@ -230,7 +201,8 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
   metrics.health.setReady(ready);
   metrics.health.setDegraded('postgres', ready && !postgresUp);
   metrics.health.setDegraded('redis', ready && redisStatus !== undefined && !redisUp);
-  if (!draining) degradation.report(down, ready);
+  const because: NotReadyBecause[] = [...(poolsUp ? [] : ['worker_pools' as const]), ...(signingKey ? [] : ['signing_key' as const]), ...(redisBlocks ? ['redis_never_reached' as const] : [])];
+  if (!draining) degradation.report(down, ready, because);
   return {
     ready,
     checks: {
