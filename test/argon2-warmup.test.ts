@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { AdminClient, postJson } from '../kit/admin.js';
 import { startService, type ServiceHandle } from './support/service.js';
 import { contractErrorProblem, serverErrorsIn } from './support/faults.js';
+import { metricSum } from '../kit/metrics.js';
 
 /** The usual line: one thread and four places, so the burst below is nine times what it holds. */
 const POOL = { ARGON2_THREADS: '1', ARGON2_MAX_QUEUE: '4' };
@@ -39,39 +40,55 @@ async function ask(url: string, body: object, i: number): Promise<Answer> {
 
 const byStatus = (answers: Answer[]) => JSON.stringify(Object.fromEntries([...new Set(answers.map((a) => a.status))].map((s) => [s, answers.filter((a) => a.status === s).length])));
 
+/** `AGENTS` agents created on `service`, then one cold token request each, all at once. */
+async function coldBurst(service: ServiceHandle): Promise<Answer[]> {
+  const admin = new AdminClient(service);
+  const { platform } = await admin.seed(['orders:read']);
+  const agents = [];
+  for (let i = 0; i < AGENTS; i++) {
+    const agent = await admin.createAgent(`fleet-${i}`);
+    await admin.grant(agent.agent_id, platform.platform_id, ['orders:read']);
+    agents.push(agent);
+  }
+  const url = `${service.publicUrl}/api/v1/auth/token`;
+  return Promise.all(agents.map((agent, i) => ask(url, { api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id }, i)));
+}
+
+const warmingUp = async (service: ServiceHandle) => metricSum(await (await fetch(`${service.adminUrl}/metrics`)).text(), 'ace_argon2_warming_up');
+
 describe('slow start of a fresh instance', () => {
   let warming: ServiceHandle;
   let bounded: ServiceHandle;
+  let noWarmup: ServiceHandle;
 
   beforeAll(async () => {
-    [warming, bounded] = await Promise.all([
+    [warming, bounded, noWarmup] = await Promise.all([
       // A wait long enough for the whole burst even on a starved machine.
       startService({ mode: 'real', env: env({ WARMUP_SECONDS: '3600', WARMUP_MAX_WAIT_MS: '60000' }) }),
       // A short wait: a flood the pool cannot verify within it.
       startService({ mode: 'real', env: env({ WARMUP_SECONDS: '3600', WARMUP_MAX_WAIT_MS: '1000' }) }),
+      // No slow start: the usual line alone.
+      startService({ mode: 'real', env: env({ WARMUP_SECONDS: '0' }) }),
     ]);
   });
 
   afterAll(async () => {
-    await Promise.all([warming?.dispose(), bounded?.dispose()]);
+    await Promise.all([warming?.dispose(), bounded?.dispose(), noWarmup?.dispose()]);
   });
 
   it('a cold burst nine times the argon2 queue is served, all 200, instead of 503 for a full queue', async () => {
-    const admin = new AdminClient(warming);
-    const { platform } = await admin.seed(['orders:read']);
-    const agents = [];
-    for (let i = 0; i < AGENTS; i++) {
-      const agent = await admin.createAgent(`fleet-${i}`);
-      await admin.grant(agent.agent_id, platform.platform_id, ['orders:read']);
-      agents.push(agent);
-    }
-    const url = `${warming.publicUrl}/api/v1/auth/token`;
-    const answers = await Promise.all(
-      agents.map((agent, i) => ask(url, { api_key_id: agent.api_key_id, secret: agent.secret, platform_id: platform.platform_id }, i)),
-    );
+    expect(await warmingUp(warming)).toBe(1);
+    const answers = await coldBurst(warming);
     expect(answers.filter((a) => a.status !== 200), byStatus(answers)).toEqual([]);
     const metrics = await (await fetch(`${warming.adminUrl}/metrics`)).text();
     expect(serverErrorsIn(metrics)).toEqual([]);
+  });
+
+  it('without the warm-up (WARMUP_SECONDS=0) the same burst meets 503 for a full queue, and the gauge says 0', async () => {
+    expect(await warmingUp(noWarmup)).toBe(0);
+    const answers = await coldBurst(noWarmup);
+    expect(answers.filter((a) => a.status !== 200 && a.status !== 503), byStatus(answers)).toEqual([]);
+    expect(answers.filter((a) => a.status === 503).length, byStatus(answers)).toBeGreaterThan(0);
   });
 
   it('what the pool cannot verify within WARMUP_MAX_WAIT_MS gets 503 with Retry-After, never another error', async () => {

@@ -387,6 +387,7 @@ export const SERVICE_METRICS: Record<string, { type: 'counter' | 'gauge' | 'hist
   ace_http_request_duration_seconds: { type: 'histogram', labels: ['route', 'method', 'status'] },
   ace_tokens_issued_total: { type: 'counter', labels: ['outcome'] },
   ace_worker_queue_depth: { type: 'gauge', labels: ['pool'] },
+  ace_argon2_warming_up: { type: 'gauge', labels: [] },
   ace_worker_task_duration_seconds: { type: 'histogram', labels: ['pool'] },
   ace_worker_tasks_rejected_total: { type: 'counter', labels: ['pool'] },
   ace_worker_threads_replaced_total: { type: 'counter', labels: ['pool'] },

@@ -6,7 +6,7 @@ import { inProcessApp, type InProcessApp } from '../support/in-process.js';
 import { EXPECTED_SERIES, seriesDifferences } from '../support/metrics-series.js';
 
 /** Declared by adapters the in-process app replaces with memory ports (Postgres, the crypto pools). */
-const NOT_IN_PROCESS = ['ace_clock_skew_seconds', 'ace_postgres_primary_info', 'ace_worker_queue_depth'];
+const NOT_IN_PROCESS = ['ace_argon2_warming_up', 'ace_clock_skew_seconds', 'ace_postgres_primary_info', 'ace_worker_queue_depth'];
 
 describe('/metrics series in process', () => {
   let app: InProcessApp;

@@ -130,6 +130,14 @@ export class CryptoPools {
           performance.now() < warmUntil ? Math.max(0, Math.floor((capacity.perSecond() * options.warmupMaxWaitMs) / 1000) - options.argon2MaxQueue) : 0,
       },
     });
+    new client.Gauge({
+      name: 'ace_argon2_warming_up',
+      help: '1 while the instance slow-starts (WARMUP_SECONDS after start: cold checks may wait up to WARMUP_MAX_WAIT_MS), else 0.',
+      registers: [options.registry],
+      collect() {
+        this.set(performance.now() < warmUntil ? 1 : 0);
+      },
+    });
     const lines = { argon2: this.argon2Line, sign: this.signBatcher };
     new client.Gauge({
       name: 'ace_worker_queue_depth',
