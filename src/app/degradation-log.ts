@@ -13,8 +13,17 @@ export interface DegradationLogOptions {
   readonly logger: Logger;
 }
 
+const BACK: Record<DegradedComponent | NotReadyBecause, string> = {
+  postgres: 'Postgres has a writable primary again',
+  redis: 'Redis answers again',
+  worker_pools: 'the worker pools answer again',
+  signing_key: 'a signing key is active again',
+  redis_never_reached: 'Redis reached and verified',
+};
+
 export class DegradationLog {
   private last = '';
+  private lastReasons: (DegradedComponent | NotReadyBecause)[] = [];
   private readonly logger: Logger;
 
   constructor({ logger }: DegradationLogOptions) {
@@ -25,9 +34,12 @@ export class DegradationLog {
     const now = `${down.join(',')}|${ready}|${because.join(',')}`;
     if (now === this.last) return;
     const first = this.last === '';
+    const recovered = this.lastReasons;
     this.last = now;
+    this.lastReasons = [...down, ...because];
     if (down.length === 0 && because.length === 0) {
-      if (!first) this.logger.info('no longer degraded: every store answers');
+      // Names what came back: a worker pool that answers again is not "every store answers".
+      if (!first) this.logger.info({ recovered }, `no longer degraded: ${recovered.map((c) => BACK[c]).join('; ')}`);
       return;
     }
     const why: Record<DegradedComponent | NotReadyBecause, string> = {

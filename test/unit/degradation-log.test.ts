@@ -22,7 +22,17 @@ describe('DegradationLog', () => {
     log.report(['redis'], true);
     expect(lines.map((l) => [l.level, l.msg.split(':')[0]])).toEqual([['warn', 'degraded, still ready']]);
     log.report([], true);
-    expect(lines.at(-1)).toMatchObject({ level: 'info', msg: 'no longer degraded: every store answers' });
+    expect(lines.at(-1)).toMatchObject({ level: 'info', msg: 'no longer degraded: Redis answers again', fields: { recovered: ['redis'] } });
+  });
+
+  it('names what came back, stores or not', () => {
+    const { lines, log } = capture();
+    log.report(['postgres'], false, ['worker_pools']);
+    log.report([], true);
+    expect(lines.at(-1)).toMatchObject({ level: 'info', msg: 'no longer degraded: Postgres has a writable primary again; the worker pools answer again' });
+    log.report([], false, ['signing_key']);
+    log.report([], true);
+    expect(lines.at(-1)!.msg).toBe('no longer degraded: a signing key is active again');
   });
 
   it('names the reasons an instance is not ready beside the stores: worker pools, signing key, Redis never reached', () => {
