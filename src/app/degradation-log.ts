@@ -13,6 +13,16 @@ export interface DegradationLogOptions {
   readonly logger: Logger;
 }
 
+/** What each reason means, in the warning line. */
+const WHY: Record<DegradedComponent | NotReadyBecause, string> = {
+  postgres: 'Postgres: no writable primary (tokens of warm agents come from the caches, audit events go to the spool; cold credentials and admin calls get 503)',
+  redis: 'Redis: not answering (caches and limits are per process; Postgres answers)',
+  worker_pools: 'the argon2 or signing worker pool did not answer a ping within 1 s',
+  signing_key: 'no active signing key',
+  redis_never_reached: 'the Redis it was told to use has not been reached and verified yet',
+};
+
+/** What came back, in the recovery line. */
 const BACK: Record<DegradedComponent | NotReadyBecause, string> = {
   postgres: 'Postgres has a writable primary again',
   redis: 'Redis answers again',
@@ -42,14 +52,7 @@ export class DegradationLog {
       if (!first) this.logger.info({ recovered }, `no longer degraded: ${recovered.map((c) => BACK[c]).join('; ')}`);
       return;
     }
-    const why: Record<DegradedComponent | NotReadyBecause, string> = {
-      postgres: 'Postgres: no writable primary (tokens of warm agents come from the caches, audit events go to the spool; cold credentials and admin calls get 503)',
-      redis: 'Redis: not answering (caches and limits are per process; Postgres answers)',
-      worker_pools: 'the argon2 or signing worker pool did not answer a ping within 1 s',
-      signing_key: 'no active signing key',
-      redis_never_reached: 'the Redis it was told to use has not been reached and verified yet',
-    };
-    const reasons = [...down, ...because].map((c) => why[c]).join('; ');
+    const reasons = [...down, ...because].map((c) => WHY[c]).join('; ');
     this.logger.warn({ down, ...(because.length > 0 ? { because } : {}), ready }, `${ready ? 'degraded, still ready' : 'not ready'}: ${reasons}`);
   }
 }
