@@ -1,6 +1,7 @@
 // The pool every Postgres adapter runs on.
 import postgres, { type Sql } from 'postgres';
 import { parsePostgresUrl } from '../../support/postgres-url.js';
+import { withWholeResults } from './whole-results.js';
 
 export interface PostgresOptions {
   url: string;
@@ -23,7 +24,8 @@ export function connectPostgres(options: PostgresOptions): Sql {
   const { url, problems } = parsePostgresUrl(options.url);
   // The configuration refused a bad DATABASE_URL already; this is a programming error.
   if (!url) throw new Error(problems.join('; '));
-  return postgres(url.driverUrl, {
+  // Every result checked for the driver's missing-rows defect (whole-results.ts).
+  return withWholeResults(postgres(url.driverUrl, {
     max: options.poolSize,
     connect_timeout: Math.max(1, Math.ceil(options.timeoutMs / 1000)),
     idle_timeout: 60,
@@ -37,5 +39,5 @@ export function connectPostgres(options: PostgresOptions): Sql {
     // Timestamps come back as ISO strings through toISOString() in the feature modules' mappers.
     transform: { undefined: null },
     connection: { application_name: 'agent-credential-exchange' },
-  });
+  }));
 }
