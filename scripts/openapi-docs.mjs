@@ -1,6 +1,6 @@
 // Writes docs/openapi.json (public listener) and docs/openapi-internal.json (internal port) from the route
 // declarations (run after `npm run build`):   npm run docs:openapi
-// test/openapi-file.test.ts fails when either file is not the current rendering.
+// test/e2e/openapi-file.test.ts fails when either file is not the current rendering.
 import { writeFileSync } from 'node:fs';
 import { SETTINGS } from '../dist/src/config/settings.js';
 import {

@@ -1,5 +1,5 @@
 // Patches the `postgres` driver (3.4.9, the latest release) against a crash that takes the whole service
-// down during a Postgres switchover (seen in test/postgres-failover.test.ts on a loaded machine):
+// down during a Postgres switchover (seen in test/e2e/postgres-failover.test.ts on a loaded machine):
 //
 //   TypeError: Cannot read properties of null (reading 'write')
 //       at Immediate.nextWrite (node_modules/postgres/src/connection.js:255)

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The previous release, built from git history for test/mixed-version.test.ts: `git archive` of its commit
+// The previous release, built from git history for test/e2e/mixed-version.test.ts: `git archive` of its commit
 // into .ci/cache/previous-release/<commit>, its dependencies (this checkout's node_modules, linked, when the
 // lockfile is the same; else `npm ci --prefer-offline`), `npm run build`. Built once per commit and kept
 // (.ci/cache survives between CI runs), so later runs start at once. The commit is ACE_PREVIOUS_RELEASE or

@@ -1,6 +1,6 @@
 // Writes docs/configuration.md's table from src/config/settings.ts (run after `npm run build`):
 //   npm run docs:settings
-// A unit test (test/unit/settings.test.ts) fails when that table is not the current rendering.
+// A unit test (test/in-process/settings.test.ts) fails when that table is not the current rendering.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { settingsTable } from '../dist/src/config/settings.js';
 

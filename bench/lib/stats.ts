@@ -1,5 +1,5 @@
 // Statistics of repeated rounds: median with min–max, and a verdict that refuses to call a result a pass
-// when the rounds disagree about it. Pure functions (unit-tested in test/unit/bench-stats.test.ts).
+// when the rounds disagree about it. Pure functions (unit-tested in test/in-process/bench-stats.test.ts).
 
 export interface Spread {
   median: number;

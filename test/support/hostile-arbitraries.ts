@@ -1,5 +1,5 @@
-// The hostile inputs of the hostile-input suites (test/hostile-input.test.ts over sockets to a service
-// process, test/unit/hostile-input.test.ts through inject): bodies, headers and paths for fast-check.
+// The hostile inputs of the hostile-input suites (test/integration/hostile-input.test.ts over sockets to a service
+// process, test/in-process/hostile-input.test.ts through inject): bodies, headers and paths for fast-check.
 // `seeded()` names the seeded agent and platform (read when a value is generated).
 import fc from 'fast-check';
 import { randomUUID } from 'node:crypto';

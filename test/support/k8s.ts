@@ -1,4 +1,4 @@
-// Offline helpers for test/k8s-manifests.test.ts: a tiny kustomize renderer, Kubernetes schema checks
+// Offline helpers for test/e2e/k8s-manifests.test.ts: a tiny kustomize renderer, Kubernetes schema checks
 // (kubernetes-models), a PromQL selector scanner and the catalogue of metrics the service exports.
 //
 // The renderer implements only what k8s/ uses and throws on anything else, so a new kustomize feature

@@ -1,5 +1,5 @@
-// The Redis failover harness, shared by test/redis-sentinel.test.ts and
-// test/redis-cluster.test.ts against a real Sentinel group or Cluster from the topology kit: the suite's
+// The Redis failover harness, shared by test/e2e/redis-sentinel.test.ts and
+// test/e2e/redis-cluster.test.ts against a real Sentinel group or Cluster from the topology kit: the suite's
 // life cycle (failoverSuite: the topology, two service instances on one database and one Redis key
 // prefix), the checks before a failover (topology reported, limits shared), the scenario (a warm agent's
 // tokens asked for through both instances while a Redis master is killed and a replica promoted, an agent

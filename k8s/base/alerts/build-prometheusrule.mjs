@@ -11,7 +11,7 @@ export const RULES_FILE = path.join(here, 'ace-rules.yaml');
 export const PROMETHEUS_RULE_FILE = path.resolve(here, '../prometheusrule.yaml');
 
 const HEADER = `# GENERATED from alerts/ace-rules.yaml by \`node k8s/base/alerts/build-prometheusrule.mjs\`: edit that file,
-# then run the script (test/alert-rules.test.ts fails when this file is stale).
+# then run the script (test/e2e/alert-rules.test.ts fails when this file is stale).
 # Alerts on the service's own metrics (GET /metrics on the admin port). Needs the Prometheus Operator CRDs.
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule

@@ -1,7 +1,7 @@
 // A platform's resource identifiers (RFC 8707 §2, RFC 9728 §1.2): the URIs its servers answer as, e.g. an
 // MCP server's canonical URI `https://api.example.com/mcp`. One normal form, so that the registration, the
 // token endpoint's lookup and the token's `aud` compare equal whatever spelling a client sends.
-// (The service applies the same rules: src/core/platforms/resource-identifier.ts; test/unit/resource-identifier.test.ts
+// (The service applies the same rules: src/core/platforms/resource-identifier.ts; test/in-process/resource-identifier.test.ts
 // runs both on the same cases.)
 
 /** Longest identifier accepted (a URI in a token's `aud`, a header and a log line). */

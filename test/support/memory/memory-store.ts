@@ -1,6 +1,6 @@
 // In-memory implementations of the core's ports, so the core's rules run in process in milliseconds (the
 // memory adapter of node-oidc-provider, the memory managers of Hydra). They pass the same conformance suites
-// as the Postgres adapters (test/store-conformance.test.ts), so a rule that holds here holds against the
+// as the Postgres adapters (test/integration/store-conformance.test.ts), so a rule that holds here holds against the
 // real stores too. As there, records change only in a unit of work (MemoryAdminWrites, through
 // MemoryUnitOfWork).
 import { createHash, randomUUID } from 'node:crypto';

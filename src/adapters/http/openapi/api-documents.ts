@@ -2,7 +2,7 @@
 // and served at /openapi.json with the deployment's PUBLIC_BASE_URL; the internal one (admin API,
 // readiness, metrics) as docs/openapi-internal.json, never served.
 //
-// A route added to a listener goes in its list below too: test/openapi-file.test.ts fails when the
+// A route added to a listener goes in its list below too: test/e2e/openapi-file.test.ts fails when the
 // served document (built from the routes the server really has) and the file differ.
 import { publicRouteTable } from '../public-routes.js';
 import { revocationRouteTable, revocationSocketRoute } from '../revocation-routes.js';
