@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient } from '../../kit/admin.js';
 import { startService, type ServiceHandle } from '../support/service.js';
 import { waitFor } from '../../kit/wait.js';
+import { missingOutsideCi } from '../support/tools.js';
 
 const COMMITS = 20;
 const straceWorks = (() => {
@@ -14,7 +15,7 @@ const straceWorks = (() => {
   return probe.error === undefined && probe.status === 0;
 })();
 
-describe.skipIf(!straceWorks)('embedded default durability (strace)', () => {
+describe.skipIf(missingOutsideCi(!straceWorks, 'a working strace (apt-get install -y strace), in CI a failure'))('embedded default durability (strace)', () => {
   let service: ServiceHandle;
   let admin: AdminClient;
 
