@@ -2,7 +2,9 @@
 // left to right: the client may put anything in it, and each proxy appends the address it received the
 // request from. So only the hops the configured proxies appended, counted from the right, can be trusted;
 // the left-most hop is whatever the client chose.
+import type { IncomingMessage } from 'node:http';
 import { BlockList, isIP } from 'node:net';
+import proxyaddr from 'proxy-addr';
 
 export interface ProxyTrust {
   /** Proxies in front of the listener: the client is this many hops from the right (0: ignore the header). */
@@ -101,6 +103,12 @@ export function clientAddress(forwardedFor: string, socketAddress: string, trust
   return socket ? addressKey(socket) : socketAddress;
 }
 
+/**
+ * The walk itself is proxy-addr's (what Express and Fastify use): the peer and the hops from the right are
+ * handed to its trust function until one is not trusted. Here the trust function is the configuration:
+ * the peer must be a proxy (`proxies`) or an allowed peer (`peers`), then either the next `hops - 1` hops
+ * are trusted, or every hop inside the proxy ranges. Only the header's tail is handed over.
+ */
 function forwardedHop(header: string, socket: ParsedIp | undefined, trust: ProxyTrust): ParsedIp | undefined {
   if (!trust.proxies && trust.hops <= 0) return undefined;
   const from = trust.proxies ?? trust.peers;
@@ -111,19 +119,22 @@ function forwardedHop(header: string, socket: ParsedIp | undefined, trust: Proxy
   const cut = header.length > MAX_FORWARDED_CHARS;
   const hops = (cut ? header.slice(-MAX_FORWARDED_CHARS) : header).split(',');
   if (cut) hops.shift(); // the first piece may be half a hop
-  const considered = hops.slice(-MAX_FORWARDED_HOPS);
-  if (considered.length === 0) return undefined;
-  if (!trust.proxies) return parseIp(considered[Math.max(0, considered.length - trust.hops)]);
-  let nearest: ParsedIp | undefined;
-  for (let i = considered.length - 1; i >= 0; i--) {
-    const hop = parseIp(considered[i]);
-    // Not an address: the client's own text, so the last proxy-range hop read is the client (if any).
-    if (!hop) return nearest;
-    if (!isProxy(trust.proxies, hop)) return hop;
-    nearest = hop;
-  }
-  // Every hop read is in the proxy ranges: the left-most of them is the nearest thing to a client.
-  return nearest;
+  const tail = hops.slice(-MAX_FORWARDED_HOPS).join(',');
+  if (tail.trim() === '') return undefined;
+  const { proxies, hops: trustedHops } = trust;
+  const trusted: (address: string, index: number) => boolean = proxies
+    ? (address, index) => {
+        if (index === 0) return true; // the peer, checked above
+        const hop = parseIp(address);
+        return hop !== undefined && isProxy(proxies, hop);
+      }
+    : (_address, index) => index < trustedHops;
+  // proxy-addr's list is [peer, nearest hop, ..., the hop it stopped at].
+  const walked = proxyaddr.all({ headers: { 'x-forwarded-for': tail }, connection: { remoteAddress: socket?.address } } as unknown as IncomingMessage, trusted);
+  const client = walked.length > 1 ? parseIp(walked[walked.length - 1]!) : undefined;
+  if (client || !proxies) return client;
+  // Not an address: the client's own text, so the last proxy-range hop read (if any) is the client.
+  return walked.length > 2 ? parseIp(walked[walked.length - 2]!) : undefined;
 }
 
 function isProxy(proxies: BlockList, ip: ParsedIp): boolean {
