@@ -32,3 +32,35 @@ export async function waitFor(
     await sleep(everyMs);
   }
 }
+
+export class WaitTimeoutError extends Error {}
+
+/**
+ * Polls `check` until it returns a value other than undefined/false and resolves with that value, or
+ * throws a WaitTimeoutError after `timeoutMs` naming `what` and the last error seen (so a failed wait says
+ * what it was waiting for and why it never came). An error for which `fatal` says true ends the wait at
+ * once (a process that died will not become ready: fail now, with its log, instead of at the deadline).
+ */
+export async function pollFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  { timeoutMs = 30_000, intervalMs = 100, fatal = () => false }: { timeoutMs?: number; intervalMs?: number; fatal?: (error: unknown) => boolean } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value as T;
+      last = undefined;
+    } catch (error) {
+      if (fatal(error)) throw error;
+      last = error;
+    }
+    if (Date.now() >= deadline) {
+      const why = last instanceof Error ? `: last error: ${last.message}` : '';
+      throw new WaitTimeoutError(`timed out after ${timeoutMs} ms waiting for ${what}${why}`);
+    }
+    await sleep(intervalMs);
+  }
+}

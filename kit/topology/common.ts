@@ -4,10 +4,13 @@
 // everything down even when a test failed half-way.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chownSync, closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { childrenOf } from '../proc.js';
+import { processTree } from '../proc.js';
+import { pickPort } from '../ports.js';
+import { pollFor as poll, WaitTimeoutError as TopologyTimeoutError } from '../wait.js';
+
+export { pickPort, portIsFree } from '../ports.js';
 
 export const PG_BIN = process.env.TOPOLOGY_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 export const HOST = '127.0.0.1';
@@ -23,75 +26,11 @@ export function serviceUser(): { uid: number; gid: number } | undefined {
 
 // ---------------------------------------------------------------------------------------------- waits
 
-export class TopologyTimeoutError extends Error {}
+export { TopologyTimeoutError };
 
-/**
- * Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs` with
- * `what` and the last error seen (so a failed wait says what it was waiting for and why it never came).
- */
-export async function pollFor<T>(
-  what: string,
-  check: () => Promise<T | undefined | false> | T | undefined | false,
-  { timeoutMs = 30_000, intervalMs = 100 }: { timeoutMs?: number; intervalMs?: number } = {},
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value as T;
-      last = undefined;
-    } catch (err) {
-      // A process that died will not become ready: fail now, with its log, instead of at the deadline.
-      if (err instanceof ProcessExitedError) throw err;
-      last = err;
-    }
-    if (Date.now() >= deadline) {
-      const why = last instanceof Error ? `: last error: ${last.message}` : '';
-      throw new TopologyTimeoutError(`topology: timed out after ${timeoutMs} ms waiting for ${what}${why}`);
-    }
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
-
-// ---------------------------------------------------------------------------------------------- ports
-
-const handedOut = new Set<number>();
-
-export async function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.once('error', () => resolve(false));
-    server.listen({ port, host: HOST, exclusive: true }, () => server.close(() => resolve(true)));
-  });
-}
-
-/** TOPOLOGY_PORTS=<min>-<max> narrows every draw: a machine shared by several test runs gives each its own range. */
-const PORT_RANGE = /^(\d+)-(\d+)$/.exec(process.env.TOPOLOGY_PORTS ?? '');
-
-/**
- * A port in [min, max] that is free on 127.0.0.1 now (and, with `alsoFree`, so are port + each offset),
- * never handed out before by this process. The OS's own free-port choice lands in the ephemeral range
- * (32768+), which this kit must stay below, hence the random draw.
- */
-
-export async function pickPort({ min = 20_000, max = 32_000, count = 1, alsoFree = [] as number[] } = {}): Promise<number> {
-  if (PORT_RANGE) {
-    min = Math.max(min, Number(PORT_RANGE[1]));
-    max = Math.min(max, Number(PORT_RANGE[2]));
-  }
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const base = min + Math.floor(Math.random() * (max - min - count + 2));
-    const ports: number[] = [];
-    for (let i = 0; i < count; i++) ports.push(base + i, ...alsoFree.map((o) => base + i + o));
-    if (ports.some((p) => handedOut.has(p) || p >= 32_768)) continue;
-    let ok = true;
-    for (const p of ports) if (!(await portIsFree(p))) { ok = false; break; }
-    if (!ok) continue;
-    for (const p of ports) handedOut.add(p);
-    return base;
-  }
-  throw new Error(`topology: no free block of ${count} port(s) in ${min}-${max}`);
+/** kit/wait.ts's pollFor, ended at once by a process of the topology that died (its log says why). */
+export function pollFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, options: { timeoutMs?: number; intervalMs?: number } = {}): Promise<T> {
+  return poll(what, check, { ...options, fatal: (error) => error instanceof ProcessExitedError });
 }
 
 // ------------------------------------------------------------------------------------------ temp dirs
@@ -200,7 +139,7 @@ export class Proc {
   /** Sends `signal`; waits for the exit, then SIGKILLs the process and what it left behind if needed. */
   async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 15_000): Promise<void> {
     if (this.exited) return;
-    const descendants = descendantsOf(this.pid);
+    const descendants = processTree(this.pid).slice(1);
     this.child.kill(signal);
     try {
       await this.waitExit(timeoutMs);
@@ -215,7 +154,7 @@ export class Proc {
   /** SIGKILL the process and every descendant (a crash: Postgres backends must not outlive it). */
   async kill(): Promise<void> {
     if (this.exited) return;
-    const descendants = descendantsOf(this.pid);
+    const descendants = processTree(this.pid).slice(1);
     this.child.kill('SIGKILL');
     await killAndWait(descendants);
     await this.waitExit(10_000);
@@ -226,12 +165,6 @@ export class ProcessExitedError extends Error {
   constructor(message: string, readonly log: string) {
     super(message);
   }
-}
-
-function descendantsOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const child of childrenOf(pid)) out.push(child, ...descendantsOf(child));
-  return out;
 }
 
 function alive(pid: number): boolean {
@@ -339,7 +272,7 @@ export function leftovers(): { pids: number[]; dirs: string[] } {
 // Last resort if a test file dies without its afterAll: no process or folder outlives the test process.
 process.once('exit', () => {
   for (const proc of registry.procs) {
-    for (const pid of descendantsOf(proc.pid)) {
+    for (const pid of processTree(proc.pid).slice(1)) {
       try {
         process.kill(pid, 'SIGKILL');
       } catch {
