@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { postJson, type AgentCredentials, type PlatformRecord } from '../../kit/admin.js';
 import { contractErrorProblem, serverErrorsIn } from '../support/faults.js';
-import { hostileArbitraries } from '../support/hostile-arbitraries.js';
+import { HOSTILE_ENV, hostileArbitraries, recordsSnapshot } from '../support/hostile-arbitraries.js';
 import { inProcessApp, type InProcessApp } from '../support/in-process.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -19,21 +19,10 @@ describe('hostile bodies (in process)', () => {
   let agent: AgentCredentials;
   let before: string;
 
-  /** Everything an attacker could change, as one comparable text. */
-  const records = async () => {
-    const admin = service.admin;
-    const [agents, platforms, keys, grants] = await Promise.all([
-      admin.request('GET', '/admin/v1/agents'),
-      admin.request('GET', '/admin/v1/platforms'),
-      admin.request('GET', '/admin/v1/keys'),
-      admin.request('GET', `/admin/v1/agents/${agent.agent_id}/grants`),
-    ]);
-    for (const r of [agents, platforms, keys, grants]) expect(r.status).toBe(200);
-    return JSON.stringify({ agents: agents.body, platforms: platforms.body, keys: keys.body, grants: grants.body });
-  };
+  const records = () => recordsSnapshot(service.admin, agent.agent_id);
 
   beforeAll(async () => {
-    service = await inProcessApp({ env: { TRUST_PROXY: 'true', RATE_LIMIT_AUTH_FAIL_POINTS: '1000000', RATE_LIMIT_TOKEN_POINTS: '1000000' } });
+    service = await inProcessApp({ env: HOSTILE_ENV });
     ({ platform, agent } = await service.admin.seed(['orders:read', 'orders:write']));
     before = await records();
   });

@@ -17,7 +17,7 @@ import {
   type RawResult,
 } from '../support/faults.js';
 import { sleep } from '../../kit/wait.js';
-import { hostileArbitraries } from '../support/hostile-arbitraries.js';
+import { HOSTILE_ENV, hostileArbitraries, recordsSnapshot } from '../support/hostile-arbitraries.js';
 
 // HEAD has its own test at the end of the file (answers carry no body, and it once crashed the process).
 const STANDARD_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE', 'CONNECT'] as const;
@@ -34,22 +34,12 @@ describe('hostile input', () => {
   let knownPaths: string[];
   let before: string;
 
-  /** Everything an attacker could change, as one comparable text. */
-  const records = async () => {
-    const [agents, platforms, keys, grants] = await Promise.all([
-      admin.request('GET', '/admin/v1/agents'),
-      admin.request('GET', '/admin/v1/platforms'),
-      admin.request('GET', '/admin/v1/keys'),
-      admin.request('GET', `/admin/v1/agents/${agent.agent_id}/grants`),
-    ]);
-    for (const r of [agents, platforms, keys, grants]) expect(r.status).toBe(200);
-    return JSON.stringify({ agents: agents.body, platforms: platforms.body, keys: keys.body, grants: grants.body });
-  };
+  const records = () => recordsSnapshot(admin, agent.agent_id);
 
   beforeAll(async () => {
     service = await startService({
       mode: 'real',
-      env: { TRUST_PROXY: 'true', RATE_LIMIT_AUTH_FAIL_POINTS: '1000000', RATE_LIMIT_TOKEN_POINTS: '1000000' },
+      env: HOSTILE_ENV,
     });
     admin = new AdminClient(service);
     ({ platform, agent } = await admin.seed(['orders:read', 'orders:write']));

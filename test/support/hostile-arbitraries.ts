@@ -114,3 +114,19 @@ export function hostileArbitraries(seeded: () => { agent: AgentCredentials; plat
 
   return { printable, hostileString, anyJson, bodyBytes, contentType, headers, path, segment, resolvePath };
 }
+
+/** Limits out of the way: hostile runs send thousands of requests from a few addresses. */
+export const HOSTILE_ENV = { TRUST_PROXY: 'true', RATE_LIMIT_AUTH_FAIL_POINTS: '1000000', RATE_LIMIT_TOKEN_POINTS: '1000000' };
+
+/** Everything an attacker could change through the public endpoints, as one comparable text (read via the admin API). */
+export async function recordsSnapshot(admin: { request(method: string, path: string): Promise<{ status: number; body: unknown }> }, agentId: string): Promise<string> {
+  const [agents, platforms, keys, grants] = await Promise.all([
+    admin.request('GET', '/admin/v1/agents'),
+    admin.request('GET', '/admin/v1/platforms'),
+    admin.request('GET', '/admin/v1/keys'),
+    admin.request('GET', `/admin/v1/agents/${agentId}/grants`),
+  ]);
+  const failed = [agents, platforms, keys, grants].filter((r) => r.status !== 200);
+  if (failed.length > 0) throw new Error(`admin reads failed: ${failed.map((r) => r.status).join(', ')}`);
+  return JSON.stringify({ agents: agents.body, platforms: platforms.body, keys: keys.body, grants: grants.body });
+}
