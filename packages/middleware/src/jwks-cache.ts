@@ -87,6 +87,15 @@ export class JwksCache {
   }
 
   /**
+   * Whether the key set as last fetched publishes `kid` (for tokens verified before: a kid gone from it was
+   * retired). Starts the refresh of a stale key set, as keyFor does, so retirements are seen in time.
+   */
+  isPublished(kid: string): boolean {
+    if (this.resolver && Date.now() >= this.expiresAt) void this.refreshRespectingCooldown();
+    return this.kids.has(kid);
+  }
+
+  /**
    * For revocation feed SETs: a kid not yet known is fetched at once instead of after the cooldown (a key
    * retirement is signed with the key that replaced it, which verifiers may not have fetched yet). Each
    * unknown kid forces at most one fetch, and forced fetches are at least FORCED_GAP_MS apart, so frames

@@ -1,5 +1,7 @@
-// The Node side of the verifier: reads the scope file from disk (`scopesFile`) and, where Node has no
-// global WebSocket (Node 20), follows the revocation feed with the `ws` package when it is installed.
+// The Node side of the verifier: reads the scope file from disk (`scopesFile`), hashes tokens for the
+// verified-token cache with node:crypto and, where Node has no global WebSocket (Node 20), follows the
+// revocation feed with the `ws` package when it is installed.
+import { hash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createVerifier as createCoreVerifier, type Verifier, type VerifierBaseOptions } from './verifier.js';
 import { ScopeFileError, type ScopeFileSource } from './scope-map.js';
@@ -18,6 +20,9 @@ async function loadWs(): Promise<FeedSocketConstructor | undefined> {
   }
 }
 
+/** The verified-token cache's key, synchronously (WebCrypto's digest would cost a promise per request). */
+const tokenDigest = (token: string): string => hash('sha256', token, 'base64');
+
 /**
  * Reads the scope file (throws ScopeFileError if it cannot be read or is invalid) and returns the verifier.
  *
@@ -27,7 +32,7 @@ async function loadWs(): Promise<FeedSocketConstructor | undefined> {
  * http.createServer(protectNodeHandler(verifier, (req, res) => res.end(req.agent.agentId))).listen(3000);
  */
 export function createVerifier(options: VerifierOptions): Verifier {
-  const hooks = { fallbackWebSocket: loadWs };
+  const hooks = { fallbackWebSocket: loadWs, tokenDigest };
   if (!('scopesFile' in options)) return createCoreVerifier(options, hooks);
   const { scopesFile, ...rest } = options;
   let text: string;

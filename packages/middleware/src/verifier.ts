@@ -16,6 +16,7 @@ import { DEFAULT_MAX_PATH_LENGTH, DEFAULT_MAX_SEGMENT_LENGTH, pathTooLong, type 
 import { normaliseResource } from './resource.js';
 import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource, type TemplateSyntax } from './scope-map.js';
 import { RevocationReceiver, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
+import { VerifiedTokens, webTokenDigest, type TokenDigest, type VerifiedToken } from './verified-tokens.js';
 
 export interface VerifierBaseOptions {
   /** Base URL of the credential exchange service, e.g. https://ace.example.com. */
@@ -52,6 +53,13 @@ export interface VerifierBaseOptions {
   maxPathLength?: number;
   /** Longest path segment (between two "/"), in characters; a longer one is answered 414. Default 1024 (DEFAULT_MAX_SEGMENT_LENGTH). */
   maxSegmentLength?: number;
+  /**
+   * Tokens kept once verified (by a SHA-256 of the token, until their `exp`): a token presented again skips
+   * the signature check. Every hit still checks the clock, the revocation feed and that the JWKS publishes
+   * the token's key. Bounded: past this many, the oldest entry goes (about 2 KB each). 0 turns it off.
+   * Default 10000 (DEFAULT_VERIFIED_TOKEN_CACHE_SIZE).
+   */
+  verifiedTokenCacheSize?: number;
   /** Leeway for exp/nbf against clock drift between the service and this platform. Default 5. */
   clockToleranceSeconds?: number;
   /** Minimum seconds between two JWKS fetches (forged-kid floods cannot go beyond this). Default 5. */
@@ -93,6 +101,8 @@ export type CoreVerifierOptions = VerifierBaseOptions & ScopeTextSource;
 /** What a runtime's entry point adds (the Node one: the `ws` package where there is no global WebSocket). */
 export interface RuntimeHooks {
   fallbackWebSocket?: () => Promise<FeedSocketConstructor | undefined>;
+  /** SHA-256 of a token for the verified-token cache; WebCrypto's (asynchronous) when absent. */
+  tokenDigest?: TokenDigest;
 }
 
 /** What a handler learns about the calling agent. */
@@ -189,6 +199,8 @@ const PROFILE_TYP: Record<string, string> = {
   'oauth-at-jwt': 'at+jwt', // RFC 9068 section 2.1
 };
 
+export const DEFAULT_VERIFIED_TOKEN_CACHE_SIZE = 10_000;
+
 /** The longest lifetime the service can give a token (TOKEN_TTL_SECONDS max): bounds `iat`'s age. */
 const MAX_TOKEN_AGE_SECONDS = 86_400;
 
@@ -216,6 +228,8 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
   const now = options.now ?? Date.now;
   const cooldownMs = (options.jwksCooldownSeconds ?? 5) * 1000;
   const routes = new RouteTable(scopeFile.routes);
+  const verified = new VerifiedTokens(options.verifiedTokenCacheSize === 0 ? 0 : positiveInteger('verifiedTokenCacheSize', options.verifiedTokenCacheSize ?? DEFAULT_VERIFIED_TOKEN_CACHE_SIZE));
+  const tokenDigest = hooks.tokenDigest ?? webTokenDigest;
   const pathLimits: PathLimits = {
     maxPathLength: positiveInteger('maxPathLength', options.maxPathLength ?? DEFAULT_MAX_PATH_LENGTH),
     maxSegmentLength: positiveInteger('maxSegmentLength', options.maxSegmentLength ?? DEFAULT_MAX_SEGMENT_LENGTH),
@@ -305,7 +319,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     return result;
   }
 
-  async function check({ method, path, target, authorization }: AuthorizeInput): Promise<AuthorizeResult> {
+  async function check({ method, path, target, authorization }: AuthorizeInput): Promise<AuthorizeResult | Refusal> {
     if (authorization === undefined || authorization === '') return missingToken(realm);
     if (Array.isArray(authorization)) return invalidRequest(realm, 'More than one Authorization header.');
     // Size first: nothing of an oversized header is split, matched or decoded ("Bearer " + token + slack).
@@ -324,11 +338,49 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
         // A first synchronisation that failed shows in the feed's verdict below (unavailable once stale).
       }
     }
+    const token = rest[0];
+    const digest = tokenDigest(token);
+    const cacheKey = typeof digest === 'string' ? digest : await digest;
+    const known = verified.get(cacheKey);
+    const outcome = known ? recheck(cacheKey, known) : await verifyToken(token, cacheKey);
+    if (!('payload' in outcome)) return outcome;
+    return authorizeRoute(outcome, token, method, path, target);
+  }
+
+  /** What may have changed since a cached token was verified: the clock, the JWKS, the revocation feed. */
+  function recheck(cacheKey: string, known: VerifiedToken): VerifiedToken | Refusal {
+    const nowSeconds = Math.floor(now() / 1000);
+    // As jose decides: expired at exp <= now - tolerance, or once older than the longest lifetime.
+    if (known.exp <= nowSeconds - clockTolerance || nowSeconds - known.iat > MAX_TOKEN_AGE_SECONDS + clockTolerance) {
+      verified.delete(cacheKey);
+      return invalidToken(realm, 'The access token expired.');
+    }
+    if (feed?.isVoidKey(known.kid)) {
+      verified.delete(cacheKey);
+      return invalidToken(realm, REVOKED);
+    }
+    // A kid the JWKS no longer publishes: its key was retired (a fresh token of it would be refused too).
+    if (!jwks.isPublished(known.kid)) {
+      verified.delete(cacheKey);
+      return invalidToken(realm, UNKNOWN_KEY);
+    }
+    const verdict = feed ? feed.check(known.payload as JWTPayload) : 'ok';
+    if (verdict === 'revoked') {
+      verified.delete(cacheKey);
+      return invalidToken(realm, REVOKED);
+    }
+    if (verdict === 'unavailable') return unavailable(5);
+    return known;
+  }
+
+  /** The whole check of a token not seen before; a valid one is kept in the cache. */
+  async function verifyToken(token: string, cacheKey: string): Promise<VerifiedToken | Refusal> {
     let payload: JWTPayload;
     let typ: string | undefined;
+    let kid: string;
     try {
-      let protectedHeader: { typ?: string };
-      ({ payload, protectedHeader } = await jwtVerify(rest[0], (header) => {
+      let protectedHeader: { typ?: string; kid?: string };
+      ({ payload, protectedHeader } = await jwtVerify(token, (header) => {
         if (feed?.isVoidKey(header.kid)) throw new RevokedError();
         return jwks.keyFor(header);
       }, {
@@ -342,6 +394,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
         maxTokenAge: MAX_TOKEN_AGE_SECONDS,
       }));
       typ = protectedHeader.typ;
+      kid = protectedHeader.kid as string; // keyFor refused a token without one
     } catch (error) {
       if (error instanceof JwksUnavailableError) return unavailable(cooldownMs / 1000);
       return invalidToken(realm, describeTokenError(error));
@@ -362,8 +415,22 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     // resource, RFC 9068) [resource, platform id]. Anything else is not a token it minted.
     const audience = tokenAudience(payload.aud, platformId, resources);
     if (audience === undefined) return invalidToken(realm, 'The access token has an unexpected audience.');
-
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
+    const result: VerifiedToken = {
+      payload: deepFreeze(payload),
+      kid,
+      scopes: Object.freeze(scopes),
+      resource: audience.resource,
+      exp: payload.exp as number,
+      iat: payload.iat as number,
+    };
+    verified.set(cacheKey, result);
+    return result;
+  }
+
+  function authorizeRoute(token: VerifiedToken, raw: string, method: string, path: string | undefined, target: RouteTarget | undefined): AuthorizeResult {
+    const { payload } = token;
+    const scopes = [...token.scopes];
     // Authenticated first, so a caller without a valid token learns nothing about routing.
     const resolution = resolve(method, target ?? { kind: 'path', path: path ?? '' });
     if (resolution.kind === 'bad-path') return badPath(resolution.reason);
@@ -373,13 +440,13 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
       agentId: payload.sub as string,
       clientId: typeof payload.client_id === 'string' ? payload.client_id : undefined,
       platformId,
-      resource: audience.resource,
+      resource: token.resource,
       scopes,
       tokenId: payload.jti,
-      expiresAt: payload.exp as number,
+      expiresAt: token.exp,
       route,
-      token: rest[0],
-      payload,
+      token: raw,
+      payload: payload as JWTPayload,
     };
     const canonicalTarget = resolution.kind === 'rule' || resolution.kind === 'none' ? resolution.canonical : undefined;
     if (!route) {
@@ -485,10 +552,20 @@ export class ResourceNotRegisteredError extends Error {
 }
 
 const REVOKED = 'The access token was revoked.';
+const UNKNOWN_KEY = 'The access token is signed with an unknown key.';
 const TOO_LARGE = `The access token is larger than ${MAX_TOKEN_LENGTH} bytes.`;
 
 function positiveInteger(name: string, value: number): number {
   if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`createVerifier: ${name} must be a positive integer, got ${String(value)}`);
+  return value;
+}
+
+/** Freezes a verified payload and what it holds (`aud`, nested claims): it is shared among requests. */
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const member of Object.values(value)) deepFreeze(member);
+  }
   return value;
 }
 
@@ -498,7 +575,7 @@ class RevokedError extends Error {}
 /** A short, safe description for error_description (never echoes the token). */
 function describeTokenError(error: unknown): string {
   if (error instanceof RevokedError) return REVOKED;
-  if (error instanceof UnknownKeyError) return 'The access token is signed with an unknown key.';
+  if (error instanceof UnknownKeyError) return UNKNOWN_KEY;
   if (error instanceof joseErrors.JWTExpired) return 'The access token expired.';
   if (error instanceof joseErrors.JWTClaimValidationFailed) {
     if (error.reason === 'missing') return `The access token lacks the ${error.claim} claim.`;
