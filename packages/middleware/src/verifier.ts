@@ -1,14 +1,11 @@
 // The framework-free core: given a request's method, path and Authorization header, decide.
-// Token checks are local (RS256 signature against the cached JWKS, iss, aud = this platform, exp/nbf);
+// Token checks are local (RS256 signature against the cached JWKS on keys imported once, iss, aud = this
+// platform, exp/nbf; a token already verified is answered from a bounded cache, re-checked for what may change);
 // the route's required scopes come from the scope file read at start-up. Which rule applies is asked the
 // way the adapter can answer best: the framework's own routing result, every candidate, or the canonical
 // path (scope-map.ts); whatever maps to no rule, or to no single rule, is refused.
 // Runtime-neutral: no `node:` module, no file, no `ws`, no code generated at run time; it needs only the
 // `fetch`, `WebSocket` (optional: else the feed is polled), `crypto.subtle` and timer globals.
-// jose's per-operation modules, not its root entry: that one also loads the JWE code, whose compression
-// support makes edge bundlers (Next.js) warn.
-import { jwtVerify } from 'jose/jwt/verify';
-import * as joseErrors from 'jose/errors';
 import type { JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
 import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, uriTooLong, withResourceMetadata, type Refusal } from './challenge.js';
@@ -16,6 +13,8 @@ import { DEFAULT_MAX_PATH_LENGTH, DEFAULT_MAX_SEGMENT_LENGTH, pathTooLong, type 
 import { normaliseResource } from './resource.js';
 import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource, type TemplateSyntax } from './scope-map.js';
 import { RevocationReceiver, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
+import { webRs256, type Rs256 } from './rs256.js';
+import { checkClaims, takeApart, type TokenDefect } from './token-check.js';
 import { VerifiedTokens, webTokenDigest, type TokenDigest, type VerifiedToken } from './verified-tokens.js';
 
 export interface VerifierBaseOptions {
@@ -56,7 +55,7 @@ export interface VerifierBaseOptions {
   /**
    * Tokens kept once verified (by a SHA-256 of the token, until their `exp`): a token presented again skips
    * the signature check. Every hit still checks the clock, the revocation feed and that the JWKS publishes
-   * the token's key. Bounded: past this many, the oldest entry goes (about 2 KB each). 0 turns it off.
+   * the token's key. Bounded: past this many, the oldest entry goes. 0 turns it off.
    * Default 10000 (DEFAULT_VERIFIED_TOKEN_CACHE_SIZE).
    */
   verifiedTokenCacheSize?: number;
@@ -103,6 +102,8 @@ export interface RuntimeHooks {
   fallbackWebSocket?: () => Promise<FeedSocketConstructor | undefined>;
   /** SHA-256 of a token for the verified-token cache; WebCrypto's (asynchronous) when absent. */
   tokenDigest?: TokenDigest;
+  /** RS256 keys and signature checks; WebCrypto's when absent. */
+  rs256?: Rs256;
 }
 
 /** What a handler learns about the calling agent. */
@@ -230,6 +231,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
   const routes = new RouteTable(scopeFile.routes);
   const verified = new VerifiedTokens(options.verifiedTokenCacheSize === 0 ? 0 : positiveInteger('verifiedTokenCacheSize', options.verifiedTokenCacheSize ?? DEFAULT_VERIFIED_TOKEN_CACHE_SIZE));
   const tokenDigest = hooks.tokenDigest ?? webTokenDigest;
+  const rs256 = hooks.rs256 ?? webRs256;
   const pathLimits: PathLimits = {
     maxPathLength: positiveInteger('maxPathLength', options.maxPathLength ?? DEFAULT_MAX_PATH_LENGTH),
     maxSegmentLength: positiveInteger('maxSegmentLength', options.maxSegmentLength ?? DEFAULT_MAX_SEGMENT_LENGTH),
@@ -242,6 +244,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     defaultMaxAgeMs: 300_000,
     maxMaxAgeMs: (options.jwksMaxAgeSeconds ?? 3600) * 1000,
     timeoutMs: jwksTimeoutMs,
+    rs256,
   });
 
   const feedToken = options.revocationFeed === false ? undefined : (options.revocationFeed?.feedToken ?? options.feedToken);
@@ -375,30 +378,27 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
 
   /** The whole check of a token not seen before; a valid one is kept in the cache. */
   async function verifyToken(token: string, cacheKey: string): Promise<VerifiedToken | Refusal> {
-    let payload: JWTPayload;
-    let typ: string | undefined;
-    let kid: string;
+    // jose's jwtVerify rules (token-check.ts), the signature on a key imported once per kid (rs256.ts).
+    const parts = takeApart(token);
+    if ('kind' in parts) return invalidToken(realm, describeDefect(parts));
+    const { header } = parts;
+    let valid: boolean;
     try {
-      let protectedHeader: { typ?: string; kid?: string };
-      ({ payload, protectedHeader } = await jwtVerify(token, (header) => {
-        if (feed?.isVoidKey(header.kid)) throw new RevokedError();
-        return jwks.keyFor(header);
-      }, {
-        algorithms: ['RS256'],
-        issuer,
-        audience: audiences,
-        clockTolerance,
-        currentDate: new Date(now()),
-        requiredClaims: ['exp', 'sub', 'iat'],
-        // With a maximum age, jose also refuses an `iat` later than now + clockTolerance.
-        maxTokenAge: MAX_TOKEN_AGE_SECONDS,
-      }));
-      typ = protectedHeader.typ;
-      kid = protectedHeader.kid as string; // keyFor refused a token without one
+      if (feed?.isVoidKey(header.kid)) throw new RevokedError();
+      const key = await jwks.verificationKey(header);
+      valid = await rs256.verify(key, parts.signingInput, parts.signature);
     } catch (error) {
       if (error instanceof JwksUnavailableError) return unavailable(cooldownMs / 1000);
-      return invalidToken(realm, describeTokenError(error));
+      // A key the runtime refuses to use for this signature counts as a signature that does not verify.
+      return invalidToken(realm, error instanceof RevokedError || error instanceof UnknownKeyError ? describeTokenError(error) : BAD_SIGNATURE);
     }
+    if (!valid) return invalidToken(realm, BAD_SIGNATURE);
+    if (parts.unencoded) return invalidToken(realm, MALFORMED);
+    const checked = checkClaims(parts.payloadSegment, { issuer, audiences, now: Math.floor(now() / 1000), clockTolerance, maxTokenAge: MAX_TOKEN_AGE_SECONDS });
+    if ('kind' in checked) return invalidToken(realm, describeDefect(checked));
+    const payload = checked.claims as JWTPayload;
+    const typ = header.typ;
+    const kid = header.kid as string; // verificationKey refused a token without one
     // jose checks sub's presence, not its type: the agent id is a string.
     if (typeof payload.sub !== 'string' || payload.sub === '') return invalidToken(realm, 'The access token has an invalid sub claim.');
     const profile = payload.svc_token_profile;
@@ -572,29 +572,39 @@ function deepFreeze<T>(value: T): T {
 /** The token's key is void in the revocation feed. */
 class RevokedError extends Error {}
 
+const MALFORMED = 'The access token is malformed.';
+const BAD_SIGNATURE = 'The access token signature is invalid.';
+
 /** A short, safe description for error_description (never echoes the token). */
 function describeTokenError(error: unknown): string {
   if (error instanceof RevokedError) return REVOKED;
   if (error instanceof UnknownKeyError) return UNKNOWN_KEY;
-  if (error instanceof joseErrors.JWTExpired) return 'The access token expired.';
-  if (error instanceof joseErrors.JWTClaimValidationFailed) {
-    if (error.reason === 'missing') return `The access token lacks the ${error.claim} claim.`;
-    switch (error.claim) {
-      case 'aud':
-        return 'The access token is meant for another platform.';
-      case 'iss':
-        return 'The access token has an unexpected issuer.';
-      case 'nbf':
-        return 'The access token is not valid yet.';
-      case 'iat':
-        return error.reason === 'check_failed' ? 'The access token is issued in the future.' : 'The access token has an invalid iat claim.';
-      default:
-        return `The access token has an invalid ${error.claim} claim.`;
-    }
+  return MALFORMED;
+}
+
+/** The description of a defect the token checks found (the wording jose's errors were given). */
+function describeDefect(defect: TokenDefect): string {
+  switch (defect.kind) {
+    case 'malformed':
+      return MALFORMED;
+    case 'crit':
+      // An extension named in the `crit` header that this verifier does not implement (RFC 7515 section 4.1.11).
+      return 'The access token names a critical header parameter (crit) that is not supported.';
+    case 'alg':
+      return 'The access token uses an algorithm that is not accepted.';
+    case 'missing':
+      return `The access token lacks the ${defect.claim} claim.`;
+    case 'iss':
+      return 'The access token has an unexpected issuer.';
+    case 'aud':
+      return 'The access token is meant for another platform.';
+    case 'nbf':
+      return 'The access token is not valid yet.';
+    case 'expired':
+      return 'The access token expired.';
+    case 'future':
+      return 'The access token is issued in the future.';
+    case 'invalid':
+      return `The access token has an invalid ${defect.claim} claim.`;
   }
-  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'The access token signature is invalid.';
-  if (error instanceof joseErrors.JOSEAlgNotAllowed) return 'The access token uses an algorithm that is not accepted.';
-  // An extension named in the `crit` header that this verifier does not implement (RFC 7515 section 4.1.11).
-  if (error instanceof joseErrors.JOSENotSupported) return 'The access token names a critical header parameter (crit) that is not supported.';
-  return 'The access token is malformed.';
 }
