@@ -94,6 +94,17 @@ describe('verified-token cache', () => {
     expect(third.ok && third.claims.scopes).toEqual(['orders:read']);
   });
 
+  it('a cached token in another header shape gets the verdict of the full parse', async () => {
+    const r = rig();
+    const t = await r.token();
+    expect(detail(await r.authorize(t))).toBe('ok');
+    const as = (authorization: string) => r.verifier.authorize({ method: 'GET', path: '/orders/1', authorization });
+    expect(detail(await as(`bearer ${t}`))).toBe('ok');
+    expect(detail(await as(`Bearer ${t} extra`))).toBe('400 Malformed Bearer credentials.');
+    expect(detail(await as(`Basic ${t}`))).toMatch(/^401 /);
+    expect((await as(`Bearer ${t}`)).ok).toBe(true);
+  });
+
   it('(a) a revocation that reaches the feed after the token was cached refuses it at once', async () => {
     const r = rig({ feed: true });
     r.state.pollAnswers = [{ [`${PLATFORM}:head`]: await r.head(0, []) }];

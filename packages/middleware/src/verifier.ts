@@ -202,6 +202,10 @@ const PROFILE_TYP: Record<string, string> = {
 
 export const DEFAULT_VERIFIED_TOKEN_CACHE_SIZE = 10_000;
 
+/** Request targets whose rule is remembered (resolve), and the longest one remembered. */
+const MAX_MEMO_PATHS = 1024;
+const MAX_MEMO_PATH_LENGTH = 512;
+
 /** The longest lifetime the service can give a token (TOKEN_TTL_SECONDS max): bounds `iat`'s age. */
 const MAX_TOKEN_AGE_SECONDS = 86_400;
 
@@ -277,15 +281,20 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     await feed?.sync();
   };
 
+  // The rule of a request target, by method and path, as last resolved: a pure function of the scope file,
+  // so a path asked again (the same URL of a busy route) is not canonicalised and matched again. Bounded.
+  const resolved = new Map<string, RouteResolution>();
   function resolve(method: string, target: RouteTarget): RouteResolution {
-    switch (target.kind) {
-      case 'template':
-        return routes.resolveTemplate(method, target.template, target.syntax);
-      case 'candidates':
-        return routes.resolveCandidates(method, target.path);
-      default:
-        return routes.resolvePath(method, target.path);
+    if (target.kind === 'template') return routes.resolveTemplate(method, target.template, target.syntax);
+    const memo = target.path.length <= MAX_MEMO_PATH_LENGTH ? `${target.kind} ${method} ${target.path}` : undefined;
+    const seen = memo === undefined ? undefined : resolved.get(memo);
+    if (seen) return seen;
+    const resolution = target.kind === 'candidates' ? routes.resolveCandidates(method, target.path) : routes.resolvePath(method, target.path);
+    if (memo !== undefined) {
+      if (resolved.size >= MAX_MEMO_PATHS) resolved.delete(resolved.keys().next().value!);
+      resolved.set(memo, resolution);
     }
+    return resolution;
   }
 
   // RFC 9728: the metadata lives at /.well-known/oauth-protected-resource inserted before the resource's path.
@@ -327,11 +336,34 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     if (Array.isArray(authorization)) return invalidRequest(realm, 'More than one Authorization header.');
     // Size first: nothing of an oversized header is split, matched or decoded ("Bearer " + token + slack).
     if (authorization.length > MAX_TOKEN_LENGTH + 64) return invalidToken(realm, TOO_LARGE);
-    const [scheme, ...rest] = authorization.trim().split(/\s+/);
-    // Another scheme (Basic, ...) means no Bearer token was offered: the plain challenge, no error.
-    if (scheme.toLowerCase() !== 'bearer') return missingToken(realm);
-    if (rest.length !== 1 || !TOKEN_PATTERN.test(rest[0])) return invalidRequest(realm, 'Malformed Bearer credentials.');
-    if (rest[0].length > MAX_TOKEN_LENGTH) return invalidToken(realm, TOO_LARGE);
+    // The usual header of a token seen before: the same bytes (same SHA-256) passed the syntax checks below
+    // when it was verified, so they are not split and matched again.
+    const usual = authorization.startsWith('Bearer ') ? authorization.slice(7) : undefined;
+    let usualKey: string | undefined;
+    let known: VerifiedToken | undefined;
+    if (usual !== undefined) {
+      const digest = tokenDigest(usual);
+      usualKey = typeof digest === 'string' ? digest : await digest;
+      known = verified.get(usualKey);
+    }
+    let token: string;
+    let cacheKey: string;
+    if (known) {
+      token = usual!;
+      cacheKey = usualKey!;
+    } else {
+      const [scheme, ...rest] = authorization.trim().split(/\s+/);
+      // Another scheme (Basic, ...) means no Bearer token was offered: the plain challenge, no error.
+      if (scheme.toLowerCase() !== 'bearer') return missingToken(realm);
+      if (rest.length !== 1 || !TOKEN_PATTERN.test(rest[0])) return invalidRequest(realm, 'Malformed Bearer credentials.');
+      if (rest[0].length > MAX_TOKEN_LENGTH) return invalidToken(realm, TOO_LARGE);
+      token = rest[0];
+      if (token === usual) cacheKey = usualKey!;
+      else {
+        const digest = tokenDigest(token);
+        cacheKey = typeof digest === 'string' ? digest : await digest;
+      }
+    }
 
     // The first request of a platform that never called ready() waits for the feed's first answer.
     if (feed) {
@@ -341,10 +373,6 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
         // A first synchronisation that failed shows in the feed's verdict below (unavailable once stale).
       }
     }
-    const token = rest[0];
-    const digest = tokenDigest(token);
-    const cacheKey = typeof digest === 'string' ? digest : await digest;
-    const known = verified.get(cacheKey);
     const outcome = known ? recheck(cacheKey, known) : await verifyToken(token, cacheKey);
     if (!('payload' in outcome)) return outcome;
     return authorizeRoute(outcome, token, method, path, target);
