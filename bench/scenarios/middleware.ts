@@ -32,6 +32,14 @@ async function runMiddleware(ctx: BenchContext, defer: (fn: () => Promise<void> 
   const [, port, token] = server.readyLine.split(' ');
   const url = `http://127.0.0.1:${port}`;
   const headers = { authorization: `Bearer ${token}` };
+  // Each checking handler must refuse a forged token and accept the warm one, or its figure means nothing.
+  const forged = `${token.slice(0, -4)}AAAA`;
+  for (const [name, path] of ARMS.slice(1)) {
+    const refused = await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${forged}` } });
+    const accepted = await fetch(`${url}${path}`, { headers });
+    await Promise.all([refused.arrayBuffer(), accepted.arrayBuffer()]);
+    if (refused.status !== 401 || accepted.status !== 200) throw new Error(`middleware: ${name} answered ${refused.status} to a forged token and ${accepted.status} to the warm one`);
+  }
   const arms = ARMS.map(([name, path]) => loadArm(ctx, name, () => url, () => [{ method: 'GET', path, headers }]));
   ctx.log(`middleware: ${opts.rounds} interleaved round(s), ${opts.connections} connections, one node:http process ...`);
   const results = await interleave(ctx, opts.rounds, arms);
