@@ -2,9 +2,10 @@
 // Each export is a task, selected with `pool.run(task, { name })`.
 import { threadId } from 'node:worker_threads';
 import { hashSync, verifySync } from '@node-rs/argon2';
-import { importPKCS8, CompactSign } from 'jose';
+import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
+import { Piscina } from 'piscina';
 import { ARGON2_OPTIONS } from './argon2-params.js';
-import { NEED_KEY, type SignTask } from './sign-protocol.js';
+import { NEED_KEY, packTokens, type SignTask } from './sign-protocol.js';
 
 export interface VerifyTask {
   /**
@@ -16,9 +17,9 @@ export interface VerifyTask {
 }
 
 /** Index of the first matching hash, or -1. Verifies every hash, without stopping at a match (timing). */
-// argon2 runs synchronously on this pool thread (not on libuv's thread pool, where WebCrypto signs):
-// the argon2 pool's size is then exactly the argon2 parallelism, and a flood of cold credentials can
-// never queue in front of signatures.
+// argon2 runs synchronously on this pool thread (not on libuv's thread pool): the argon2 pool's size is
+// then exactly the argon2 parallelism, and a flood of cold credentials never queues in front of
+// signatures (they run on the signing pool's own threads).
 export function verifySecret(task: VerifyTask): number {
   let matched = -1;
   for (let i = 0; i < task.hashes.length; i++) {
@@ -43,32 +44,45 @@ export function hashSecret(task: HashTask): string {
   return hashSync(task.secret, { ...ARGON2_OPTIONS, salt: task.salt });
 }
 
-const keys = new Map<string, Awaited<ReturnType<typeof importPKCS8>>>();
-const encoder = new TextEncoder();
+const keys = new Map<string, KeyObject>();
+/** base64url of the protected header, per typ and kid: the same few bytes on every token. */
+const headers = new Map<string, string>();
 
-// One signature; the task itself is signTokens (a batch).
-async function signToken(task: SignTask): Promise<string> {
+function encodedHeader(kid: string, typ: string): string {
+  const name = `${typ} ${kid}`;
+  let header = headers.get(name);
+  if (header === undefined) {
+    // The member order jose's CompactSign wrote ({alg, typ, kid}): tokens keep their exact shape.
+    header = Buffer.from(JSON.stringify({ alg: 'RS256', typ, kid })).toString('base64url');
+    if (headers.size > 64) headers.clear();
+    headers.set(name, header);
+  }
+  return header;
+}
+
+// One signature, RS256 (RSASSA-PKCS1-v1_5, SHA-256) with node:crypto on this thread: no second hop to
+// libuv's pool as WebCrypto made, no promise per token.
+function signToken(task: SignTask): string {
   let key = keys.get(task.kid);
   if (!key) {
     // Keeping keys here (imported once) spares every task a copy of the PEM across threads.
     if (!task.privateKeyPem) return NEED_KEY;
-    key = await importPKCS8(task.privateKeyPem, 'RS256');
+    key = createPrivateKey(task.privateKeyPem);
+    if (key.asymmetricKeyType !== 'rsa') throw new TypeError(`signing key ${task.kid} is not an RSA key`);
     if (keys.size > 16) keys.clear(); // only a handful of keys are ever live
     keys.set(task.kid, key);
   }
-  return new CompactSign(encoder.encode(task.payload))
-    .setProtectedHeader({ alg: 'RS256', typ: task.typ ?? 'JWT', kid: task.kid })
-    .sign(key);
+  const input = `${encodedHeader(task.kid, task.typ ?? 'JWT')}.${Buffer.from(task.payload).toString('base64url')}`;
+  return `${input}.${sign('sha256', Buffer.from(input, 'latin1'), key).toString('base64url')}`;
 }
 
 /**
- * Signs a batch (one cross-thread message for many tokens under load). Each entry is a token, or
- * NEED_KEY when this thread lacks that entry's key (the caller resends those entries with the PEM).
+ * Signs a batch (one cross-thread message for many tokens under load), answered as one transferred
+ * buffer (packTokens). Each entry is a token, or NEED_KEY when this thread lacks that entry's key (the
+ * caller resends those entries with the PEM).
  */
-export async function signTokens(batch: SignTask[]): Promise<string[]> {
-  // jose signs through WebCrypto, which runs each RSA operation on libuv's thread pool: start them all
-  // at once so the pool keeps every core busy instead of waiting on one signature at a time.
-  return Promise.all(batch.map(signToken));
+export function signTokens(batch: SignTask[]): unknown {
+  return Piscina.move(packTokens(batch.map(signToken)));
 }
 
 /** Readiness probe: answers only if the thread is alive and not wedged. */

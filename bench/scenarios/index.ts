@@ -9,6 +9,7 @@ import { deployed } from './deployed.js';
 import { topologies } from './topologies.js';
 import { feedflood } from './feedflood.js';
 import { keyagents } from './keyagents.js';
+import { middleware } from './middleware.js';
 import { rolling } from './rolling.js';
 import { soak } from './soak.js';
 import { profile } from './profile.js';
@@ -26,6 +27,7 @@ export const SCENARIOS: Scenario[] = [
   deployed,
   feedflood,
   keyagents,
+  middleware,
   rolling,
   soak,
   profile,

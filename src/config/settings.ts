@@ -94,7 +94,7 @@ export const SETTINGS: readonly Setting[] = [
   {
     // libuv caps its pool at 1024 threads; main.ts sets the default before anything starts the pool.
     env: 'UV_THREADPOOL_SIZE', key: 'uvThreadpoolSize', type: 'int', min: 1, max: 1024, default: ({ cores }) => defaultUvThreadpoolSize(cores),
-    defaultText: 'cores (at least 2)', meaning: "libuv's pool, where jose's WebCrypto runs the RSA signatures (read by Node; pin it to the CPU limit in containers)",
+    defaultText: 'cores (at least 2)', meaning: "libuv's pool (WebCrypto verifications of client assertions, DNS, files; read by Node; pin it to the CPU limit in containers)",
   },
   {
     // Each thread is a V8 isolate (~13 MiB idle, measured) plus argon2's 19 MiB while it hashes: the embedded
@@ -111,8 +111,13 @@ export const SETTINGS: readonly Setting[] = [
     defaultText: '`ARGON2_MAX_QUEUE` / 16 (at least 1)',
     meaning: 'checks one client address may have queued or running (per process); beyond it 429; at most `ARGON2_MAX_QUEUE`',
   },
-  // jose signs through WebCrypto on libuv's thread pool; a signing thread only batches and dispatches.
-  { env: 'SIGN_THREADS', key: 'signThreads', type: 'int', default: 1, min: 1, max: 256, defaultText: '`1`', meaning: 'signing threads (batch and dispatch to libuv)' },
+  {
+    // Each signing thread signs its batch itself (node:crypto, synchronously): the threads are the signing
+    // parallelism, shared out among the HTTP processes (at most 2 on the embedded default, as for argon2).
+    env: 'SIGN_THREADS', key: 'signThreads', type: 'int', min: 1, max: 256,
+    default: ({ values, cores }) => Math.max(1, values.databaseUrl ? Math.ceil(cores / values.workers!) : Math.min(cores, 2)),
+    defaultText: 'cores / `WORKERS`, rounded up (at most 2 on the embedded default)', meaning: 'signing threads per HTTP process (each signs its batches of RS256 tokens itself)',
+  },
   { env: 'SIGN_MAX_QUEUE', key: 'signMaxQueue', type: 'int', default: 2048, min: 0, max: 1_000_000, defaultText: '`2048`', meaning: 'signing waiting line' },
   // At least 1 s: one argon2id verification takes 30-60 ms on an idle core and several times that on a
   // contended one; a shorter bound replaced healthy threads (their requests answered 503) and could not start.

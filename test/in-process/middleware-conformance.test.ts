@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { createVerifier } from '../../packages/middleware/src/verifier.js';
+import { createVerifier as createNodeVerifier } from '../../packages/middleware/src/node.js';
 import { JwksCache } from '../../packages/middleware/src/jwks-cache.js';
 import { RevocationReceiver } from '../../packages/middleware/src/revocation-feed.js';
 import { RouteTable } from '../../packages/middleware/src/scope-map.js';
@@ -78,9 +79,12 @@ const SET_REASONS: Record<string, RegExp> = {
   void_key: /signed with a void key/,
 };
 
-function verifierFor(vector: { platform_id: string; now: number; route: Route }) {
+// Both entries: the runtime-neutral one checks signatures with WebCrypto, the Node one with node:crypto.
+const ENTRIES = { edge: createVerifier, node: createNodeVerifier } as const;
+
+function verifierFor(vector: { platform_id: string; now: number; route: Route }, entry: keyof typeof ENTRIES = 'edge') {
   const { fetchStub } = standIn();
-  return createVerifier({
+  return ENTRIES[entry]({
     serviceUrl: 'https://ace.example.test',
     issuer: tokens.issuer,
     scopesDocument: {
@@ -106,9 +110,9 @@ describe('conformance vectors: tokens (conformance/tokens.json)', () => {
     for (const v of tokens.vectors) expect(v.now).toBe(tokens.now);
   });
 
-  for (const vector of tokens.vectors) {
-    it(`${vector.name}: ${vector.verdict}${vector.reason ? ` (${vector.reason})` : ''}`, async () => {
-      const verifier = verifierFor(vector);
+  for (const [entry, vector] of (['edge', 'node'] as const).flatMap((e) => tokens.vectors.map((v: typeof tokens.vectors[number]) => [e, v] as const))) {
+    it(`${entry}: ${vector.name}: ${vector.verdict}${vector.reason ? ` (${vector.reason})` : ''}`, async () => {
+      const verifier = verifierFor(vector, entry);
       try {
         const result = await verifier.authorize({ method: vector.route.method, path: vector.route.path, authorization: `Bearer ${vector.token}` });
         if (vector.verdict === 'accept') {

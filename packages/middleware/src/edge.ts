@@ -2,7 +2,7 @@
 // Edge / Next.js middleware, Deno, Bun, browsers' service workers, and Node too. Nothing here imports a
 // `node:` module, `ws`, or evaluates code at run time: the scope file comes as text or parsed object,
 // and the revocation feed uses the global `fetch` and `WebSocket` (polling where there is no WebSocket).
-export { createVerifier, MAX_TOKEN_LENGTH, ResourceNotRegisteredError } from './verifier.js';
+export { createVerifier, DEFAULT_VERIFIED_TOKEN_CACHE_SIZE, MAX_TOKEN_LENGTH, ResourceNotRegisteredError } from './verifier.js';
 export { agentOf, hasAgent, mcpAuthInfo, MissingAgentError } from './auth-info.js';
 export type { McpAuthInfo } from './auth-info.js';
 export { normaliseResource } from './resource.js';

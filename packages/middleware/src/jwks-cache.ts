@@ -3,7 +3,8 @@
 // A cooldown puts a floor under the time between two fetches, so a flood of tokens with forged `kid`s
 // costs the service at most one JWKS request per cooldown, however many arrive.
 import { createLocalJWKSet } from 'jose/jwks/local';
-import type { JSONWebKeySet, JWSHeaderParameters, LocalJWKSet } from 'jose';
+import type { JSONWebKeySet, JWK, JWSHeaderParameters, LocalJWKSet } from 'jose';
+import { webRs256, type Rs256 } from './rs256.js';
 
 export interface JwksCacheOptions {
   url: string;
@@ -15,6 +16,8 @@ export interface JwksCacheOptions {
   /** Upper bound of the cache lifetime, whatever the service says. */
   maxMaxAgeMs: number;
   timeoutMs: number;
+  /** How access tokens' keys are imported and signatures checked (WebCrypto when absent). */
+  rs256?: Rs256;
 }
 
 /** The key set could not be fetched and nothing usable is cached (or the refresh for a new kid failed). */
@@ -40,6 +43,9 @@ const FORCED_GAP_MS = 200;
 export class JwksCache {
   private resolver: LocalJWKSet | undefined;
   private kids = new Set<string>();
+  /** The published keys by kid (the first of a kid), and each imported once, for access tokens. */
+  private jwkByKid = new Map<string, JWK>();
+  private imported = new Map<string, Promise<unknown>>();
   private etag: string | undefined;
   private expiresAt = 0;
   /** When the last fetch started (successful or not): the cooldown counts from here. */
@@ -63,6 +69,32 @@ export class JwksCache {
 
   /** The key for a JWS header, refreshing (within the cooldown rules) when its kid is not known. */
   async keyFor(header: JWSHeaderParameters): Promise<Awaited<ReturnType<LocalJWKSet>>> {
+    await this.requireKid(header);
+    return this.resolver!(header);
+  }
+
+  /**
+   * The access token's verification key for its kid, imported once per key set (rs256.ts), with keyFor's
+   * refresh rules; UnknownKeyError for a kid not published or a key not usable for RS256.
+   */
+  async verificationKey(header: JWSHeaderParameters): Promise<unknown> {
+    const kid = await this.requireKid(header);
+    let key = this.imported.get(kid);
+    if (!key) {
+      const rs256 = this.options.rs256 ?? webRs256;
+      // A key that cannot be imported is as good as absent (the token is then signed with an unknown key).
+      key = Promise.resolve()
+        .then(() => rs256.importKey(this.jwkByKid.get(kid)!))
+        .catch(() => undefined);
+      this.imported.set(kid, key);
+    }
+    const imported = await key;
+    if (imported === undefined) throw new UnknownKeyError();
+    return imported;
+  }
+
+  /** The header's kid once the key set (fetched now if need be, within the cooldown rules) publishes it. */
+  private async requireKid(header: JWSHeaderParameters): Promise<string> {
     if (!this.resolver) {
       // Nothing cached yet: join or start a fetch, but while a failed fetch's cooldown runs, fail fast.
       const cooling = !this.inflight && Date.now() < this.lastFetchAt + this.options.cooldownMs;
@@ -83,7 +115,16 @@ export class JwksCache {
         throw new UnknownKeyError();
       }
     }
-    return this.resolver!(header);
+    return header.kid;
+  }
+
+  /**
+   * Whether the key set as last fetched publishes `kid` (for tokens verified before: a kid gone from it was
+   * retired). Starts the refresh of a stale key set, as keyFor does, so retirements are seen in time.
+   */
+  isPublished(kid: string): boolean {
+    if (this.resolver && Date.now() >= this.expiresAt) void this.refreshRespectingCooldown();
+    return this.kids.has(kid);
   }
 
   /**
@@ -162,6 +203,10 @@ export class JwksCache {
       );
       this.resolver = createLocalJWKSet({ keys });
       this.kids = new Set(keys.map((k) => k.kid as string));
+      const byKid = new Map<string, JWK>();
+      for (const k of keys) if (!byKid.has(k.kid as string)) byKid.set(k.kid as string, k);
+      this.jwkByKid = byKid;
+      this.imported = new Map();
       this.etag = response.headers.get('etag') ?? undefined;
       this.expiresAt = Date.now() + this.maxAgeMs(response.headers.get('cache-control'));
       this.lastError = undefined;

@@ -1,14 +1,11 @@
 // The framework-free core: given a request's method, path and Authorization header, decide.
-// Token checks are local (RS256 signature against the cached JWKS, iss, aud = this platform, exp/nbf);
+// Token checks are local (RS256 signature against the cached JWKS on keys imported once, iss, aud = this
+// platform, exp/nbf; a token already verified is answered from a bounded cache, re-checked for what may change);
 // the route's required scopes come from the scope file read at start-up. Which rule applies is asked the
 // way the adapter can answer best: the framework's own routing result, every candidate, or the canonical
 // path (scope-map.ts); whatever maps to no rule, or to no single rule, is refused.
 // Runtime-neutral: no `node:` module, no file, no `ws`, no code generated at run time; it needs only the
 // `fetch`, `WebSocket` (optional: else the feed is polled), `crypto.subtle` and timer globals.
-// jose's per-operation modules, not its root entry: that one also loads the JWE code, whose compression
-// support makes edge bundlers (Next.js) warn.
-import { jwtVerify } from 'jose/jwt/verify';
-import * as joseErrors from 'jose/errors';
 import type { JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
 import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, uriTooLong, withResourceMetadata, type Refusal } from './challenge.js';
@@ -16,6 +13,9 @@ import { DEFAULT_MAX_PATH_LENGTH, DEFAULT_MAX_SEGMENT_LENGTH, pathTooLong, type 
 import { normaliseResource } from './resource.js';
 import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource, type TemplateSyntax } from './scope-map.js';
 import { RevocationReceiver, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
+import { webRs256, type Rs256 } from './rs256.js';
+import { checkClaims, takeApart, type TokenDefect } from './token-check.js';
+import { VerifiedTokens, webTokenDigest, type TokenDigest, type VerifiedToken } from './verified-tokens.js';
 
 export interface VerifierBaseOptions {
   /** Base URL of the credential exchange service, e.g. https://ace.example.com. */
@@ -52,6 +52,13 @@ export interface VerifierBaseOptions {
   maxPathLength?: number;
   /** Longest path segment (between two "/"), in characters; a longer one is answered 414. Default 1024 (DEFAULT_MAX_SEGMENT_LENGTH). */
   maxSegmentLength?: number;
+  /**
+   * Tokens kept once verified (by a SHA-256 of the token, until their `exp`): a token presented again skips
+   * the signature check. Every hit still checks the clock, the revocation feed and that the JWKS publishes
+   * the token's key. Bounded: past this many, the oldest entry goes. 0 turns it off.
+   * Default 10000 (DEFAULT_VERIFIED_TOKEN_CACHE_SIZE).
+   */
+  verifiedTokenCacheSize?: number;
   /** Leeway for exp/nbf against clock drift between the service and this platform. Default 5. */
   clockToleranceSeconds?: number;
   /** Minimum seconds between two JWKS fetches (forged-kid floods cannot go beyond this). Default 5. */
@@ -93,6 +100,10 @@ export type CoreVerifierOptions = VerifierBaseOptions & ScopeTextSource;
 /** What a runtime's entry point adds (the Node one: the `ws` package where there is no global WebSocket). */
 export interface RuntimeHooks {
   fallbackWebSocket?: () => Promise<FeedSocketConstructor | undefined>;
+  /** SHA-256 of a token for the verified-token cache; WebCrypto's (asynchronous) when absent. */
+  tokenDigest?: TokenDigest;
+  /** RS256 keys and signature checks; WebCrypto's when absent. */
+  rs256?: Rs256;
 }
 
 /** What a handler learns about the calling agent. */
@@ -189,6 +200,12 @@ const PROFILE_TYP: Record<string, string> = {
   'oauth-at-jwt': 'at+jwt', // RFC 9068 section 2.1
 };
 
+export const DEFAULT_VERIFIED_TOKEN_CACHE_SIZE = 10_000;
+
+/** Request targets whose rule is remembered (resolve), and the longest one remembered. */
+const MAX_MEMO_PATHS = 1024;
+const MAX_MEMO_PATH_LENGTH = 512;
+
 /** The longest lifetime the service can give a token (TOKEN_TTL_SECONDS max): bounds `iat`'s age. */
 const MAX_TOKEN_AGE_SECONDS = 86_400;
 
@@ -216,6 +233,9 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
   const now = options.now ?? Date.now;
   const cooldownMs = (options.jwksCooldownSeconds ?? 5) * 1000;
   const routes = new RouteTable(scopeFile.routes);
+  const verified = new VerifiedTokens(options.verifiedTokenCacheSize === 0 ? 0 : positiveInteger('verifiedTokenCacheSize', options.verifiedTokenCacheSize ?? DEFAULT_VERIFIED_TOKEN_CACHE_SIZE));
+  const tokenDigest = hooks.tokenDigest ?? webTokenDigest;
+  const rs256 = hooks.rs256 ?? webRs256;
   const pathLimits: PathLimits = {
     maxPathLength: positiveInteger('maxPathLength', options.maxPathLength ?? DEFAULT_MAX_PATH_LENGTH),
     maxSegmentLength: positiveInteger('maxSegmentLength', options.maxSegmentLength ?? DEFAULT_MAX_SEGMENT_LENGTH),
@@ -228,6 +248,7 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     defaultMaxAgeMs: 300_000,
     maxMaxAgeMs: (options.jwksMaxAgeSeconds ?? 3600) * 1000,
     timeoutMs: jwksTimeoutMs,
+    rs256,
   });
 
   const feedToken = options.revocationFeed === false ? undefined : (options.revocationFeed?.feedToken ?? options.feedToken);
@@ -260,15 +281,20 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     await feed?.sync();
   };
 
+  // The rule of a request target, by method and path, as last resolved: a pure function of the scope file,
+  // so a path asked again (the same URL of a busy route) is not canonicalised and matched again. Bounded.
+  const resolved = new Map<string, RouteResolution>();
   function resolve(method: string, target: RouteTarget): RouteResolution {
-    switch (target.kind) {
-      case 'template':
-        return routes.resolveTemplate(method, target.template, target.syntax);
-      case 'candidates':
-        return routes.resolveCandidates(method, target.path);
-      default:
-        return routes.resolvePath(method, target.path);
+    if (target.kind === 'template') return routes.resolveTemplate(method, target.template, target.syntax);
+    const memo = target.path.length <= MAX_MEMO_PATH_LENGTH ? `${target.kind} ${method} ${target.path}` : undefined;
+    const seen = memo === undefined ? undefined : resolved.get(memo);
+    if (seen) return seen;
+    const resolution = target.kind === 'candidates' ? routes.resolveCandidates(method, target.path) : routes.resolvePath(method, target.path);
+    if (memo !== undefined) {
+      if (resolved.size >= MAX_MEMO_PATHS) resolved.delete(resolved.keys().next().value!);
+      resolved.set(memo, resolution);
     }
+    return resolution;
   }
 
   // RFC 9728: the metadata lives at /.well-known/oauth-protected-resource inserted before the resource's path.
@@ -305,16 +331,39 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     return result;
   }
 
-  async function check({ method, path, target, authorization }: AuthorizeInput): Promise<AuthorizeResult> {
+  async function check({ method, path, target, authorization }: AuthorizeInput): Promise<AuthorizeResult | Refusal> {
     if (authorization === undefined || authorization === '') return missingToken(realm);
     if (Array.isArray(authorization)) return invalidRequest(realm, 'More than one Authorization header.');
     // Size first: nothing of an oversized header is split, matched or decoded ("Bearer " + token + slack).
     if (authorization.length > MAX_TOKEN_LENGTH + 64) return invalidToken(realm, TOO_LARGE);
-    const [scheme, ...rest] = authorization.trim().split(/\s+/);
-    // Another scheme (Basic, ...) means no Bearer token was offered: the plain challenge, no error.
-    if (scheme.toLowerCase() !== 'bearer') return missingToken(realm);
-    if (rest.length !== 1 || !TOKEN_PATTERN.test(rest[0])) return invalidRequest(realm, 'Malformed Bearer credentials.');
-    if (rest[0].length > MAX_TOKEN_LENGTH) return invalidToken(realm, TOO_LARGE);
+    // The usual header of a token seen before: the same bytes (same SHA-256) passed the syntax checks below
+    // when it was verified, so they are not split and matched again.
+    const usual = authorization.startsWith('Bearer ') ? authorization.slice(7) : undefined;
+    let usualKey: string | undefined;
+    let known: VerifiedToken | undefined;
+    if (usual !== undefined) {
+      const digest = tokenDigest(usual);
+      usualKey = typeof digest === 'string' ? digest : await digest;
+      known = verified.get(usualKey);
+    }
+    let token: string;
+    let cacheKey: string;
+    if (known) {
+      token = usual!;
+      cacheKey = usualKey!;
+    } else {
+      const [scheme, ...rest] = authorization.trim().split(/\s+/);
+      // Another scheme (Basic, ...) means no Bearer token was offered: the plain challenge, no error.
+      if (scheme.toLowerCase() !== 'bearer') return missingToken(realm);
+      if (rest.length !== 1 || !TOKEN_PATTERN.test(rest[0])) return invalidRequest(realm, 'Malformed Bearer credentials.');
+      if (rest[0].length > MAX_TOKEN_LENGTH) return invalidToken(realm, TOO_LARGE);
+      token = rest[0];
+      if (token === usual) cacheKey = usualKey!;
+      else {
+        const digest = tokenDigest(token);
+        cacheKey = typeof digest === 'string' ? digest : await digest;
+      }
+    }
 
     // The first request of a platform that never called ready() waits for the feed's first answer.
     if (feed) {
@@ -324,28 +373,60 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
         // A first synchronisation that failed shows in the feed's verdict below (unavailable once stale).
       }
     }
-    let payload: JWTPayload;
-    let typ: string | undefined;
+    const outcome = known ? recheck(cacheKey, known) : await verifyToken(token, cacheKey);
+    if (!('payload' in outcome)) return outcome;
+    return authorizeRoute(outcome, token, method, path, target);
+  }
+
+  /** What may have changed since a cached token was verified: the clock, the JWKS, the revocation feed. */
+  function recheck(cacheKey: string, known: VerifiedToken): VerifiedToken | Refusal {
+    const nowSeconds = Math.floor(now() / 1000);
+    // As jose decides: expired at exp <= now - tolerance, or once older than the longest lifetime.
+    if (known.exp <= nowSeconds - clockTolerance || nowSeconds - known.iat > MAX_TOKEN_AGE_SECONDS + clockTolerance) {
+      verified.delete(cacheKey);
+      return invalidToken(realm, 'The access token expired.');
+    }
+    if (feed?.isVoidKey(known.kid)) {
+      verified.delete(cacheKey);
+      return invalidToken(realm, REVOKED);
+    }
+    // A kid the JWKS no longer publishes: its key was retired (a fresh token of it would be refused too).
+    if (!jwks.isPublished(known.kid)) {
+      verified.delete(cacheKey);
+      return invalidToken(realm, UNKNOWN_KEY);
+    }
+    const verdict = feed ? feed.check(known.payload as JWTPayload) : 'ok';
+    if (verdict === 'revoked') {
+      verified.delete(cacheKey);
+      return invalidToken(realm, REVOKED);
+    }
+    if (verdict === 'unavailable') return unavailable(5);
+    return known;
+  }
+
+  /** The whole check of a token not seen before; a valid one is kept in the cache. */
+  async function verifyToken(token: string, cacheKey: string): Promise<VerifiedToken | Refusal> {
+    // jose's jwtVerify rules (token-check.ts), the signature on a key imported once per kid (rs256.ts).
+    const parts = takeApart(token);
+    if ('kind' in parts) return invalidToken(realm, describeDefect(parts));
+    const { header } = parts;
+    let valid: boolean;
     try {
-      let protectedHeader: { typ?: string };
-      ({ payload, protectedHeader } = await jwtVerify(rest[0], (header) => {
-        if (feed?.isVoidKey(header.kid)) throw new RevokedError();
-        return jwks.keyFor(header);
-      }, {
-        algorithms: ['RS256'],
-        issuer,
-        audience: audiences,
-        clockTolerance,
-        currentDate: new Date(now()),
-        requiredClaims: ['exp', 'sub', 'iat'],
-        // With a maximum age, jose also refuses an `iat` later than now + clockTolerance.
-        maxTokenAge: MAX_TOKEN_AGE_SECONDS,
-      }));
-      typ = protectedHeader.typ;
+      if (feed?.isVoidKey(header.kid)) throw new RevokedError();
+      const key = await jwks.verificationKey(header);
+      valid = await rs256.verify(key, parts.signingInput, parts.signature);
     } catch (error) {
       if (error instanceof JwksUnavailableError) return unavailable(cooldownMs / 1000);
-      return invalidToken(realm, describeTokenError(error));
+      // A key the runtime refuses to use for this signature counts as a signature that does not verify.
+      return invalidToken(realm, error instanceof RevokedError || error instanceof UnknownKeyError ? describeTokenError(error) : BAD_SIGNATURE);
     }
+    if (!valid) return invalidToken(realm, BAD_SIGNATURE);
+    if (parts.unencoded) return invalidToken(realm, MALFORMED);
+    const checked = checkClaims(parts.payloadSegment, { issuer, audiences, now: Math.floor(now() / 1000), clockTolerance, maxTokenAge: MAX_TOKEN_AGE_SECONDS });
+    if ('kind' in checked) return invalidToken(realm, describeDefect(checked));
+    const payload = checked.claims as JWTPayload;
+    const typ = header.typ;
+    const kid = header.kid as string; // verificationKey refused a token without one
     // jose checks sub's presence, not its type: the agent id is a string.
     if (typeof payload.sub !== 'string' || payload.sub === '') return invalidToken(realm, 'The access token has an invalid sub claim.');
     const profile = payload.svc_token_profile;
@@ -362,8 +443,22 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     // resource, RFC 9068) [resource, platform id]. Anything else is not a token it minted.
     const audience = tokenAudience(payload.aud, platformId, resources);
     if (audience === undefined) return invalidToken(realm, 'The access token has an unexpected audience.');
-
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
+    const result: VerifiedToken = {
+      payload: deepFreeze(payload),
+      kid,
+      scopes: Object.freeze(scopes),
+      resource: audience.resource,
+      exp: payload.exp as number,
+      iat: payload.iat as number,
+    };
+    verified.set(cacheKey, result);
+    return result;
+  }
+
+  function authorizeRoute(token: VerifiedToken, raw: string, method: string, path: string | undefined, target: RouteTarget | undefined): AuthorizeResult {
+    const { payload } = token;
+    const scopes = [...token.scopes];
     // Authenticated first, so a caller without a valid token learns nothing about routing.
     const resolution = resolve(method, target ?? { kind: 'path', path: path ?? '' });
     if (resolution.kind === 'bad-path') return badPath(resolution.reason);
@@ -373,13 +468,13 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
       agentId: payload.sub as string,
       clientId: typeof payload.client_id === 'string' ? payload.client_id : undefined,
       platformId,
-      resource: audience.resource,
+      resource: token.resource,
       scopes,
       tokenId: payload.jti,
-      expiresAt: payload.exp as number,
+      expiresAt: token.exp,
       route,
-      token: rest[0],
-      payload,
+      token: raw,
+      payload: payload as JWTPayload,
     };
     const canonicalTarget = resolution.kind === 'rule' || resolution.kind === 'none' ? resolution.canonical : undefined;
     if (!route) {
@@ -485,6 +580,7 @@ export class ResourceNotRegisteredError extends Error {
 }
 
 const REVOKED = 'The access token was revoked.';
+const UNKNOWN_KEY = 'The access token is signed with an unknown key.';
 const TOO_LARGE = `The access token is larger than ${MAX_TOKEN_LENGTH} bytes.`;
 
 function positiveInteger(name: string, value: number): number {
@@ -492,32 +588,51 @@ function positiveInteger(name: string, value: number): number {
   return value;
 }
 
+/** Freezes a verified payload and what it holds (`aud`, nested claims): it is shared among requests. */
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const member of Object.values(value)) deepFreeze(member);
+  }
+  return value;
+}
+
 /** The token's key is void in the revocation feed. */
 class RevokedError extends Error {}
+
+const MALFORMED = 'The access token is malformed.';
+const BAD_SIGNATURE = 'The access token signature is invalid.';
 
 /** A short, safe description for error_description (never echoes the token). */
 function describeTokenError(error: unknown): string {
   if (error instanceof RevokedError) return REVOKED;
-  if (error instanceof UnknownKeyError) return 'The access token is signed with an unknown key.';
-  if (error instanceof joseErrors.JWTExpired) return 'The access token expired.';
-  if (error instanceof joseErrors.JWTClaimValidationFailed) {
-    if (error.reason === 'missing') return `The access token lacks the ${error.claim} claim.`;
-    switch (error.claim) {
-      case 'aud':
-        return 'The access token is meant for another platform.';
-      case 'iss':
-        return 'The access token has an unexpected issuer.';
-      case 'nbf':
-        return 'The access token is not valid yet.';
-      case 'iat':
-        return error.reason === 'check_failed' ? 'The access token is issued in the future.' : 'The access token has an invalid iat claim.';
-      default:
-        return `The access token has an invalid ${error.claim} claim.`;
-    }
+  if (error instanceof UnknownKeyError) return UNKNOWN_KEY;
+  return MALFORMED;
+}
+
+/** The description of a defect the token checks found (the wording jose's errors were given). */
+function describeDefect(defect: TokenDefect): string {
+  switch (defect.kind) {
+    case 'malformed':
+      return MALFORMED;
+    case 'crit':
+      // An extension named in the `crit` header that this verifier does not implement (RFC 7515 section 4.1.11).
+      return 'The access token names a critical header parameter (crit) that is not supported.';
+    case 'alg':
+      return 'The access token uses an algorithm that is not accepted.';
+    case 'missing':
+      return `The access token lacks the ${defect.claim} claim.`;
+    case 'iss':
+      return 'The access token has an unexpected issuer.';
+    case 'aud':
+      return 'The access token is meant for another platform.';
+    case 'nbf':
+      return 'The access token is not valid yet.';
+    case 'expired':
+      return 'The access token expired.';
+    case 'future':
+      return 'The access token is issued in the future.';
+    case 'invalid':
+      return `The access token has an invalid ${defect.claim} claim.`;
   }
-  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'The access token signature is invalid.';
-  if (error instanceof joseErrors.JOSEAlgNotAllowed) return 'The access token uses an algorithm that is not accepted.';
-  // An extension named in the `crit` header that this verifier does not implement (RFC 7515 section 4.1.11).
-  if (error instanceof joseErrors.JOSENotSupported) return 'The access token names a critical header parameter (crit) that is not supported.';
-  return 'The access token is malformed.';
 }

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { busy, type ServiceError } from '../../core/errors.js';
 import type { HashTask, VerifyTask } from '../../../workers/crypto-worker.js';
-import type { SignTask } from '../../../workers/sign-protocol.js';
+import { unpackTokens, type SignTask } from '../../../workers/sign-protocol.js';
 import type { TokenType } from '../../core/ports/crypto.js';
 import { SignBatcher } from './sign-batcher.js';
 import { WaitingLine } from './waiting-line.js';
@@ -99,7 +99,8 @@ export class CryptoPools {
       argon2: make('argon2', options.argon2Threads),
       sign: make('sign', options.signThreads),
     };
-    const signBatch = (batch: SignTask[]) => this.run<string[]>('sign', 'signTokens', batch);
+    // The thread answers a batch in one transferred buffer (sign-protocol.ts).
+    const signBatch = async (batch: SignTask[]) => unpackTokens(await this.run<ArrayBuffer>('sign', 'signTokens', batch));
     this.signBatcher = new SignBatcher({ runBatch: signBatch, threads: options.signThreads, maxPending: options.signMaxQueue, full: () => this.shed('sign') });
     // Before any task ran, assume ~25 ms per verification per thread.
     const argon2 = this.pools.argon2;
