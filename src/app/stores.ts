@@ -26,6 +26,7 @@ import {
   type RedisTopology,
 } from '../adapters/cache/redis.js';
 import { LocalBus, RedisBus } from '../adapters/cache/invalidation-bus.js';
+import { RedisBreaker, type BreakerConnection } from '../adapters/cache/redis-breaker.js';
 import type { InvalidationBus } from '../core/ports/invalidation.js';
 import { CachedStore } from '../adapters/cache/cached-store.js';
 import type { Cleanups } from './cleanups.js';
@@ -34,6 +35,10 @@ import type { Cleanups } from './cleanups.js';
 const STARTUP_CHECK_MS = 60_000;
 /** Pause between two start-up attempts to reach a writable primary. */
 const STARTUP_RETRY_MS = 1000;
+/** While a Redis breaker is open, a PING this often (each bounded by the command deadline). */
+const BREAKER_CHECK_MS = 500;
+/** A PING on the bus's subscribed connection this often, so a half-open one is noticed (invalidation-bus.ts). */
+const BUS_HEARTBEAT_MS = 1000;
 
 export interface Stores {
   /** The Postgres URL in use (the embedded server's when DATABASE_URL is unset). */
@@ -82,20 +87,38 @@ export async function startStores(config: Config, logger: Logger, metrics: AppMe
   if (topology) {
     // Sentinels that answer but do not know the master name (or refuse the password): refuse at once.
     if (topology.kind === 'sentinel') await askSentinels(topology, Math.min(config.storeTimeoutMs, 1000));
-    const connected = connectRedis(topology, Math.min(config.storeTimeoutMs, 500), (up) => metrics.health.setStoreUp('redis', up));
-    const subscriber = connectRedis(topology, Math.min(config.storeTimeoutMs, 500));
+    const commandTimeoutMs = Math.min(config.storeTimeoutMs, 500);
+    const connected = connectRedis(topology, commandTimeoutMs, (up) => metrics.health.setStoreUp('redis', up));
+    const subscriber = connectRedis(topology, commandTimeoutMs);
+    // A half-open Redis is gone around as a down one is; never silently: a gauge and a line each way.
+    const breaker = (client: RedisClient, connection: BreakerConnection) => {
+      metrics.cache.setRedisBreakerOpen(connection, false);
+      return new RedisBreaker({
+        client,
+        connection,
+        checkEveryMs: BREAKER_CHECK_MS,
+        onChange: (open, why) => {
+          metrics.cache.setRedisBreakerOpen(connection, open);
+          if (open) logger.warn({ connection, why }, 'Redis breaker open: a connection stayed silent past its deadline (half-open or hung); going around Redis (limits per process, reads from Postgres, invalidations in process) until a PING answers');
+          else logger.info({ connection }, 'Redis breaker closed: PING answered, Redis in use again');
+        },
+      });
+    };
+    const breakers = [breaker(connected, 'commands'), breaker(subscriber, 'subscriber')];
     redis = connected;
     bus = new RedisBus({
       publisher: connected,
       subscriber,
       channel: `${config.redisKeyPrefix}invalidate`,
       onFailure: (operation) => metrics.cache.redisFailed(operation),
+      heartbeatMs: BUS_HEARTBEAT_MS,
     });
     cleanups.add(() => {
+      for (const b of breakers) b.stop();
       closeRedis(connected);
       closeRedis(subscriber);
     });
-    redisStatus = new RedisStatus({ topology, client: connected, metrics: metrics.cache, logger });
+    redisStatus = new RedisStatus({ topology, client: connected, breaker: breakers[0], metrics: metrics.cache, logger });
     await redisStatus.start(config.storeTimeoutMs);
   }
 
@@ -168,6 +191,8 @@ export interface RedisStatusOptions {
   topology: RedisTopology;
   /** The command connection: its errors and readiness are what is watched and verified. */
   client: RedisClient;
+  /** Its breaker: while open, Redis counts as down whatever one check says. */
+  breaker?: Pick<RedisBreaker, 'isOpen'>;
   metrics: Pick<CacheMetrics, 'setRedisTopology'>;
   logger: Logger;
 }
@@ -175,15 +200,17 @@ export interface RedisStatusOptions {
 export class RedisStatus {
   readonly topology: RedisTopology;
   private readonly client: RedisClient;
+  private readonly breaker: Pick<RedisBreaker, 'isOpen'> | undefined;
   private readonly metrics: Pick<CacheMetrics, 'setRedisTopology'>;
   private readonly logger: Logger;
   private verified = false;
   private refusal: RedisSettingError | undefined;
   private lastError: Error | undefined;
 
-  constructor({ topology, client, metrics, logger }: RedisStatusOptions) {
+  constructor({ topology, client, breaker, metrics, logger }: RedisStatusOptions) {
     this.topology = topology;
     this.client = client;
+    this.breaker = breaker;
     this.metrics = metrics;
     this.logger = logger;
     const noteError = (error: Error) => {
@@ -233,6 +260,10 @@ export class RedisStatus {
   async check(): Promise<{ up: boolean; blocksReadiness: boolean; detail: Record<string, unknown> }> {
     if (!this.verified && !this.refusal && this.client.status === 'ready') await this.verify();
     const report: RedisReport = this.verified ? await inspectRedis(this.topology, this.client) : { topology: this.topology.kind, up: false, primaries: [] };
+    if (report.up && this.breaker?.isOpen) {
+      report.up = false;
+      report.problem = 'breaker open: a connection stayed silent past its deadline; gone around until a PING answers';
+    }
     if (report.up) this.metrics.setRedisTopology(report.topology, report.primaries);
     const problem = this.refusal?.message ?? report.problem ?? (this.verified ? undefined : `not reached yet (${TOPOLOGY_SETTING[this.topology.kind]})`);
     return {

@@ -2,6 +2,7 @@
 // topology in use and the Redis commands that failed. Label values come from closed sets.
 import client from 'prom-client';
 import { PendingCounts, StateDuration } from '../telemetry/index.js';
+import type { BreakerConnection } from './redis-breaker.js';
 
 /** What a failed Redis command was doing (ace_redis_failures_total's `operation`). */
 export type RedisOperation =
@@ -13,6 +14,7 @@ export type RedisOperation =
   | 'verified_set'
   | 'verified_delete'
   | 'publish'
+  | 'bus_ping'
   | 'rate_limit_refund'
   | 'admin_limit_read'
   | 'reconnect';
@@ -29,6 +31,7 @@ export class CacheMetrics {
   private readonly topology: client.Gauge<'topology' | 'primary'>;
   private readonly trusted: client.Gauge;
   private readonly failures: client.Counter<'operation'>;
+  private readonly breakerOpen: client.Gauge<'connection'>;
   private readonly bypassed: StateDuration;
   // The cache layer is bypassed while Redis fails its checks (every read would fail) as well as while
   // the layer is distrusted (cached-store.ts), which begins only at the next cache call or reconnect.
@@ -59,9 +62,16 @@ export class CacheMetrics {
     });
     this.failures = new client.Counter({
       name: 'ace_redis_failures_total',
-      help: 'Redis commands that failed, by operation (cache_get, cache_set, cache_delete, cache_sweep, publish, rate_limit_refund, admin_limit_read, reconnect); none is ignored.',
+      help: 'Redis commands that failed, by operation (cache_get, cache_set, cache_delete, cache_sweep, verified_get, verified_set, verified_delete, publish, bus_ping, rate_limit_refund, admin_limit_read, reconnect); none is ignored.',
       labelNames: ['operation'],
       registers,
+    });
+    this.breakerOpen = new client.Gauge({
+      name: 'ace_redis_breaker_open',
+      help: '1 while a Redis connection (commands, subscriber) was dropped for staying silent past its deadline (half-open or hung) and no PING has answered since: Redis is gone around as when it is down; absent without Redis.',
+      labelNames: ['connection'],
+      registers,
+      aggregator: 'max', // open in any process counts
     });
     // The state the state-based alert rules watch, as how long it has lasted (state-duration.ts).
     this.bypassed = new StateDuration({
@@ -99,6 +109,11 @@ export class CacheMetrics {
     this.trusted.set(trusted ? 1 : 0);
     this.redisCacheIsTrusted = trusted;
     this.bypassed.set(!this.redisUp || !this.redisCacheIsTrusted);
+  }
+
+  /** A connection's breaker (redis-breaker.ts) opened or closed; set to 0 for each connection at start. */
+  setRedisBreakerOpen(connection: BreakerConnection, open: boolean): void {
+    this.breakerOpen.set({ connection }, open ? 1 : 0);
   }
 
   redisFailed(operation: RedisOperation): void {

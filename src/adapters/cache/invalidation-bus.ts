@@ -32,8 +32,14 @@ export interface RedisBusOptions {
   /** A connection of its own: a subscribed Redis connection can run no other command. */
   subscriber: RedisClient;
   channel: string;
-  /** Told of a publish that failed (it is owed, and made good as an "all"). */
-  onFailure?: (operation: 'publish') => void;
+  /** Told of a publish that failed (it is owed, and made good as an "all"), and of a heartbeat PING that failed. */
+  onFailure?: (operation: 'publish' | 'bus_ping') => void;
+  /**
+   * A PING on the subscriber this often: a subscribed connection sends nothing by itself, so without it a
+   * half-open subscriber would stay 'ready' and deaf for good. The PING arms the client's socketTimeout,
+   * which drops a silent connection; the reconnect then subscribes again and drops every cache. 0: none.
+   */
+  heartbeatMs?: number;
 }
 
 export class RedisBus implements InvalidationBus {
@@ -44,9 +50,10 @@ export class RedisBus implements InvalidationBus {
 
   private readonly publisher: RedisClient;
   private readonly channel: string;
-  private readonly onFailure: (operation: 'publish') => void;
+  private readonly onFailure: (operation: 'publish' | 'bus_ping') => void;
+  private readonly heartbeat: NodeJS.Timeout | undefined;
 
-  constructor({ publisher, subscriber, channel, onFailure = () => {} }: RedisBusOptions) {
+  constructor({ publisher, subscriber, channel, onFailure = () => {}, heartbeatMs = 0 }: RedisBusOptions) {
     this.publisher = publisher;
     this.channel = channel;
     this.onFailure = onFailure;
@@ -75,6 +82,12 @@ export class RedisBus implements InvalidationBus {
     watchResets(subscriber, () => this.deliver({ kind: 'all' }));
     publisher.on('ready', () => void this.settleOwed());
     this.local.on('message', (m: Invalidation) => this.handlers.forEach((h) => h(m)));
+    if (heartbeatMs > 0) {
+      this.heartbeat = setInterval(() => {
+        if (subscriber.status === 'ready') void subscriber.ping().catch(() => this.onFailure('bus_ping'));
+      }, heartbeatMs);
+      this.heartbeat.unref();
+    }
   }
 
   private deliver(message: Invalidation): void {
@@ -108,6 +121,7 @@ export class RedisBus implements InvalidationBus {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.heartbeat);
     this.handlers.length = 0;
   }
 }

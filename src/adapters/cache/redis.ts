@@ -36,10 +36,20 @@ function reconnectOnReadonly(error: Error): boolean {
   return error.message.startsWith('READONLY');
 }
 
+/**
+ * How long a connection may stay silent with commands out before ioredis drops it (a reply later than a
+ * command's own deadline is already a failure; twice that without a single byte is not load but a dead
+ * peer). Also bounds a reconnect's handshake, so a half-open Redis never looks 'ready'.
+ */
+export function silenceLimitMs(commandTimeoutMs: number): number {
+  return Math.max(1000, 2 * commandTimeoutMs);
+}
+
 function nodeOptions(commandTimeoutMs: number, password: string | undefined, tls: boolean | undefined): RedisOptions {
   return {
     maxRetriesPerRequest: 1,
     commandTimeout: commandTimeoutMs,
+    socketTimeout: silenceLimitMs(commandTimeoutMs),
     connectTimeout: Math.max(1000, commandTimeoutMs),
     reconnectOnError: reconnectOnReadonly,
     // ioredis's own resubscription after a reconnect drops its promise: a SUBSCRIBE that times out there is
