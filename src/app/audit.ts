@@ -16,7 +16,8 @@ export interface RunningAudit {
   sink: AuditSink;
   store: AuditStore;
   trail: AuditTrail | undefined;
-  close(): Promise<void>;
+  /** `drainWithinMs`: how long the spool may take to drain into Postgres before the process exits. */
+  close(options?: { drainWithinMs?: number }): Promise<void>;
 }
 
 export async function startAudit(options: {
@@ -84,17 +85,27 @@ export async function startAudit(options: {
       postgresDown: (error) =>
         logger.warn({ err: { message: (error as Error).message } }, 'audit: Postgres did not take a batch; spooling to DATA_DIR/audit-spool until it answers'),
       drained: (events) => logger.info({ events }, 'audit: spooled events drained into Postgres'),
+      leftInSpool: (events, withinMs) =>
+        logger.error(
+          { events, within_ms: withinMs, spool: spool.dir },
+          'audit: exiting with events still in the spool (Postgres did not take them in time); a process started on the same DATA_DIR drains them, deleting the volume loses them',
+        ),
     },
   });
   trail.start();
+  // Once: the shutdown drains the trail within its budget, and the cleanups close it again after.
+  let closing: Promise<void> | undefined;
   return {
     sink: trail,
     store,
     trail,
-    async close() {
-      maintenance.stop();
-      await trail.close();
-      await store.close();
+    close(closeOptions) {
+      closing ??= (async () => {
+        maintenance.stop();
+        await trail.close(closeOptions);
+        await store.close();
+      })();
+      return closing;
     },
   };
 }

@@ -32,6 +32,7 @@ import { PostgresClientKeyStore } from '../adapters/postgres/client-key-store.js
 import { decoyKeys, JoseAssertionVerifier } from '../adapters/crypto/assertion-verifier.js';
 import { MemoryReplayGuard, RedisReplayGuard } from '../adapters/cache/replay-guard.js';
 import { startAudit, type RunningAudit } from './audit.js';
+import { PostgresClusterVersions } from '../adapters/postgres/cluster-versions.js';
 import type { Stores } from './stores.js';
 import type { Cleanups } from './cleanups.js';
 
@@ -229,7 +230,9 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
   });
   const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: config.enrichmentTimeoutMs, telemetry });
   const agents = new AgentService({ store, uow, hasher: pools, revocations, apiKeyPrefix: config.apiKeyPrefix });
-  const clientKeys = new ClientKeyService({ uow, store: clientKeyStore, verifier: assertionVerifier, hasher: pools, bus, revocations, apiKeyPrefix: config.apiKeyPrefix });
+  // Embedded: one instance per data folder, no older release beside it.
+  const cluster = stores.embedded ? undefined : new PostgresClusterVersions({ sql: stores.sql, timeoutMs: config.storeTimeoutMs });
+  const clientKeys = new ClientKeyService({ uow, store: clientKeyStore, verifier: assertionVerifier, hasher: pools, bus, revocations, apiKeyPrefix: config.apiKeyPrefix, cluster });
   return {
     pools,
     limiters,

@@ -10,6 +10,9 @@ import { startStores } from './stores.js';
 import { startDomain } from './domain.js';
 import { createServers, type Servers } from './servers.js';
 
+/** The Postgres pools' close bounds (2 s each, the store's and the audit trail's) after the spool's drain. */
+const POOL_CLOSE_RESERVE_MS = 4000;
+
 export interface RunningApp {
   publicPort: number;
   adminPort: number;
@@ -69,9 +72,15 @@ export async function startApp({ config, logger, metricsText, sharedPorts = fals
           await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainSeconds * 1000));
         }
         started.public.stopAccepting();
+        const finishing = Date.now();
         await started.public.idle(config.shutdownTimeoutMs);
         started.public.closeAll();
         started.admin.closeAll();
+        // What is left of SHUTDOWN_TIMEOUT_MS, less what closing the pools may take, goes to the audit spool:
+        // a pod must not take events to its deletion that Postgres could take now (the process's hard
+        // deadline and the pod's grace period already allow for the whole timeout).
+        const drainWithinMs = Math.max(0, config.shutdownTimeoutMs - (Date.now() - finishing) - POOL_CLOSE_RESERVE_MS);
+        await domain.audit.close({ drainWithinMs });
         await cleanups.run(logger);
       },
     };

@@ -30,6 +30,10 @@ import { RedisBreaker, type BreakerConnection } from '../adapters/cache/redis-br
 import type { InvalidationBus } from '../core/ports/invalidation.js';
 import { CachedStore } from '../adapters/cache/cached-store.js';
 import type { Cleanups } from './cleanups.js';
+import { ThrottledLog } from '../adapters/telemetry/throttled-log.js';
+
+/** How often the cache's trust flips are logged at most (each message once, then a count). */
+const CACHE_TRUST_LOG_INTERVAL_MS = 10_000;
 
 /** Bound on the start-up check of the primary: the first connection (or PGlite loading) may take a while. */
 const STARTUP_CHECK_MS = 60_000;
@@ -122,6 +126,8 @@ export async function startStores(config: Config, logger: Logger, metrics: AppMe
     await redisStatus.start(config.storeTimeoutMs);
   }
 
+  // A full Redis fails every cache write and each one flips trust: one line per interval, with a count.
+  const trustLog = new ThrottledLog({ logger, intervalMs: CACHE_TRUST_LOG_INTERVAL_MS });
   const store = new CachedStore({
     inner: postgres,
     redis,
@@ -132,7 +138,7 @@ export async function startStores(config: Config, logger: Logger, metrics: AppMe
     bus,
     metrics: metrics.cache,
     onTrust: (trusted, why) =>
-      trusted ? logger.info('Redis cache swept: in use again') : logger.warn({ why }, 'Redis cache bypassed until swept (reads go to Postgres)'),
+      trusted ? trustLog.log('info', {}, 'Redis cache swept: in use again') : trustLog.log('warn', { why }, 'Redis cache bypassed until swept (reads go to Postgres)'),
   });
   return { databaseUrl: database.url, embedded, sql, postgres, primary, redis, redisStatus, bus, store };
 }

@@ -280,6 +280,18 @@ describe.each(VARIANTS)('k8s %s', (variant) => {
     }
   });
 
+  it('the audit spool stays inside the DATA_DIR volume with headroom: AUDIT_SPOOL_MAX_BYTES at most half its sizeLimit', () => {
+    const c = container(variant);
+    const pod = deployment(variant).spec.template.spec;
+    const config = podConfig(variant);
+    const mount = c.volumeMounts.find((m: Json) => m.mountPath === config.dataDir);
+    const sizeLimit = pod.volumes.find((v: Json) => v.name === mount?.name)?.emptyDir?.sizeLimit;
+    expect(sizeLimit, 'the DATA_DIR emptyDir has a sizeLimit').toBeDefined();
+    // Past the sizeLimit the kubelet evicts the pod, spool and all: the spool must be refused well before.
+    expect(config.audit.spoolMaxBytes).toBeGreaterThan(0);
+    expect(config.audit.spoolMaxBytes).toBeLessThanOrEqual(quantity(sizeLimit) / 2);
+  });
+
   it('drains before the kubelet kills: grace period > preStop pause + SHUTDOWN_DRAIN_SECONDS + SHUTDOWN_TIMEOUT_MS', () => {
     const pod = deployment(variant).spec.template.spec;
     const preStop = preStopSeconds(container(variant));

@@ -39,6 +39,15 @@ describe('k8s overlay production-pgbouncer', () => {
     expect(text).not.toMatch(/^# {3}(max_prepared_statements|ignore_startup_parameters)/m);
   });
 
+  it('the documented pgbouncer.ini retries a failed server login within a second or two (its default, 15 s, keeps clients out after Postgres is back)', () => {
+    const text = readFileSync(path.join(DIR, 'pgbouncer.yaml'), 'utf8');
+    const retry = /^# {3}server_login_retry = (\d+)$/m.exec(text)?.[1];
+    expect(retry, 'pgbouncer.yaml documents server_login_retry').toBeDefined();
+    expect(Number(retry)).toBeGreaterThanOrEqual(1);
+    expect(Number(retry)).toBeLessThanOrEqual(2);
+    expect(readFileSync(path.join(DIR, '../../../docs/operations.md'), 'utf8')).toContain(`\`server_login_retry = ${retry}\``);
+  });
+
   it('connections at full scale, every pool counted: clients within max_client_conn of one PgBouncer, servers within Postgres\' max_connections', () => {
     const cm = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name.startsWith('ace-config'))!;
     const config = loadConfig({ ...cm.data, DATABASE_URL: 'postgres://ace:pw@ace-pgbouncer:6432/ace', ADMIN_TOKEN: 'x'.repeat(32), KEY_ENCRYPTION_KEY: '11'.repeat(32), REDIS_URL: 'redis://redis:6379' });

@@ -4,9 +4,10 @@
 // one set of signing keys (each one's tokens verify with the other's JWKS, same issuer and lifetime),
 // one rate limit per key across both, a deactivation through either one refused by both, and the
 // revocation feed: both refuse it without a feed token, a feed token made through either serves the same
-// events on both. Nothing an old instance does may weaken what the new one enforces.
+// events on both. Nothing an old instance does may weaken what the new one enforces. Data the old release
+// cannot read (agents without secrets) waits for the rollout: 409 while an old instance is connected.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JSONWebKeySet } from 'jose';
+import { createLocalJWKSet, decodeProtectedHeader, exportJWK, generateKeyPair, jwtVerify, type JSONWebKeySet } from 'jose';
 import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../../kit/admin.js';
 import { redisKeyPrefix } from '../../kit/stores.js';
 import { waitFor } from '../../kit/wait.js';
@@ -117,5 +118,29 @@ describe('the previous release beside this one, on one Postgres and one Redis', 
       expect(answers[0]).toEqual(answers[1]);
       for (const service of [old, current]) expect((await feed(service, `${feedToken}x`)).status).toBe(401);
     }
+  });
+  // Last: it stops the old release. The old release cannot read agents without secrets (it would answer
+  // 401 invalid_client for one that exists), so this build refuses to create them while it is live.
+  it('agents without secrets wait for the rollout: 409 with a clear message while the old release is connected, 201 once it stopped', async () => {
+    const { publicKey } = await generateKeyPair('ES256', { extractable: true });
+    const body = { name: 'key-agent', token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' }] } };
+    const create = () =>
+      fetch(`${current.adminUrl}/admin/v1/agents`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${current.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const refused = await create();
+    expect(refused.status).toBe(409);
+    const error = (await refused.json()) as { error_code: string; detail: string };
+    expect(error.error_code).toBe('conflict');
+    expect(error.detail).toMatch(/older release.*finish the rollout/);
+    // Agents with secrets, which the old release reads, are not held back.
+    expect((await newAgent('with-secret')).agent_id).toEqual(expect.any(String));
+
+    await old.stop();
+    let status = 0;
+    await waitFor('a key agent created once the old release is gone', async () => (status = (await create()).status) === 201, 15_000, 200);
+    expect(status).toBe(201);
   });
 });

@@ -83,7 +83,7 @@ describe('a Postgres that answers but refuses writes', () => {
     const sql = connectPostgres({ url: database.url, poolSize: 1, timeoutMs: TIMEOUT_MS });
     const store = new PostgresAuditStore({ sql, readTimeoutMs: TIMEOUT_MS });
     const failed: number[] = [];
-    const observer: TrailObserver = { written() {}, batch() {}, failed: (n) => failed.push(n), spoolDepth() {}, spooling() {}, refusing() {}, postgresDown() {}, drained() {} };
+    const observer: TrailObserver = { written() {}, batch() {}, failed: (n) => failed.push(n), spoolDepth() {}, spooling() {}, refusing() {}, postgresDown() {}, drained() {}, leftInSpool() {} };
     const spool = new Spool({ dataDir, maxBytes: 1e9 });
     const trail = new AuditTrail({ store, spool, flushMs: 2, batchMax: 1000, maxInFlight: 1, writeTimeoutMs: TIMEOUT_MS, drainIntervalMs: 60_000, observer });
     const inDatabase = async () => {

@@ -35,6 +35,8 @@ export interface TrailObserver {
   refusing(refusing: boolean): void;
   postgresDown(error: unknown): void;
   drained(events: number): void;
+  /** At close: events still in the spool after the final drain (Postgres did not take them in time). */
+  leftInSpool(events: number, withinMs: number): void;
 }
 
 export interface AuditTrailOptions extends TrailSettings {
@@ -258,8 +260,13 @@ export class AuditTrail implements AuditSink {
     );
   }
 
-  /** Writes what is queued, then stops. */
-  async close(): Promise<void> {
+  /**
+   * Writes what is queued, then drains the spool into Postgres for at most `drainWithinMs` (retrying while
+   * Postgres is still out), so a stopping process leaves nothing spooled that Postgres could take; what is
+   * left is reported (a successor on the same DATA_DIR drains it; a deleted pod's volume loses it).
+   */
+  async close({ drainWithinMs = 0 }: { drainWithinMs?: number } = {}): Promise<void> {
+    if (this.closed) return;
     this.closed = true;
     if (this.drainTimer) clearTimeout(this.drainTimer);
     while (this.queue.length > 0 || this.inFlight > 0) {
@@ -267,6 +274,21 @@ export class AuditTrail implements AuditSink {
       await new Promise((r) => setTimeout(r, 5));
     }
     await this.draining;
+    const deadline = Date.now() + drainWithinMs;
+    while (this.hasSpooled() && Date.now() < deadline) {
+      const left = deadline - Date.now();
+      let timer: NodeJS.Timeout | undefined;
+      // A round cut by the deadline keeps its segment: drained again (idempotently) by a successor.
+      await Promise.race([this.drain().catch((error) => this.observer.failed(0, error)), new Promise((r) => (timer = setTimeout(r, left)))]);
+      clearTimeout(timer);
+      if (this.hasSpooled() && Date.now() < deadline) await new Promise((r) => setTimeout(r, Math.min(200, this.settings.drainIntervalMs, Math.max(0, deadline - Date.now()))));
+    }
+    if (this.hasSpooled()) this.observer.leftInSpool(this.spool.depth, drainWithinMs);
     await this.spool.close();
+  }
+
+  /** Events this process still holds in the spool, or segments it has not drained yet. */
+  private hasSpooled(): boolean {
+    return this.mode === 'spool' || this.spool.depth > 0;
   }
 }

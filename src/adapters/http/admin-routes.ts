@@ -205,7 +205,7 @@ export const adminRouteTable = {
   agentCreate: {
     ...admin, method: 'POST', path: '/admin/v1/agents', name: 'admin_agents', operationId: 'adminCreateAgent',
     summary: 'Create an agent (its secret is shown once)', body: jsonBody(AgentCreate), audit: change('agent.created'),
-    responses: { 201: { ...ok('Created.', AgentCreated), headers: NO_STORE }, ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, validation_error: '' }) },
+    responses: { 201: { ...ok('Created.', AgentCreated), headers: NO_STORE }, ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, validation_error: '', conflict: 'a private_key_jwt agent while instances of an older release are still connected (agents without secrets wait for the rollout).' }) },
   },
   agentList: {
     ...admin, method: 'GET', path: '/admin/v1/agents', name: 'admin_agents', operationId: 'adminListAgents',
@@ -251,7 +251,7 @@ export const adminRouteTable = {
   clientKeyAdd: {
     ...admin, method: 'POST', path: '/admin/v1/agents/:agent_id/keys', name: 'admin_agent_keys', operationId: 'adminAddAgentKey',
     summary: 'Add a public key to a private_key_jwt agent (several live keys: rotation with overlap)', params: AGENT_ID, body: jsonBody(ClientKeyAdd), audit: change('agent.key_added'),
-    responses: { 201: ok('Its keys now.', ClientKeysView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '', conflict: 'a key with this kid exists, 10 keys already, or the agent uses a secret or a jwks_uri.' }) },
+    responses: { 201: ok('Its keys now.', ClientKeysView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '', conflict: 'a key with this kid exists, 10 keys already, the agent uses a secret or a jwks_uri, or instances of an older release are still connected (agents without secrets wait for the rollout).' }) },
   },
   clientKeyRemove: {
     ...admin, method: 'DELETE', path: '/admin/v1/agents/:agent_id/keys/:kid', name: 'admin_agent_key', operationId: 'adminRemoveAgentKey',
@@ -261,7 +261,7 @@ export const adminRouteTable = {
   workloadIssuerCreate: {
     ...admin, method: 'POST', path: '/admin/v1/workload-issuers', name: 'admin_workload_issuers', operationId: 'adminCreateWorkloadIssuer',
     summary: 'Trust a workload identity issuer (Kubernetes service accounts, SPIFFE, a CI OIDC issuer)', body: jsonBody(WorkloadIssuerCreate), audit: change('workload_issuer.created'),
-    responses: { 201: ok('Created.', WorkloadIssuerView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, validation_error: '', conflict: 'this issuer is trusted already.' }) },
+    responses: { 201: ok('Created.', WorkloadIssuerView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, validation_error: '', conflict: 'this issuer is trusted already, or instances of an older release are still connected (agents without secrets wait for the rollout).' }) },
   },
   workloadIssuerList: {
     ...admin, method: 'GET', path: '/admin/v1/workload-issuers', name: 'admin_workload_issuers', operationId: 'adminListWorkloadIssuers',
@@ -275,7 +275,7 @@ export const adminRouteTable = {
   workloadBindingCreate: {
     ...admin, method: 'POST', path: '/admin/v1/workload-issuers/:issuer_id/bindings', name: 'admin_workload_bindings', operationId: 'adminBindWorkload',
     summary: "Let a workload (the issuer's subject) act as an agent", params: { issuer_id: Type.String({ format: 'uuid' }) }, body: jsonBody(WorkloadBindingCreate), audit: change('workload_binding.created'),
-    responses: { 201: ok('Bound.', WorkloadBindingView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '', conflict: 'the subject is bound already.' }) },
+    responses: { 201: ok('Bound.', WorkloadBindingView), ...refusals({ ...GUARD_REFUSALS, ...JSON_BODY_REFUSALS, not_found: '', validation_error: '', conflict: 'the subject is bound already, or instances of an older release are still connected (agents without secrets wait for the rollout).' }) },
   },
   workloadBindingList: {
     ...admin, method: 'GET', path: '/admin/v1/workload-issuers/:issuer_id/bindings', name: 'admin_workload_bindings', operationId: 'adminListWorkloadBindings',

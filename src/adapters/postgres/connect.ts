@@ -1,4 +1,5 @@
 // The pool every Postgres adapter runs on.
+import { APPLICATION_NAME } from './cluster-versions.js';
 import postgres, { type Sql } from 'postgres';
 import { parsePostgresUrl } from '../../support/postgres-url.js';
 import { withWholeResults } from './whole-results.js';
@@ -38,6 +39,6 @@ export function connectPostgres(options: PostgresOptions): Sql {
     onnotice: () => {},
     // Timestamps come back as ISO strings through toISOString() in the feature modules' mappers.
     transform: { undefined: null },
-    connection: { application_name: 'agent-credential-exchange' },
+    connection: { application_name: APPLICATION_NAME },
   }));
 }

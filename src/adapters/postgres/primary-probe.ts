@@ -1,6 +1,7 @@
 // Which Postgres server this process writes to, for /readyz and /metrics (ace_postgres_primary_info):
 // during a failover an operator sees each instance leave the old primary and reach the promoted one.
 // The check also proves the server takes writes: a server in recovery or read-only is "not ready".
+import { APPLICATION_NAME } from './cluster-versions.js';
 import client from 'prom-client';
 import postgres, { type Sql } from 'postgres';
 import { withTimeout } from '../../core/support/deadline.js';
@@ -116,7 +117,7 @@ export class PrimaryProbe {
   async explain(state: PrimaryState, timeoutMs: number): Promise<PrimaryState> {
     const driverUrl = parsePostgresUrl(this.options.url).url?.driverUrl;
     if (state.writable || this.options.embedded || !driverUrl || !/^CONNECTION_/.test(state.reason ?? '')) return state;
-    const direct = postgres(driverUrl, { max: 1, connect_timeout: Math.max(1, Math.ceil(timeoutMs / 1000)), onnotice: () => {}, connection: { application_name: 'agent-credential-exchange' } });
+    const direct = postgres(driverUrl, { max: 1, connect_timeout: Math.max(1, Math.ceil(timeoutMs / 1000)), onnotice: () => {}, connection: { application_name: APPLICATION_NAME } });
     try {
       const [row] = await withTimeout('postgres', direct`SELECT host(inet_server_addr()) AS addr, inet_server_port() AS port, pg_is_in_recovery() AS recovery`, timeoutMs);
       return row.recovery === true ? { writable: false, server: this.name(row.addr, row.port), reason: 'in recovery' } : state;

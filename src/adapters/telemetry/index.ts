@@ -5,6 +5,7 @@ export { CoreTelemetry, type CoreTelemetryOptions } from './core-telemetry.js';
 export { PendingCounts } from './pending-counts.js';
 export { RequestSeries, type RequestSeriesOptions } from './request-series.js';
 export { StateDuration } from './state-duration.js';
+export { ThrottledLog, type ThrottledLogOptions } from './throttled-log.js';
 export { createLogger, loggerOptions, type Logger } from './logger.js';
 export { isDroppedSocketError, tolerateDroppedStoreErrors } from './dropped-store-errors.js';
 export { CENSOR, isSensitiveKey, redactDeep } from './redact.js';

@@ -11,6 +11,7 @@ import type { AssertionVerifier } from '../ports/assertions.js';
 import type { KeySource, PublicJwk, TrustedIssuer, WorkloadBinding, ClientKeyStore } from '../ports/client-keys.js';
 import type { SecretHasher } from '../ports/crypto.js';
 import type { InvalidationBus } from '../ports/invalidation.js';
+import { CAPABILITY_CLIENT_KEYS, type ClusterVersions } from '../ports/cluster-versions.js';
 import type { Transaction, UnitOfWork } from '../ports/unit-of-work.js';
 import { auditEvents, type ChangeBy } from '../audit/events.js';
 import { generateApiKeyId } from '../credentials/generate.js';
@@ -29,6 +30,8 @@ export interface ClientKeyServicePorts {
   bus: InvalidationBus;
   revocations?: Revocations;
   apiKeyPrefix: string;
+  /** Which live instances can read these records; absent: one instance or one release (embedded, tests). */
+  cluster?: ClusterVersions;
 }
 
 const notFound = (what = 'agent') => new ServiceError('not_found', `No ${what} with this id.`);
@@ -45,6 +48,7 @@ export class ClientKeyService {
 
   /** A new agent that authenticates with private_key_jwt: no secret is made, shown or usable. */
   async createKeyAgent(name: string, source: KeySource, by: ChangeBy): Promise<AgentRecord> {
+    await this.everyInstanceReads();
     // No keys at all is allowed here: such an agent authenticates only through a workload binding.
     await this.checkSource(source, { allowEmpty: true });
     // The row needs a hash: one of a random secret nobody ever sees, so the secret door refuses it like
@@ -57,6 +61,21 @@ export class ClientKeyService {
       this.told(tx, agent.apiKeyId);
       return agent;
     });
+  }
+
+  /**
+   * Records of agents without secrets are written only once no older instance is live: an old pod cannot
+   * read them and would answer 401 invalid_client (which clients do not retry) for an agent that exists.
+   */
+  private async everyInstanceReads(): Promise<void> {
+    if (!this.ports.cluster) return;
+    const older = await this.ports.cluster.olderThan(CAPABILITY_CLIENT_KEYS);
+    if (older > 0) {
+      throw new ServiceError(
+        'conflict',
+        `Instances of an older release are still connected to the database (${older} connection(s)) and cannot read agents without secrets (client keys, workload identity): finish the rollout so every instance runs this release, then try again.`,
+      );
+    }
   }
 
   private hashOfNothing(): Promise<string> {
@@ -77,6 +96,7 @@ export class ClientKeyService {
   }
 
   async addKey(agentId: string, jwk: Record<string, unknown>, by: ChangeBy): Promise<KeySource> {
+    await this.everyInstanceReads();
     const problem = await this.ports.verifier.checkPublicKey(jwk);
     if (problem) throw invalid(`jwk: ${problem}`);
     const key = jwk as PublicJwk;
@@ -106,6 +126,7 @@ export class ClientKeyService {
   }
 
   async createIssuer(input: { issuer: string; audience: string; source: KeySource }, by: ChangeBy): Promise<TrustedIssuer> {
+    await this.everyInstanceReads();
     await this.checkSource(input.source);
     if (input.issuer.length === 0 || input.issuer.length > 512) throw invalid('issuer must be 1 to 512 characters.');
     if (input.audience.length === 0 || input.audience.length > 512) throw invalid('audience must be 1 to 512 characters.');
@@ -135,6 +156,7 @@ export class ClientKeyService {
   }
 
   async bind(issuerId: string, subject: string, agentId: string, by: ChangeBy): Promise<WorkloadBinding> {
+    await this.everyInstanceReads();
     if (subject.length === 0 || subject.length > 512) throw invalid('subject must be 1 to 512 characters.');
     return this.ports.uow.run(async (tx) => {
       const issuer = await tx.clientKeys.getTrustedIssuer(issuerId.toLowerCase());

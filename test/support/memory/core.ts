@@ -40,6 +40,8 @@ export class MemoryKeyMaterial implements KeyMaterial {
 }
 
 export interface CoreOptions {
+  /** The cluster-version gate's source (absent: no gate, one release). */
+  cluster?: import('../../../src/core/ports/cluster-versions.js').ClusterVersions;
   tokenPoints?: number;
   authFailPoints?: number;
   tokenWindowSeconds?: number;
@@ -150,7 +152,7 @@ export async function memoryCore(options: CoreOptions = {}) {
     tokenTtlSeconds: options.tokenTtlSeconds ?? TOKEN_TTL_SECONDS,
     clock: options.clock ?? ANY_CLOCK,
   });
-  const clientKeys = new ClientKeyService({ uow, store: memoryUow.clientKeys, verifier, hasher, bus, revocations, apiKeyPrefix: options.apiKeyPrefix ?? API_KEY_PREFIX });
+  const clientKeys = new ClientKeyService({ uow, store: memoryUow.clientKeys, verifier, hasher, bus, revocations, apiKeyPrefix: options.apiKeyPrefix ?? API_KEY_PREFIX, cluster: options.cluster });
   const agents = new AgentService({ store, uow, hasher, revocations, apiKeyPrefix: options.apiKeyPrefix ?? API_KEY_PREFIX });
   const platforms = new PlatformService({ store, uow, revocations, enrichmentTimeoutMs: 200 });
   const feedCredentials = new FeedCredentialService({ store: memoryUow.feedCredentials, uow, bus });
