@@ -46,6 +46,7 @@ PROFILE_TYP = {"svc-native-jwt": "jwt", "oauth-at-jwt": "at+jwt"}
 REQUIRED_CLAIMS = ["iss", "sub", "aud", "exp", "iat"]
 MAX_TOKEN_AGE = 86400  # the longest lifetime the service can give a token (TOKEN_TTL_SECONDS max)
 MAX_TOKEN_LENGTH = 8192
+MAX_BODY = 1 << 20  # request bodies are read off the connection and dropped; larger ones close it
 TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9\-._~+/]+=*$")  # RFC 6750 b64token
 
 SET_TYP = "secevent+jwt"
@@ -720,7 +721,37 @@ def serve(args):
                 headers["www-authenticate"] = f'Bearer realm="{platform_id}", error="{code}", error_description="{error.detail}"'
             self.answer(error.status, {"detail": error.detail, "error_code": code}, headers)
 
+        def framing_refused(self, status, detail, code):
+            # The body's end is unknown (or too far): answer, then close, so no byte of it is read as a request.
+            self.close_connection = True
+            self.answer(status, {"detail": detail, "error_code": code}, {"connection": "close"})
+            return False
+
+        def discard_body(self):
+            """Reads the request body off the keep-alive connection (nothing here uses it); False when the
+            request was refused for its framing (RFC 9112 section 6) and the connection is closing."""
+            if self.headers.get_all("transfer-encoding"):
+                # Chunked (or any transfer coding) is not decoded here: Content-Length is the only framing read.
+                return self.framing_refused(411, "A request body needs a Content-Length (Transfer-Encoding is not accepted).", "length_required")
+            lengths = self.headers.get_all("content-length") or []
+            if not lengths:
+                return True
+            if len(lengths) != 1 or not re.fullmatch(r"[0-9]{1,15}", lengths[0].strip()):
+                return self.framing_refused(400, "The request has an invalid Content-Length.", "bad_request")
+            remaining = int(lengths[0])
+            if remaining > MAX_BODY:
+                return self.framing_refused(413, "The request body is too large.", "payload_too_large")
+            while remaining > 0:
+                chunk = self.rfile.read(min(remaining, 65536))
+                if not chunk:  # the client hung up mid-body
+                    self.close_connection = True
+                    return False
+                remaining -= len(chunk)
+            return True
+
         def handle_any(self):
+            if not self.discard_body():
+                return
             path = self.path.split("?", 1)[0]
             if args.status and self.command == "GET" and path == "/_platform/status":
                 return self.answer(200, {

@@ -6,6 +6,7 @@
 // brings the SET naming the agent, verified with PyJWT as a SET.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -37,6 +38,48 @@ function runVectors(dir: string): { code: number | null; summary: any; stderr: s
     summary = run.stdout;
   }
   return { code: run.status, summary, stderr: run.stderr };
+}
+
+// Raw HTTP/1.1 on one socket: each call sends bytes, then reads one whole answer (headers + Content-Length body).
+function rawConnection(url: string) {
+  const { hostname, port } = new URL(url);
+  const socket = net.connect(Number(port), hostname);
+  let buffered = Buffer.alloc(0);
+  let ended = false;
+  const waiters: Array<() => void> = [];
+  const wake = () => waiters.splice(0).forEach((w) => w());
+  socket.on('data', (d) => ((buffered = Buffer.concat([buffered, d])), wake()));
+  socket.on('end', () => ((ended = true), wake()));
+  socket.on('close', () => ((ended = true), wake()));
+  socket.on('error', () => ((ended = true), wake()));
+  const next = async (): Promise<{ status: number; headers: Record<string, string>; body: any } | 'closed'> => {
+    for (;;) {
+      const head = buffered.indexOf('\r\n\r\n');
+      if (head >= 0) {
+        const lines = buffered.subarray(0, head).toString('latin1').split('\r\n');
+        const headers = Object.fromEntries(lines.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+        const length = Number(headers['content-length'] ?? 0);
+        if (buffered.length >= head + 4 + length) {
+          const text = buffered.subarray(head + 4, head + 4 + length).toString('utf8');
+          buffered = buffered.subarray(head + 4 + length);
+          let body: any = text;
+          try {
+            body = JSON.parse(text);
+          } catch {
+            // not JSON (e.g. http.server's own HTML error page): kept as text for the assertion message
+          }
+          return { status: Number(lines[0].split(' ')[1]), headers, body };
+        }
+      }
+      if (ended) return 'closed';
+      await new Promise<void>((resolve) => waiters.push(resolve));
+    }
+  };
+  return {
+    send: async (bytes: string) => (socket.write(bytes), next()),
+    next,
+    close: () => socket.destroy(),
+  };
 }
 
 describe.skipIf(!python)('python platform: the conformance vectors', () => {
@@ -162,6 +205,49 @@ describe.skipIf(!python)('python platform against a live service', () => {
     const tampered = await call('GET', '/orders/42', `${bearer.slice(0, -4)}AAAA`);
     expect(tampered.status).toBe(401);
     expect(tampered.body).toEqual({ detail: 'The access token signature is invalid.', error_code: 'invalid_token' });
+  });
+
+  it('reads a request body off a keep-alive connection: a POST with a body, then a GET on the same connection', async () => {
+    const bearer = await token(agent);
+    const host = new URL(platformUrl).host;
+    const connection = rawConnection(platformUrl);
+    try {
+      const body = '{"x":1}';
+      const post = await connection.send(`POST /orders/42 HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${bearer}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      expect(post).toMatchObject({ status: 403, body: { error_code: 'insufficient_scope' } }); // no rule for POST in the scope file
+      const get = await connection.send(`GET /orders/42 HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${bearer}\r\n\r\n`);
+      expect(get, JSON.stringify(get)).toMatchObject({ status: 200, body: { agent: agent.agent_id, route: 'GET /orders/{id}' } });
+      // And a body sent with a request refused before any token check (no Bearer) is read off just the same.
+      const unauthenticated = await connection.send(`PUT /orders/42 HTTP/1.1\r\nHost: ${host}\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      expect(unauthenticated).toMatchObject({ status: 401, body: { error_code: 'unauthorized' } });
+      expect(await connection.send(`GET /orders/42 HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${bearer}\r\n\r\n`)).toMatchObject({ status: 200 });
+    } finally {
+      connection.close();
+    }
+  });
+
+  it('refuses framing it does not read (chunked, a bad or too large Content-Length) and closes the connection', async () => {
+    const bearer = await token(agent);
+    const host = new URL(platformUrl).host;
+    const requests = [
+      [411, 'length_required', `POST /orders/42 HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${bearer}\r\nTransfer-Encoding: chunked\r\n\r\n`],
+      [400, 'bad_request', `POST /orders/42 HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 7\r\nContent-Length: 8\r\n\r\n`],
+      [400, 'bad_request', `POST /orders/42 HTTP/1.1\r\nHost: ${host}\r\nContent-Length: -7\r\n\r\n`],
+      [413, 'payload_too_large', `POST /orders/42 HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 99999999\r\n\r\n`],
+    ] as const;
+    // Headers only: the platform answers at once; a body it never reads would make its close a TCP reset,
+    // which can cost the client the answer.
+    for (const [status, code, bytes] of requests) {
+      const connection = rawConnection(platformUrl);
+      try {
+        const refused = await connection.send(bytes);
+        expect(refused, bytes).toMatchObject({ status, headers: { connection: 'close' }, body: { error_code: code } });
+        // Nothing after it is read as a request: the connection is closed.
+        expect(await connection.next()).toBe('closed');
+      } finally {
+        connection.close();
+      }
+    }
   });
 
   it('accepts an oauth-at-jwt token from the OAuth door (typ at+jwt)', async () => {
