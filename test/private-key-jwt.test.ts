@@ -287,7 +287,7 @@ describe('a jwks_uri naming the unspecified address, with private ranges allowed
       expect(agent.status, uri).toBe(422);
       expect(agent.body.error_code).toBe('validation_error');
       expect(agent.body.detail).toMatch(/jwks_uri/);
-      const issuer = await local.request('POST', '/admin/v1/workload-issuers', { name: 'x', issuer: 'https://issuer.example', audience: ISSUER, jwks_uri: uri });
+      const issuer = await local.request('POST', '/admin/v1/workload-issuers', { issuer: 'https://issuer.example', audience: ISSUER, jwks_uri: uri });
       expect(issuer.status, uri).toBe(422);
       expect(issuer.body.error_code).toBe('validation_error');
     }
