@@ -156,7 +156,7 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'WORKLOAD_TOKEN_MAX_LIFETIME_SECONDS', key: 'workloadTokenMaxLifetimeSeconds', type: 'int', default: 86_400, min: 60, max: 604_800, defaultText: '`86400`', meaning: 'workload identity: longest exp - now of a platform-issued token' },
   { env: 'CLIENT_ASSERTION_CLOCK_TOLERANCE_SECONDS', key: 'clientAssertionClockToleranceSeconds', type: 'int', default: 30, min: 0, max: 300, defaultText: '`30`', meaning: 'client assertions: tolerance of exp, nbf, iat' },
   { env: 'JWKS_URI_ALLOW_LOOPBACK', key: 'jwksUriAllowLoopback', type: 'bool', default: false, defaultText: '`false`', meaning: 'agents\' and issuers\' jwks_uri may be http on loopback (development, tests)' },
-  { env: 'JWKS_URI_ALLOW_PRIVATE', key: 'jwksUriAllowPrivate', type: 'bool', default: false, defaultText: '`false`', meaning: 'jwks_uri may resolve to private ranges' },
+  { env: 'JWKS_URI_ALLOW_PRIVATE', key: 'jwksUriAllowPrivate', type: 'bool', default: false, defaultText: '`false`', meaning: 'jwks_uri may resolve to private ranges (never to 0.0.0.0/8, ::/96 or forms of them)' },
   { env: 'JWKS_URI_TIMEOUT_MS', key: 'jwksUriTimeoutMs', type: 'int', default: 3000, min: 100, max: 30_000, defaultText: '`3000`', meaning: 'time bound of a jwks_uri fetch' },
   { env: 'JWKS_URI_CACHE_SECONDS', key: 'jwksUriCacheSeconds', type: 'int', default: 300, min: 0, max: 86_400, defaultText: '`300`', meaning: 'how long a fetched jwks_uri is used' },
   { env: 'JWKS_URI_COOLDOWN_SECONDS', key: 'jwksUriCooldownSeconds', type: 'int', default: 5, min: 0, max: 3600, defaultText: '`5`', meaning: 'an unknown kid fetches a jwks_uri again at once, at most this often' },

@@ -13,15 +13,24 @@ describe('which addresses and URIs a jwks_uri may name', () => {
       expect(refusedAddress(address, strict)).toMatch(/loopback/);
       expect(refusedAddress(address, { allowLoopback: true, allowPrivate: false })).toBeUndefined();
     }
-    for (const address of ['10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', 'fc00::1', 'fe80::1', '::ffff:10.0.0.1', '::ffff:a00:1', '::ffff:7f00:1', '::']) {
+    for (const address of ['10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', 'fc00::1', 'fe80::1', '::ffff:10.0.0.1', '::ffff:a00:1', '::ffff:7f00:1']) {
       expect(refusedAddress(address, strict), address).toMatch(/private|loopback/);
       if (address !== '::ffff:7f00:1') expect(refusedAddress(address, { allowLoopback: false, allowPrivate: true }), address).toBeUndefined();
     }
     // IPv6 ranges embedding or reaching an IPv4 address, and other special-purpose ones.
-    for (const address of ['::127.0.0.1', '::a00:1', '::ffff:0:7f00:1', '::ffff:0:a9fe:a9fe', '2002:7f00:1::', '2002:a9fe:a9fe::1', '2001:0:4136:e378:8000:63bf:3fff:fdd2', '64:ff9b::a00:1', '64:ff9b:1::a00:1', '100::1', 'fec0::1']) {
+    for (const address of ['::ffff:0:a9fe:a9fe', '2002:a9fe:a9fe::1', '2001:0:4136:e378:8000:63bf:3fff:fdd2', '64:ff9b::a00:1', '64:ff9b:1::a00:1', '100::1', 'fec0::1']) {
       expect(refusedAddress(address, strict), address).toMatch(/private|loopback/);
       expect(refusedAddress(address, { allowLoopback: false, allowPrivate: true }), address).toBeUndefined();
     }
+    // The unspecified and "this network" addresses connect to the host itself, and IPv6 forms carrying them or
+    // loopback reach it too: refused whatever the operator allows.
+    const everything = { allowLoopback: true, allowPrivate: true };
+    for (const address of ['0.0.0.0', '0.1.2.3', '::', '::0.0.0.0', '::127.0.0.1', '::a00:1', '::ffff:0.0.0.0', '::ffff:0:0', '::ffff:0:7f00:1', '::ffff:0:0:0',
+      '64:ff9b::7f00:1', '64:ff9b::', '64:ff9b:1::7f00:1', '2002:7f00:1::', '2002::1', '0:0:0:0:0:0:0:0']) {
+      expect(refusedAddress(address, everything), address).toMatch(/unspecified|reaches/);
+    }
+    expect(refusedAddress('::1', everything)).toBeUndefined();
+    expect(refusedAddress('127.0.0.1', everything)).toBeUndefined();
     for (const address of ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946', '2001:4860:4860::8888', '2a00:1450:4001:800::200e', '8.8.8.8']) expect(refusedAddress(address, strict), address).toBeUndefined();
   });
 
@@ -36,6 +45,9 @@ describe('which addresses and URIs a jwks_uri may name', () => {
     expect(refusedUri('https://issuer.example/keys#x', strict)).toMatch(/fragment/);
     expect(refusedUri('ftp://issuer.example/keys', strict)).toMatch(/https/);
     expect(refusedUri('not a url', strict)).toMatch(/absolute/);
+    for (const uri of ['https://0.0.0.0:9/keys', 'https://0:9/keys', 'https://[::]:9/keys', 'https://[::ffff:0.0.0.0]:9/keys', 'https://[64:ff9b::7f00:1]/keys']) {
+      expect(refusedUri(uri, { allowLoopback: true }), uri).toMatch(/unspecified|reaches/);
+    }
   });
 });
 
@@ -89,6 +101,16 @@ describe('guardedFetch against servers on loopback', () => {
     await expect(fetchJwks(`${base}/keys`, init())).rejects.toThrow(/https|loopback/);
     const port = (server.address() as AddressInfo).port;
     await expect(guardedFetch({ allowLoopback: false, allowPrivate: false, timeoutMs: 2000, maxBytes: 65_536 })(`https://localhost:${port}/keys`, init())).rejects.toThrow(/loopback/);
+  });
+
+  it('refuses the unspecified addresses even with private ranges allowed: a connect to them reaches this host', async () => {
+    const port = (server.address() as AddressInfo).port;
+    for (const allowLoopback of [false, true]) {
+      const fetchJwks = guardedFetch({ allowLoopback, allowPrivate: true, timeoutMs: 2000, maxBytes: 65_536 });
+      for (const uri of [`https://0.0.0.0:${port}/keys`, `https://0:${port}/keys`, `https://[::]:${port}/keys`, `https://[::ffff:0.0.0.0]:${port}/keys`, `https://[64:ff9b::7f00:1]:${port}/keys`]) {
+        await expect(fetchJwks(uri, init()), uri).rejects.toThrow(/unspecified|reaches/);
+      }
+    }
   });
 
   it('stops at the size bound and the time bound, and follows no redirect', async () => {

@@ -86,10 +86,13 @@ describe('scope file served over HTTP', () => {
     // LS and PS end a YAML 1.1 line. The admin API refuses them in names now, but a name stored before it did
     // may still be there: it is written straight into the store here, as such a record would be.
     const hostile = 'B\u2028injected: 2 #\u2028more: 3\u2029x: 1';
+    // Descriptions with controls and separators are refused likewise, and stored straight the same way.
     expect((await admin.request('POST', '/admin/v1/platforms', { name: hostile, scopes: meant.scopes, routes: meant.routes })).status).toBe(422);
-    const platform = await admin.createPlatform({ name: 'B', scopes: meant.scopes, routes: meant.routes });
+    expect((await admin.request('POST', '/admin/v1/platforms', { name: 'B', scopes: meant.scopes, routes: meant.routes })).status).toBe(422);
+    const plain = meant.scopes.map((scope) => ({ name: scope.name }));
+    const platform = await admin.createPlatform({ name: 'B', scopes: plain, routes: meant.routes });
     const stored = service.core.memory.platforms.get(platform.platform_id)!;
-    service.core.memory.platforms.set(platform.platform_id, { ...stored, name: hostile });
+    service.core.memory.platforms.set(platform.platform_id, { ...stored, name: hostile, scopes: meant.scopes.map((scope) => ({ name: scope.name, description: scope.description ?? '' })) });
     await service.core.bus.publish({ kind: 'platform', platformId: platform.platform_id });
     meant.platform_id = platform.platform_id;
     const response = await service.fetch(`${service.publicUrl}/api/v1/platforms/${platform.platform_id}/scopes.yaml`);

@@ -268,6 +268,34 @@ describe('private_key_jwt on Postgres + Redis, two instances', () => {
   });
 });
 
+describe('a jwks_uri naming the unspecified address, with private ranges allowed', () => {
+  let open: ServiceHandle;
+  beforeAll(async () => {
+    open = await startService({ mode: 'embedded', env: { ISSUER, JWKS_URI_ALLOW_PRIVATE: 'true', JWKS_URI_ALLOW_LOOPBACK: 'true' } });
+  }, 90_000);
+  afterAll(async () => {
+    await open?.dispose();
+  });
+
+  it('is refused with 422 for agents and workload issuers (a connect to it reaches this host), and nothing is stored', async () => {
+    const local = new AdminClient(open);
+    const port = new URL(open.publicUrl).port;
+    const before = (await local.request('GET', '/admin/v1/agents')).body;
+    const issuersBefore = (await local.request('GET', '/admin/v1/workload-issuers')).body;
+    for (const uri of [`https://0.0.0.0:${port}/jwks`, `https://0:${port}/jwks`, `https://[::]:${port}/jwks`, `https://[::ffff:0.0.0.0]:${port}/jwks`, `https://[64:ff9b::7f00:1]:${port}/jwks`]) {
+      const agent = await local.request('POST', '/admin/v1/agents', { name: 'x', token_endpoint_auth_method: 'private_key_jwt', jwks_uri: uri });
+      expect(agent.status, uri).toBe(422);
+      expect(agent.body.error_code).toBe('validation_error');
+      expect(agent.body.detail).toMatch(/jwks_uri/);
+      const issuer = await local.request('POST', '/admin/v1/workload-issuers', { issuer: 'https://issuer.example', audience: ISSUER, jwks_uri: uri });
+      expect(issuer.status, uri).toBe(422);
+      expect(issuer.body.error_code).toBe('validation_error');
+    }
+    expect((await local.request('GET', '/admin/v1/agents')).body).toEqual(before);
+    expect((await local.request('GET', '/admin/v1/workload-issuers')).body).toEqual(issuersBefore);
+  });
+});
+
 describe('private_key_jwt on the embedded default', () => {
   let embedded: ServiceHandle;
   beforeAll(async () => {

@@ -35,6 +35,41 @@ for (const [net, prefix] of [
   ['fc00::', 7], ['fec0::', 10], ['fe80::', 10], ['ff00::', 8],
 ] as const) SPECIAL.addSubnet(net, prefix, 'ipv6');
 
+// Refused whatever the operator allows: "this network" 0.0.0.0/8 and the unspecified ::, which a connect
+// turns into the host itself (loopback, behind the loopback switch), and the deprecated IPv4-compatible
+// ::/96 (RFC 4291 §2.5.5.1), which no public JWKS uses.
+const NEVER = new BlockList();
+NEVER.addSubnet('0.0.0.0', 8, 'ipv4');
+NEVER.addSubnet('::', 96, 'ipv6');
+
+// IPv6 forms that carry an IPv4 address (SIIT ::ffff:0:0:0/96, NAT64 64:ff9b::/96 and 64:ff9b:1::/48 in
+// the last 32 bits; 6to4 2002::/16 in bits 16-47): the IPv4 address they reach, to refuse what it refuses.
+function embeddedIpv4(address: string): string | undefined {
+  if (isIP(address) !== 6) return undefined;
+  const groups = expandIpv6(address);
+  const v4 = (high: number, low: number) => [high >> 8, high & 255, low >> 8, low & 255].join('.');
+  const zero = (from: number, to: number) => groups.slice(from, to).every((g) => g === 0);
+  if (zero(0, 4) && groups[4] === 0xffff && groups[5] === 0) return v4(groups[6]!, groups[7]!);
+  if (groups[0] === 0x64 && groups[1] === 0xff9b && (zero(2, 6) || groups[2] === 1)) return v4(groups[6]!, groups[7]!);
+  if (groups[0] === 0x2002) return v4(groups[1]!, groups[2]!);
+  return undefined;
+}
+
+function expandIpv6(address: string): number[] {
+  let text = address.toLowerCase();
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes('::') ? text.split('::') as [string, string] : [text, undefined];
+  const parse = (part: string) => (part === '' ? [] : part.split(':').map((g) => parseInt(g, 16)));
+  const left = parse(head);
+  if (tail === undefined) return left;
+  const right = parse(tail);
+  return [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
+}
+
 /** Why `address` may not be connected to, or undefined. */
 export function refusedAddress(given: string, options: Pick<GuardedFetchOptions, 'allowLoopback' | 'allowPrivate'>): string | undefined {
   // An IPv4-mapped IPv6 address (::ffff:10.0.0.1) is the IPv4 address it carries.
@@ -43,6 +78,9 @@ export function refusedAddress(given: string, options: Pick<GuardedFetchOptions,
   const fromHex = (h: string) => [parseInt(h, 16) >> 8, parseInt(h, 16) & 255];
   const address = dotted ? dotted[1]! : hex ? [...fromHex(hex[1]!), ...fromHex(hex[2]!)].join('.') : given;
   const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
+  if (NEVER.check(address, family) && !(family === 'ipv6' && LOOPBACK.check(address, family))) return 'an unspecified or "this network" address';
+  const carried = embeddedIpv4(address);
+  if (carried !== undefined && (NEVER.check(carried, 'ipv4') || LOOPBACK.check(carried, 'ipv4'))) return `an address that reaches ${carried}`;
   if (LOOPBACK.check(address, family)) return options.allowLoopback ? undefined : 'a loopback address';
   if (SPECIAL.check(address, family)) return options.allowPrivate ? undefined : 'a private or special-purpose address';
   return undefined;
@@ -59,6 +97,10 @@ export function refusedUri(uri: string, options: Pick<GuardedFetchOptions, 'allo
   if (uri.length > 2048) return 'must be at most 2048 characters';
   if (url.username !== '' || url.password !== '') return 'must not carry credentials';
   if (url.hash !== '') return 'must not have a fragment';
+  // An address no setting allows is refused when registered, not only when fetched.
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const never = isIP(host) !== 0 ? refusedAddress(host, { allowLoopback: true, allowPrivate: true }) : undefined;
+  if (never) return `must not name ${never}`;
   if (url.protocol === 'https:') return undefined;
   if (url.protocol === 'http:' && options.allowLoopback && isLoopbackHost(url.hostname)) return undefined;
   return options.allowLoopback ? 'must be https (or http on a loopback host)' : 'must be https';

@@ -116,6 +116,17 @@ export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'pu
   };
 }
 
+const AUTHORIZE_QUERY = Type.Object({
+  response_type: Type.Optional(Type.String({ description: 'Any value is refused: no response type is supported.' })),
+  client_id: Type.Optional(Type.String()),
+  redirect_uri: Type.Optional(Type.String()),
+  scope: Type.Optional(Type.String()),
+  state: Type.Optional(Type.String()),
+  resource: Type.Optional(Type.String({ description: 'RFC 8707 resource indicator.' })),
+  code_challenge: Type.Optional(Type.String({ description: 'RFC 7636.' })),
+  code_challenge_method: Type.Optional(Type.String({ description: 'RFC 7636.' })),
+});
+
 const RETRY_AFTER = { 'Retry-After': { description: 'Seconds to wait (integer, at least 1).', schema: Type.Integer({ minimum: 1 }) } };
 const oauthError = (description: string, headers?: ResponseSpec['headers']): ResponseSpec => ({
   description,
@@ -160,6 +171,9 @@ export const oauthRouteTable = {
     description:
       'Named in the metadata for clients that require the member (the MCP SDK). Every request is answered 400 ' +
       'unsupported_response_type (RFC 6749 §4.1.2.1); it never redirects, as no client has a redirection URI.',
+    // Declared so that typed clients can send an authorization request (RFC 6749 §4.1.1, RFC 7636, RFC 8707);
+    // none of them changes the answer.
+    query: AUTHORIZE_QUERY,
     auth: 'none',
     audit: { kind: 'none' },
     responses: {

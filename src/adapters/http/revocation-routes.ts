@@ -155,6 +155,8 @@ export const revocationSocketRoute = {
     ...refusals({
       unauthorized: 'no feed token, or not a live feed token of this platform (the same answer whether or not the platform exists).',
       validation_error: 'platform_id is not a UUID, or since is not a non-negative integer.',
+      // A plain GET never reaches the WebSocket handler: the server's 404 for a path with no plain route.
+      not_found: 'a request without a WebSocket upgrade (Upgrade: websocket and Sec-WebSocket-Key): this path serves upgrades only; poll GET .../revocations instead.',
       rate_limited: 'this client address holds REVOCATION_WS_MAX_PER_ADDRESS sockets on this process already (Retry-After; poll meanwhile).',
       service_unavailable: 'the process holds REVOCATION_WS_MAX sockets already, or the store is unavailable (Retry-After).',
     }),

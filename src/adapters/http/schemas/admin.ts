@@ -5,7 +5,7 @@ import { RoutePath, ScopeName } from '@agent-credential-exchange/middleware/scop
 import { UNSAFE_NAME_CHARACTERS } from '../../../support/unsafe-text.js';
 
 /**
- * Names are shown in terminals (`ace agent list`), logs and consoles: none of the characters that would not
+ * Every stored and echoed string (names, descriptions, URIs, issuer, audience, subject, JWK members) is shown in terminals (`ace agent list`), logs and consoles: none of the characters that would not
  * show as themselves (support/unsafe-text.ts: controls, bidirectional controls, zero-width characters,
  * line and paragraph separators).
  */
@@ -21,6 +21,7 @@ const Domain = Type.String({
 const Resource = Type.String({
   minLength: 1,
   maxLength: 2048,
+  pattern: PRINTABLE_NAME,
   description:
     'Resource identifier (RFC 8707 / RFC 9728) a server of the platform answers as, e.g. an MCP server\'s URI https://api.example.com/mcp: ' +
     'absolute, https (http only on a loopback host: localhost, 127.0.0.0/8, [::1]), no fragment, no query, no user information. ' +
@@ -28,7 +29,7 @@ const Resource = Type.String({
 });
 
 export const AdminScopeInput = Type.Object(
-  { name: ScopeName, description: Type.Optional(Type.String({ maxLength: 1024 })) },
+  { name: ScopeName, description: Type.Optional(Type.String({ maxLength: 1024, pattern: PRINTABLE_NAME })) },
   { additionalProperties: false },
 );
 export const AdminRouteInput = Type.Object(
@@ -60,11 +61,11 @@ export type PlatformPatch = Static<typeof PlatformPatch>;
 
 /** A public JWK (its members are checked by the service: kty, crv, size, no private members). */
 const PublicJwkInput = Type.Object(
-  { kty: Type.String({ maxLength: 8 }), kid: Type.String({ minLength: 1, maxLength: 128 }) },
-  { additionalProperties: Type.Union([Type.String({ maxLength: 2048 }), Type.Array(Type.String({ maxLength: 64 }), { maxItems: 16 })]), description: 'A public JWK (RFC 7517) with a kid: EC P-256 (ES256), RSA >= 2048 bits (RS256, PS256) or OKP Ed25519 (EdDSA).' },
+  { kty: Type.String({ maxLength: 8, pattern: PRINTABLE_NAME }), kid: Type.String({ minLength: 1, maxLength: 128, pattern: PRINTABLE_NAME }) },
+  { additionalProperties: Type.Union([Type.String({ maxLength: 2048, pattern: PRINTABLE_NAME }), Type.Array(Type.String({ maxLength: 64, pattern: PRINTABLE_NAME }), { maxItems: 16 })]), description: 'A public JWK (RFC 7517) with a kid: EC P-256 (ES256), RSA >= 2048 bits (RS256, PS256) or OKP Ed25519 (EdDSA).' },
 );
 const JwkSetInput = Type.Object({ keys: Type.Array(PublicJwkInput, { maxItems: 10 }) }, { additionalProperties: false, description: 'An agent with no keys authenticates only through a workload binding (or keys added later).' });
-const JwksUri = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL of a JWK Set (http on loopback only with JWKS_URI_ALLOW_LOOPBACK).' });
+const JwksUri = Type.String({ minLength: 1, maxLength: 2048, pattern: PRINTABLE_NAME, description: 'https URL of a JWK Set (http on loopback only with JWKS_URI_ALLOW_LOOPBACK).' });
 
 /** RFC 7591 client metadata: without token_endpoint_auth_method the agent gets a secret (client_secret_basic). */
 export const AgentCreate = Type.Object(
@@ -173,7 +174,7 @@ export const WorkloadBindingCreate = Type.Object(
 );
 export const WorkloadBindingView = Type.Object({ issuer_id: Uuid, subject: Type.String(), agent_id: Uuid, created_at: Timestamp }, { $id: 'WorkloadBinding' });
 export const WorkloadBindingList = Type.Object({ bindings: Type.Array(WorkloadBindingView) }, { $id: 'WorkloadBindingList' });
-export const WorkloadBindingQuery = Type.Object({ subject: Type.String({ minLength: 1, maxLength: 512 }) }, { additionalProperties: false });
+export const WorkloadBindingQuery = Type.Object({ subject: Type.String({ minLength: 1, maxLength: 512, pattern: PRINTABLE_NAME }) }, { additionalProperties: false });
 export const SecretRotated = Type.Object(
   { api_key_id: Type.String(), secret: Type.String({ description: 'Shown once; never stored in clear.' }) },
   { $id: 'SecretRotated' },
