@@ -96,7 +96,14 @@ describe('MCP: resource identifiers, aud, and the official SDK end to end', () =
     const taken = await admin.request('POST', '/admin/v1/platforms', { name: 'Thief', scopes: [], resources: [`https://${new URL(HTTPS_RESOURCE).host.toUpperCase()}/mcp`] });
     expect(taken.status, JSON.stringify(taken.body)).toBe(409);
     expect(taken.body.error_code).toBe('conflict');
-    for (const bad of ['http://mcp.example.com/mcp', 'https://mcp.example.com/mcp#frag', '/mcp', 'https://u:p@mcp.example.com/', 'https://mcp.example.com/?q=1']) {
+    // Equivalent spellings (RFC 3986 §6.2.2, the FQDN dot) name the same resource: a conflict too.
+    const host = new URL(HTTPS_RESOURCE).host;
+    for (const same of [`https://${host}/%6Dcp`, `https://${host}/mc%70`, `https://${host}./mcp`]) {
+      const again = await admin.request('POST', '/admin/v1/platforms', { name: 'Thief', scopes: [], resources: [same] });
+      expect(again.status, same).toBe(409);
+      expect(again.body.error_code).toBe('conflict');
+    }
+    for (const bad of [`https://${host}/mcp%2F`, `https://${host}/mcp;x`, 'http://mcp.example.com/mcp', 'https://mcp.example.com/mcp#frag', '/mcp', 'https://u:p@mcp.example.com/', 'https://mcp.example.com/?q=1']) {
       const refused = await admin.request('POST', '/admin/v1/platforms', { name: 'Bad', scopes: [], resources: [bad] });
       expect(refused.status, bad).toBe(422);
       expect(refused.body.detail).toMatch(/^resources\[0\] /);

@@ -17,6 +17,15 @@ const SAME: [string, string][] = [
   ['http://127.1.2.3/x', 'http://127.1.2.3/x'],
   // The path keeps its case: /MCP and /mcp are two resources.
   ['https://api.example.com/MCP', 'https://api.example.com/MCP'],
+  // RFC 3986 §6.2.2: escapes of unreserved characters decoded, the rest upper-case hex; the FQDN dot dropped.
+  ['https://api.example.com/%6Dcp', 'https://api.example.com/mcp'],
+  ['https://api.example.com/mc%70', 'https://api.example.com/mcp'],
+  ['https://api.example.com/%7e%41-%5f', 'https://api.example.com/~A-_'],
+  ['https://api.example.com/a%c3%a9', 'https://api.example.com/a%C3%A9'],
+  ['https://api.example.com/a%20b', 'https://api.example.com/a%20b'],
+  ['https://api.example.com./mcp', 'https://api.example.com/mcp'],
+  ['https://API.example.com.:443/mcp', 'https://api.example.com/mcp'],
+  ['https://api.example.com/a/./b/../mcp', 'https://api.example.com/a/mcp'],
 ];
 
 const REFUSED = [
@@ -31,6 +40,14 @@ const REFUSED = [
   ' https://api.example.com/mcp',
   'https://api.example.com/m\ncp',
   `https://api.example.com/${'a'.repeat(2100)}`,
+  // Forms that cannot be normalised safely: servers disagree on what they name.
+  'https://api.example.com/mcp%2F',
+  'https://api.example.com/mcp%2fx',
+  'https://api.example.com/mcp%5C',
+  'https://api.example.com/mcp;x',
+  'https://api.example.com/a\\mcp',
+  'https://api.example.com/mc%zz',
+  'https://api.example.com../mcp',
 ];
 
 describe.each([

@@ -33,6 +33,28 @@ export function normaliseResource(text: string): ResourceCheck {
   }
   if (url.username !== '' || url.password !== '') return { ok: false, reason: 'has user information' };
   if (url.search !== '' || text.includes('?')) return { ok: false, reason: 'has a query (RFC 8707 §2)' };
-  const path = url.pathname.replace(/\/+$/, '');
-  return { ok: true, resource: `${url.protocol}//${url.host}${path}` };
+  // RFC 3986 §6.2.2 on what the WHATWG parser left (it already lower-cases scheme and host, drops the default
+  // port and resolves dot segments). Forms whose meaning differs between servers are refused, not guessed:
+  // an encoded `/` or `\`, a `\`, `;` parameters, an escape that is not two hex digits, an encoded dot segment.
+  if (text.includes('\\')) return { ok: false, reason: 'contains a backslash' };
+  if (/%(?![0-9A-Fa-f]{2})/.test(url.pathname)) return { ok: false, reason: 'has a malformed percent-encoding' };
+  if (/%(2F|5C)/i.test(url.pathname)) return { ok: false, reason: 'has an encoded slash or backslash in its path' };
+  if (url.pathname.includes(';')) return { ok: false, reason: 'has ; parameters in its path' };
+  // Escapes of unreserved characters are decoded; the rest keep upper-case hex.
+  const decoded = url.pathname.replace(/%([0-9A-Fa-f]{2})/g, (_m, hex: string) => {
+    const c = String.fromCharCode(parseInt(hex, 16));
+    return /[A-Za-z0-9\-._~]/.test(c) ? c : `%${hex.toUpperCase()}`;
+  });
+  if (decoded.split('/').some((segment) => segment === '.' || segment === '..')) {
+    return { ok: false, reason: 'has an encoded dot segment in its path' };
+  }
+  // A fully qualified name's final dot names the same host.
+  let host = url.host;
+  if (url.hostname.endsWith('.') && !url.hostname.startsWith('[')) {
+    const name = url.hostname.slice(0, -1);
+    if (name === '' || name.endsWith('.')) return { ok: false, reason: 'has an empty label in its host' };
+    host = url.port === '' ? name : `${name}:${url.port}`;
+  }
+  const path = decoded.replace(/\/+$/, '');
+  return { ok: true, resource: `${url.protocol}//${host}${path}` };
 }
