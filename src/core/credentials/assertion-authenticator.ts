@@ -85,7 +85,7 @@ export class AssertionAuthenticator {
       if (!(error instanceof AssertionRejected)) throw error; // ours (a store outage): not the client's failure
       this.ports.telemetry.record({ type: 'client_assertion', method, outcome: error.reason });
       // The failure spends a point of the address's budget (past it: 429, and refused from memory after).
-      await limits.reserveAuthAttempt(caller.address);
+      await limits.recordAuthFailure(caller.address);
       throw new CredentialRefusal('invalid_credentials', agentId);
     }
   }
