@@ -14,6 +14,7 @@ import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.j
 import type { RevocationStore } from '../core/ports/revocation-log.js';
 import { PostgresUnitOfWork } from '../adapters/postgres/unit-of-work.js';
 import { ClockSkewMonitor } from '../adapters/postgres/clock-skew.js';
+import type { IssuingClock } from '../core/ports/clock.js';
 import { PostgresFeedCredentialStore } from '../adapters/postgres/feed-credential-store.js';
 import { FeedCredentialService } from '../core/feed/feed-credential-service.js';
 import { ScopeFiles } from '../adapters/http/scope-file.js';
@@ -57,6 +58,8 @@ export interface Domain {
   scopeFiles: ScopeFiles;
   agents: AgentService;
   clientKeys: ClientKeyService;
+  /** Whether this instance's clock may stamp tokens: /readyz is not ready while it may not. */
+  clock: IssuingClock;
 }
 
 export async function startDomain(config: Config, logger: Logger, metrics: AppMetrics, stores: Stores, cleanups: Cleanups): Promise<Domain> {
@@ -245,5 +248,6 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     scopeFiles: new ScopeFiles({ platforms }),
     agents,
     clientKeys,
+    clock,
   };
 }
