@@ -3,7 +3,7 @@ import type { Logger } from '../adapters/telemetry/logger.js';
 import type { DegradedComponent } from '../adapters/telemetry/index.js';
 
 /** What else keeps an instance out of rotation (stores aside): each one named in the log. */
-export type NotReadyBecause = 'worker_pools' | 'signing_key' | 'redis_never_reached';
+export type NotReadyBecause = 'worker_pools' | 'signing_key' | 'redis_never_reached' | 'clock_skew';
 
 /**
  * Says once, when it changes, which components a still-ready instance serves without, and why an instance
@@ -20,6 +20,7 @@ const WHY: Record<DegradedComponent | NotReadyBecause, string> = {
   worker_pools: 'the argon2 or signing worker pool did not answer a ping within 1 s',
   signing_key: 'no active signing key',
   redis_never_reached: 'the Redis it was told to use has not been reached and verified yet',
+  clock_skew: "this instance's clock is beyond CLOCK_SKEW_MAX_SECONDS from the database's: it refuses every token (503)",
 };
 
 /** What came back, in the recovery line. */
@@ -29,6 +30,7 @@ const BACK: Record<DegradedComponent | NotReadyBecause, string> = {
   worker_pools: 'the worker pools answer again',
   signing_key: 'a signing key is active again',
   redis_never_reached: 'Redis reached and verified',
+  clock_skew: "this instance's clock is back within CLOCK_SKEW_MAX_SECONDS",
 };
 
 export class DegradationLog {

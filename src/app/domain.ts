@@ -14,6 +14,7 @@ import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.j
 import type { RevocationStore } from '../core/ports/revocation-log.js';
 import { PostgresUnitOfWork } from '../adapters/postgres/unit-of-work.js';
 import { ClockSkewMonitor } from '../adapters/postgres/clock-skew.js';
+import type { IssuingClock } from '../core/ports/clock.js';
 import { PostgresFeedCredentialStore } from '../adapters/postgres/feed-credential-store.js';
 import { FeedCredentialService } from '../core/feed/feed-credential-service.js';
 import { ScopeFiles } from '../adapters/http/scope-file.js';
@@ -30,12 +31,16 @@ import { AssertionAuthenticator } from '../core/credentials/assertion-authentica
 import { ClientKeyService } from '../core/agents/client-key-service.js';
 import { PostgresClientKeyStore } from '../adapters/postgres/client-key-store.js';
 import { decoyKeys, JoseAssertionVerifier } from '../adapters/crypto/assertion-verifier.js';
-import { MemoryReplayGuard, RedisReplayGuard } from '../adapters/cache/replay-guard.js';
+import { RedisReplayGuard } from '../adapters/cache/replay-guard.js';
+import { PostgresReplayGuard } from '../adapters/postgres/used-jtis.js';
+import { EitherRecordReplayGuard } from '../core/credentials/replay-record.js';
 import { startAudit, type RunningAudit } from './audit.js';
 import { PostgresClusterVersions } from '../adapters/postgres/cluster-versions.js';
 import type { Stores } from './stores.js';
 import type { Cleanups } from './cleanups.js';
 
+/** How often each process deletes the used jtis no assertion can still need (one DELETE on an index). */
+const USED_JTI_PRUNE_EVERY_MS = 60_000;
 /** How often each process reads the database's clock (one SELECT). */
 const CLOCK_CHECK_EVERY_MS = 5000;
 /** Bound on the worker threads' first module load at start-up (a cold image on a contended node). */
@@ -58,6 +63,8 @@ export interface Domain {
   scopeFiles: ScopeFiles;
   agents: AgentService;
   clientKeys: ClientKeyService;
+  /** Whether this instance's clock may stamp tokens: /readyz is not ready while it may not. */
+  clock: IssuingClock;
 }
 
 export async function startDomain(config: Config, logger: Logger, metrics: AppMetrics, stores: Stores, cleanups: Cleanups): Promise<Domain> {
@@ -180,11 +187,19 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
   });
   const clientKeyIndex = new ClientKeyIndex({ store: clientKeyStore, verifier: assertionVerifier, bus, telemetry });
   await clientKeyIndex.init();
+  // Single use of each jti: Postgres is the durable record (every instance, any Redis loss), Redis the
+  // record while Postgres is away; on the embedded default, PGlite alone (replay-record.ts).
+  const usedJtis = new PostgresReplayGuard({ sql: stores.sql, timeoutMs: config.storeTimeoutMs });
+  const replays = redis ? new EitherRecordReplayGuard({ durable: usedJtis, fast: new RedisReplayGuard({ redis, keyPrefix: `${config.redisKeyPrefix}jti:` }) }) : usedJtis;
+  const pruneJtis = setInterval(() => {
+    usedJtis.pruneExpired().catch((error) => telemetry.record({ type: 'background_failure', what: 'used_jti_prune', error }));
+  }, USED_JTI_PRUNE_EVERY_MS);
+  pruneJtis.unref();
+  cleanups.add(() => clearInterval(pruneJtis));
   const assertions = new AssertionAuthenticator({
     index: clientKeyIndex,
     verifier: assertionVerifier,
-    // Shared by every instance through Redis; on the embedded default (one process) in memory.
-    replays: redis ? new RedisReplayGuard({ redis, keyPrefix: `${config.redisKeyPrefix}jti:` }) : new MemoryReplayGuard(),
+    replays,
     store,
     limits: limiters,
     telemetry,
@@ -248,5 +263,6 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     scopeFiles: new ScopeFiles({ platforms }),
     agents,
     clientKeys,
+    clock,
   };
 }

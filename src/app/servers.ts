@@ -167,7 +167,7 @@ function selfCheckedReadiness(context: ServerContext, cleanups: Cleanups): () =>
 /**
  * /readyz means "can serve": a signing key, answering worker pools, and something to read agents from —
  * the Postgres primary or, while it is away, the Redis cache if this process trusts it (a pod that issues
- * tokens to its warm agents stays in rotation, degraded). Not ready while draining, without any of those, or before the Redis it was
+ * tokens to its warm agents stays in rotation, degraded). Not ready while draining, without any of those, while its clock is too far from the database's to issue, or before the Redis it was
  * told to use was reached once. Without Redis, the in-process cache lasts LOCAL_CACHE_TTL_MS only: Postgres
  * away then means not ready.
  */
@@ -196,12 +196,14 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
   const redisBlocks = redisStatus !== undefined && (redis ? redis.blocksReadiness : !redisStatus.verifiedOnce);
   // Without Postgres, agents come from the Redis cache, which is read only while trusted (cached-store.ts).
   const canReadAgents = postgresUp || (redisStatus !== undefined && redisUp && stores.store.redisCacheTrusted);
-  const ready = !draining && canReadAgents && poolsUp && signingKey && !redisBlocks;
+  // A clock beyond the bound refuses every token (token-service.ts): such a pod has nothing to serve.
+  const clockRefusal = domain.clock.refusal();
+  const ready = !draining && canReadAgents && poolsUp && signingKey && !redisBlocks && clockRefusal === undefined;
   const down: DegradedComponent[] = [...(postgresUp ? [] : ['postgres' as const]), ...(redisStatus && !redisUp ? ['redis' as const] : [])];
   metrics.health.setReady(ready);
   metrics.health.setDegraded('postgres', ready && !postgresUp);
   metrics.health.setDegraded('redis', ready && redisStatus !== undefined && !redisUp);
-  const because: NotReadyBecause[] = [...(poolsUp ? [] : ['worker_pools' as const]), ...(signingKey ? [] : ['signing_key' as const]), ...(redisBlocks ? ['redis_never_reached' as const] : [])];
+  const because: NotReadyBecause[] = [...(poolsUp ? [] : ['worker_pools' as const]), ...(signingKey ? [] : ['signing_key' as const]), ...(redisBlocks ? ['redis_never_reached' as const] : []), ...(clockRefusal === undefined ? [] : ['clock_skew' as const])];
   if (!draining) degradation.report(down, ready, because);
   return {
     ready,
@@ -218,6 +220,7 @@ async function readiness({ stores, domain, metrics, shuttingDown }: ServerContex
         : {}),
       worker_pools: poolsUp,
       signing_key: signingKey,
+      clock_skew: clockRefusal ?? false,
       shutting_down: draining,
       degraded: ready && down.length > 0 ? down.join(',') : false,
     },

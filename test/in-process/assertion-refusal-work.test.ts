@@ -1,7 +1,7 @@
 // Every refusal of a client assertion does the same work as a wrong signature: one signature verification,
 // against the keys the client or issuer holds when it is known (a client_id that does not match and an
 // unbound subject included), else against a stand-in. Counted on WebCrypto's verify, with the key it used,
-// so no path can answer early (timing: test/enumeration-timing.test.ts).
+// so no path can answer early (timing: test/integration/enumeration-timing.test.ts).
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';

@@ -3,6 +3,7 @@
 // calls (framing checks, body limit, guards, hooks, metrics). Tokens are real RS256 JWTs (jose in this
 // thread, no worker pool), secrets are hashed by MemoryHasher (SHA-256, not argon2). What needs a process
 // stays process-level: signals, clusters, crashes, Postgres/Redis faults, framing over real sockets.
+import { ANY_CLOCK } from '../../src/core/ports/clock.js';
 import { randomBytes } from 'node:crypto';
 import { CompactSign, importPKCS8 } from 'jose';
 import { AdminClient } from '../../kit/admin.js';
@@ -133,6 +134,7 @@ export async function inProcessApp(options: InProcessOptions = {}): Promise<InPr
     scopeFiles: new ScopeFiles({ platforms: core.platforms }),
     agents: core.agents,
     clientKeys: core.clientKeys,
+    clock: ANY_CLOCK,
   };
   const servers = createServers(
     {

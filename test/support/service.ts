@@ -38,6 +38,8 @@ export interface StartOptions {
   faultWorker?: boolean;
   /** Test only: the service's wall clock runs this far ahead (negative: behind) of the machine's (clock-offset.ts). */
   clockOffsetMs?: number;
+  /** Test only: the offset is read from this file, again every 100 ms (write another number to move the clock). */
+  clockOffsetFile?: string;
   /**
    * Run the service under this command prefix (e.g. strace and its options). Signals from `stop` go to
    * the service process itself, the wrapper's child, not to the wrapper.
@@ -104,9 +106,10 @@ async function startOnce(options: StartOptions): Promise<ServiceHandle> {
         }
       : {}),
     ...(options.clockOffsetMs ? { ACE_TEST_CLOCK_OFFSET_MS: String(options.clockOffsetMs) } : {}),
+    ...(options.clockOffsetFile ? { ACE_TEST_CLOCK_OFFSET_FILE: options.clockOffsetFile } : {}),
     ...options.env,
   };
-  const nodeArgs = [...(options.faultWorker ? ['--import', FAULT_HOOKS] : []), ...(options.clockOffsetMs ? ['--import', CLOCK_OFFSET] : [])];
+  const nodeArgs = [...(options.faultWorker ? ['--import', FAULT_HOOKS] : []), ...(options.clockOffsetMs || options.clockOffsetFile ? ['--import', CLOCK_OFFSET] : [])];
   const service = spawnService({ env, nodeArgs, wrapWith: options.wrapWith, main: options.main });
   const child = service.child;
   const wrapped = (options.wrapWith ?? []).length > 0;

@@ -15,6 +15,7 @@ const FAILURE_MESSAGES = {
   feed_credentials_reload: 'reloading the revocation feed credentials failed (tried again by the next check)',
   client_keys_reload: 'reloading the agents\' client keys or the trusted workload issuers failed (checks of what it concerns answer 503 until it succeeds)',
   clock_skew_check: "reading the database's clock failed (the last clock-skew verdict stands until a reading succeeds)",
+  used_jti_prune: 'deleting expired used assertion jtis failed (they no longer count; retried on the next turn)',
 } as const;
 
 export interface CoreTelemetryOptions {

@@ -30,7 +30,8 @@ export type BackgroundTask =
   | 'listing_enrichment'
   | 'feed_credentials_reload'
   | 'client_keys_reload'
-  | 'clock_skew_check';
+  | 'clock_skew_check'
+  | 'used_jti_prune';
 
 export interface Telemetry {
   record(event: TelemetryEvent): void;
