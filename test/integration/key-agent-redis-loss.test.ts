@@ -1,6 +1,7 @@
 // Key agents (private_key_jwt) and a Redis that is stopped or loses its data: two instances share Postgres
 // and a private redis-server (never the shared one). Tokens are served while Redis is down, and a used
 // assertion stays used: Postgres is the durable record of used jtis (used-jtis.ts, replay-record.ts).
+import { webcrypto } from 'node:crypto';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
@@ -14,7 +15,7 @@ let database: TestDatabase;
 let a: ServiceHandle;
 let b: ServiceHandle;
 let shop: PlatformRecord;
-let agent: { apiKeyId: string; privateKey: CryptoKey; kid: string };
+let agent: { apiKeyId: string; privateKey: webcrypto.CryptoKey; kid: string };
 
 async function assertion(): Promise<string> {
   const now = Math.floor(Date.now() / 1000);

@@ -32,7 +32,7 @@ describe('the public document against the running service', () => {
       const get = operations.get;
       if (!get) continue;
       const path = template.replace(/\{[^}]+\}/g, () => randomUUID());
-      const query = new URLSearchParams((get.parameters ?? []).filter((p) => p.in === 'query').map((p) => [p.name, p.name === 'since' ? '0' : 'x']));
+      const query = new URLSearchParams((get.parameters ?? []).filter((p) => p.in === 'query').map((p): [string, string] => [p.name, p.name === 'since' ? '0' : 'x']));
       const url = `${service[base]}${path}${query.size > 0 ? `?${query}` : ''}`;
       const answer = await fetch(url);
       await answer.arrayBuffer();
