@@ -30,6 +30,8 @@ const FEED_STREAM_REUSE_MS = 1000;
 export interface Servers {
   public: HttpServer;
   admin: HttpServer;
+  /** Writes what the listeners still hold for the audit trail (the refusal window's aggregates): before it closes. */
+  flushAudit(): void;
 }
 
 /** What the listeners use of the stores and the domain (tests in process pass memory ports: test/support/in-process.ts). */
@@ -59,6 +61,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
         logger.warn({ refused: byCode, example_address: exampleAddress, window_seconds: windowSeconds }, 'token requests refused before any credential check (counted in ace_tokens_issued_total, not recorded in the audit trail)'),
     },
   });
+  // Also called by the shutdown before the trail closes (closing twice writes nothing twice).
   cleanups.add(() => refusals.close());
   const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics: metrics.http, logger, accessLog: config.accessLog };
 
@@ -135,7 +138,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     proxy: NO_PROXY,
     guards: { admin_bearer: adminBearerGuard({ adminToken: context.adminToken, authLimiter, onAuthFailure, audit: audit.sink }) },
   });
-  return { public: publicServer, admin: adminServer };
+  return { public: publicServer, admin: adminServer, flushAudit: () => refusals.close() };
 }
 
 /**
