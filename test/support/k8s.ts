@@ -427,7 +427,7 @@ export const LABEL_VALUES: Record<string, string[]> = {
   pool: ['argon2', 'sign'],
   cache: ['local', 'redis', 'verified'],
   result: ['hit', 'miss'],
-  limiter: ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address'],
+  limiter: ['token_per_key', 'auth_fail_per_address', 'auth_pending_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address'],
   store: ['postgres', 'redis'],
   state: ['next', 'active', 'retiring', 'retired'],
   sink: ['postgres', 'spool'],

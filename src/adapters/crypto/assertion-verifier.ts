@@ -4,7 +4,7 @@
 // anyone who knows a public key sign), iss, sub, aud, exp, nbf and iat against the instance's clock.
 // Imported key sets are kept by their content (bounded), so a warm check imports nothing, nor does a re-read
 // of unchanged keys; `prepare` imports a set ahead of its first use.
-import { compactVerify, createLocalJWKSet, createRemoteJWKSet, customFetch, decodeJwt, decodeProtectedHeader, errors, exportJWK, generateKeyPair, importJWK, jwtVerify, type CryptoKey, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, decodeJwt, errors, exportJWK, generateKeyPair, importJWK, jwtVerify, type CryptoKey, type JWTVerifyGetKey } from 'jose';
 import { AssertionRejected, type AssertionExpectations, type AssertionVerifier, type VerifiedAssertion } from '../../core/ports/assertions.js';
 import type { KeySource } from '../../core/ports/client-keys.js';
 import { BoundedCache } from '../../core/support/bounded-cache.js';
@@ -59,8 +59,22 @@ export class JoseAssertionVerifier implements AssertionVerifier {
     if (assertion.length > MAX_ASSERTION_LENGTH) throw new AssertionRejected('too_long');
     const now = Date.now() / 1000;
     let payload;
+    // No key has the header's kid (an unknown client's decoy set, a kid the agent does not hold): a key nobody
+    // holds the private half of stands in, so this check verifies one signature like a wrong key's, in the
+    // same call, and fails like it; the reason counted stays "no matching key".
+    let stoodIn = false;
+    const keys = this.keysOf(expect.keys);
+    const orStandIn: JWTVerifyGetKey = async (header, token) => {
+      try {
+        return await keys(header, token);
+      } catch (error) {
+        if (!(error instanceof errors.JWKSNoMatchingKey) || !(ASSERTION_ALGORITHMS as readonly (string | undefined)[]).includes(header.alg)) throw error;
+        stoodIn = true;
+        return this.standIn(header.alg!);
+      }
+    };
     try {
-      ({ payload } = await jwtVerify(assertion, this.keysOf(expect.keys), {
+      ({ payload } = await jwtVerify(assertion, orStandIn, {
         algorithms: [...ASSERTION_ALGORITHMS],
         issuer: expect.issuer,
         ...(expect.subject !== undefined ? { subject: expect.subject } : {}),
@@ -69,14 +83,13 @@ export class JoseAssertionVerifier implements AssertionVerifier {
         requiredClaims: expect.requireJti ? ['exp', 'jti'] : ['exp'],
       }));
     } catch (error) {
-      // No key has the header's kid (an unknown client's decoy set, a kid the agent does not hold): jose stopped
-      // before any signature check, so one is made, or this failure would answer faster than a wrong key's.
-      if (error instanceof errors.JWKSNoMatchingKey) await this.verifyWithStandIn(assertion);
+      if (stoodIn) throw new AssertionRejected(errors.JWKSNoMatchingKey.code);
       if (error instanceof errors.JOSEError) throw new AssertionRejected(error.code);
       // The key set could not be fetched (jwks_uri down, refused, too large): the client cannot be
       // authenticated now. Answered like any failure; the reason is counted.
       throw new AssertionRejected('keys_unavailable');
     }
+    if (stoodIn) throw new AssertionRejected(errors.JWKSNoMatchingKey.code); // never: nobody holds its private half
     const exp = payload.exp!;
     // One audience (draft-ietf-oauth-rfc7523bis): a token also addressed to another party could be used here by it.
     if (Array.isArray(payload.aud) && payload.aud.length !== 1) throw new AssertionRejected('multiple_audiences');
@@ -116,13 +129,11 @@ export class JoseAssertionVerifier implements AssertionVerifier {
     return refusedUri(uri, this.options);
   }
 
-  private async verifyWithStandIn(assertion: string): Promise<void> {
-    const { alg } = decodeProtectedHeader(assertion);
-    if (!(ASSERTION_ALGORITHMS as readonly (string | undefined)[]).includes(alg)) return;
-    let key = this.standIns.get(alg!);
-    if (!key) this.standIns.set(alg!, (key = generateKeyPair(alg!, alg === 'EdDSA' ? { crv: 'Ed25519' } : {}).then((pair) => pair.publicKey)));
-    // Fails by design (a key nobody holds): it is here for its cost; the caller refuses the assertion anyway.
-    await compactVerify(assertion, await key, { algorithms: [alg!] }).catch(() => undefined);
+  /** The stand-in public key for `alg`, made on first use. */
+  private standIn(alg: string): Promise<CryptoKey> {
+    let key = this.standIns.get(alg);
+    if (!key) this.standIns.set(alg, (key = generateKeyPair(alg, alg === 'EdDSA' ? { crv: 'Ed25519' } : {}).then((pair) => pair.publicKey)));
+    return key;
   }
 
   private keysOf(source: KeySource): JWTVerifyGetKey {

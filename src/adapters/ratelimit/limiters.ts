@@ -4,6 +4,7 @@
 import type { RedisClient } from '../cache/index.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { ServiceError } from '../../core/errors.js';
+import type { AuthAttempt } from '../../core/ports/limits.js';
 
 export interface LimitersOptions {
   redis: RedisClient | undefined;
@@ -18,7 +19,7 @@ export interface LimitersOptions {
   onRefusal: (limiter: LimiterName) => void;
 }
 
-export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address';
+export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'auth_pending_per_address' | 'argon2_share_per_address';
 
 /**
  * The library joins keyPrefix and key with ':' itself. With Redis the key is hash-tagged ("{key}"): in a
@@ -54,17 +55,32 @@ export function rateLimitedError(res: RateLimiterRes): ServiceError {
 
 /** Addresses remembered as locked out, per process (a flood of addresses cannot grow it further). */
 const MAX_LOCKED_OUT = 100_000;
+/**
+ * Retry-After of a reservation refused while the address's points are held by checks still in flight
+ * (not failures): they end within an argon2 verification or so.
+ */
+export const PENDING_RETRY_AFTER_SECONDS = 1;
 
 export class Limiters {
   private readonly token: RateLimiterAbstract;
+  /**
+   * Reservations: one point per credential check before it runs, given back unless the credentials were
+   * wrong. It bounds the checks one address causes (in flight plus failed) to its budget.
+   */
   private readonly authFail: RateLimiterAbstract;
   /**
+   * Failed authentications only, same budget and window. Spent, it locks the address out; a refused
+   * reservation is a lockout only when this one is spent too (else the points are checks in flight).
+   */
+  private readonly failures: RateLimiterAbstract;
+  /**
    * Addresses whose failure budget is spent → when their window ends (ms). Fed by this process's own
-   * reservations, read in memory before the warm path: a locked-out address gets 429 for every credential
-   * request until its window passes, a remembered secret included, without a Redis round trip on the
-   * warm path (docs/decisions.md, Lockout).
+   * failures and refusals, read in memory before the warm path: a locked-out address gets 429 for every
+   * credential request until its window passes, a remembered secret included, without a Redis round trip
+   * on the warm path (docs/decisions.md, Lockout).
    */
   private readonly lockedOut = new Map<string, number>();
+  private readonly authFailPoints: number;
 
   private readonly onStoreFailure: (operation: 'rate_limit_refund') => void;
   private readonly onRefusal: (limiter: LimiterName) => void;
@@ -72,8 +88,10 @@ export class Limiters {
   constructor(options: LimitersOptions) {
     this.onStoreFailure = options.onStoreFailure ?? (() => undefined);
     this.onRefusal = options.onRefusal;
+    this.authFailPoints = options.authFailPoints;
     this.token = makeLimiter(options.redis, `${options.keyPrefix}rl:token`, options.tokenPoints, options.tokenWindowSeconds);
     this.authFail = makeLimiter(options.redis, `${options.keyPrefix}rl:authfail`, options.authFailPoints, options.authFailWindowSeconds);
+    this.failures = makeLimiter(options.redis, `${options.keyPrefix}rl:authfailed`, options.authFailPoints, options.authFailWindowSeconds);
   }
 
   /** Counts one token request for an authenticated key; throws 429 past the limit. */
@@ -84,29 +102,38 @@ export class Limiters {
   /**
    * Reserves one point of the address's failed-authentication budget before any argon2 work, so that one
    * address never causes more verifications than its budget, however many requests it has in flight.
-   * Throws 429 when the budget is spent. Returns the refund, for an attempt that succeeded or that
-   * failed for our own reasons (store or pool unavailable).
+   * Throws 429: for the rest of the window when failures spent the budget (a lockout), or with a short
+   * Retry-After when checks still in flight hold the points (a fleet behind one address, correct
+   * secrets). The attempt is refunded when it succeeded or failed for our own reasons (store or pool
+   * unavailable), and `fail`ed when the credentials were wrong.
    */
-  async reserveAuthAttempt(address: string): Promise<() => void> {
-    let reserved: RateLimiterRes;
+  async reserveAuthAttempt(address: string): Promise<AuthAttempt> {
     try {
-      reserved = await this.authFail.consume(address);
+      await this.authFail.consume(address);
     } catch (rejection) {
-      if (rejection instanceof RateLimiterRes) {
-        this.lockOut(address, rejection.msBeforeNext);
-        this.onRefusal('auth_fail_per_address');
-        throw rateLimitedError(rejection);
-      }
-      return () => {}; // the store itself failed and no insurance answered: do not refuse for our fault
+      if (rejection instanceof RateLimiterRes) throw await this.refused(address);
+      // The store itself failed and no insurance answered: do not refuse for our fault.
+      return { refund: () => undefined, fail: async () => undefined };
     }
-    // The last point: locked out from now unless this attempt succeeds (or fails for our reasons) and
-    // gives it back; any point given back means the budget is no longer spent.
-    if (reserved.remainingPoints <= 0) this.lockOut(address, reserved.msBeforeNext);
-    return () => {
-      this.lockedOut.delete(address);
-      // A lost refund only shrinks the address's budget (it errs towards refusing): counted, nothing to undo.
-      void this.authFail.reward(address, 1).catch(() => this.onStoreFailure('rate_limit_refund'));
+    let settled = false;
+    return {
+      refund: () => {
+        if (settled) return;
+        settled = true;
+        // A lost refund only shrinks the address's budget (it errs towards refusing): counted, nothing to undo.
+        void this.authFail.reward(address, 1).catch(() => this.onStoreFailure('rate_limit_refund'));
+      },
+      fail: async () => {
+        if (settled) return;
+        settled = true;
+        await this.recordFailure(address); // the reserved point stays spent
+      },
     };
+  }
+
+  /** A failure that reserved nothing first (a signature check is cheap): spends a point; throws 429 as above. */
+  async recordAuthFailure(address: string): Promise<void> {
+    await (await this.reserveAuthAttempt(address)).fail();
   }
 
   /** Throws 429 while this process knows the address's failure budget to be spent; no I/O. */
@@ -120,6 +147,36 @@ export class Limiters {
     }
     this.onRefusal('auth_fail_per_address');
     throw new ServiceError('rate_limited', undefined, Math.max(1, Math.ceil(left / 1000)));
+  }
+
+  /** The 429 of a refused reservation: a lockout when failures spent the budget, else a short wait. */
+  private async refused(address: string): Promise<ServiceError> {
+    let failed: RateLimiterRes | null = null;
+    try {
+      failed = await this.failures.get(address);
+    } catch {
+      // The store failed and no insurance answered: not known to be failures, so the short answer (it
+      // still refuses this request; the next reservation asks again).
+    }
+    if (failed && failed.consumedPoints >= this.authFailPoints && failed.msBeforeNext > 0) {
+      this.lockOut(address, failed.msBeforeNext);
+      this.onRefusal('auth_fail_per_address');
+      return rateLimitedError(failed);
+    }
+    this.onRefusal('auth_pending_per_address');
+    return new ServiceError('rate_limited', undefined, PENDING_RETRY_AFTER_SECONDS);
+  }
+
+  /** Wrong credentials: one failure; the one that spends the budget locks the address out. */
+  private async recordFailure(address: string): Promise<void> {
+    try {
+      const res = await this.failures.consume(address);
+      if (res.remainingPoints <= 0) this.lockOut(address, res.msBeforeNext);
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) this.lockOut(address, rejection.msBeforeNext);
+      // Else the store failed and no insurance answered: the reserved point still bounds the address's
+      // checks; its next refused reservation finds no failures and answers short, not a lockout.
+    }
   }
 
   private lockOut(address: string, ms: number): void {

@@ -20,7 +20,7 @@ export class RateLimitMetrics {
       registers: [registry],
     });
     // Pre-created so dashboards and ratios see zeros instead of gaps.
-    for (const limiter of ['token_per_key', 'auth_fail_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address'] satisfies RefusingLimiter[]) {
+    for (const limiter of ['token_per_key', 'auth_fail_per_address', 'auth_pending_per_address', 'argon2_share_per_address', 'admin_auth_fail_per_address'] satisfies RefusingLimiter[]) {
       this.refusals.inc({ limiter }, 0);
     }
   }

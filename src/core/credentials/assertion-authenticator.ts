@@ -9,8 +9,9 @@
 //   audience the operator registered for it, `sub` bound to an agent.
 //
 // Every failure is the same Refusal `invalid_credentials` (401 invalid_client, one body): the reason goes
-// to telemetry only. An unknown client costs one signature verification too (a decoy), so the answer's
-// timing does not tell registered clients from unknown ones. Failures spend the address's failed-login
+// to telemetry only. Every refusal costs one signature verification (a decoy for an unknown client; the
+// client's or issuer's own keys for a client_id that does not match or an unbound subject), so the
+// answer's timing does not tell registered clients or bound subjects from others. Failures spend the address's failed-login
 // budget like wrong secrets do.
 import { CredentialRefusal } from '../errors.js';
 import type { AgentView } from '../model.js';
@@ -64,11 +65,21 @@ export class AssertionAuthenticator {
       const plan = claimed && (await this.plan(claimed.issuer, claimed.subject, caller.clientId));
       method = plan?.method ?? (claimed && claimed.issuer !== claimed.subject ? 'workload' : 'private_key_jwt');
       agentId = plan?.agentId;
-      if (!plan || plan.apiKeyId === undefined) {
+      // Every refusal verifies one signature, as a wrong key does, before it is refused: against the decoy
+      // for an unknown client or issuer, else against the keys the client or issuer holds (an unbound
+      // subject and a client_id that does not match too), so timing tells none of them apart.
+      if (!plan) {
         await this.decoy(caller);
-        throw new AssertionRejected(plan ? 'subject_not_bound' : 'unknown_client');
+        throw new AssertionRejected('unknown_client');
       }
-      const verified = await this.ports.verifier.verify(caller.assertion, plan.expect, caller.signal);
+      const checked = this.ports.verifier.verify(caller.assertion, plan.expect, caller.signal);
+      if (plan.refusal !== undefined || plan.apiKeyId === undefined) {
+        await checked.catch((error: unknown) => {
+          if (!(error instanceof AssertionRejected)) throw error; // ours (the keys could not be read): not the client's failure
+        });
+        throw new AssertionRejected(plan.refusal ?? 'subject_not_bound');
+      }
+      const verified = await checked;
       // Single use for private_key_jwt only: a workload presents the token its platform mounted until it is
       // rotated (Kubernetes: about an hour), whatever its jti. A key agent's view came with its keys from the
       // index; another bound agent's is read meanwhile.
@@ -85,7 +96,7 @@ export class AssertionAuthenticator {
       if (!(error instanceof AssertionRejected)) throw error; // ours (a store outage): not the client's failure
       this.ports.telemetry.record({ type: 'client_assertion', method, outcome: error.reason });
       // The failure spends a point of the address's budget (past it: 429, and refused from memory after).
-      await limits.reserveAuthAttempt(caller.address);
+      await limits.recordAuthFailure(caller.address);
       throw new CredentialRefusal('invalid_credentials', agentId);
     }
   }
@@ -96,7 +107,7 @@ export class AssertionAuthenticator {
     if (issuer === subject) {
       const agent = await index.agent(issuer);
       if (agent) {
-        if (clientId !== undefined && clientId !== agent.apiKeyId) throw new AssertionRejected('client_id_mismatch');
+        const refusal = clientId !== undefined && clientId !== agent.apiKeyId ? ('client_id_mismatch' as const) : undefined;
         const expect: AssertionExpectations = {
           keys: agent.source,
           issuer,
@@ -106,12 +117,12 @@ export class AssertionAuthenticator {
           clockToleranceSeconds: this.ports.clockToleranceSeconds,
           requireJti: true,
         };
-        return { method: 'private_key_jwt' as const, apiKeyId: agent.apiKeyId, agentId: agent.agentId, view: agent.view, expect };
+        return { method: 'private_key_jwt' as const, apiKeyId: agent.apiKeyId, agentId: agent.agentId, view: agent.view, expect, refusal };
       }
     }
     const federated = await index.federated(issuer, subject);
     if (!federated) return undefined;
-    if (clientId !== undefined && federated.apiKeyId !== undefined && clientId !== federated.apiKeyId) throw new AssertionRejected('client_id_mismatch');
+    const refusal = clientId !== undefined && federated.apiKeyId !== undefined && clientId !== federated.apiKeyId ? ('client_id_mismatch' as const) : undefined;
     const expect: AssertionExpectations = {
       keys: federated.issuer.source,
       issuer,
@@ -121,7 +132,7 @@ export class AssertionAuthenticator {
       clockToleranceSeconds: this.ports.clockToleranceSeconds,
       requireJti: false,
     };
-    return { method: 'workload' as const, apiKeyId: federated.apiKeyId, agentId: federated.agentId, view: federated.view, expect };
+    return { method: 'workload' as const, apiKeyId: federated.apiKeyId, agentId: federated.agentId, view: federated.view, expect, refusal };
   }
 
   /** One verification against keys nobody holds: an unknown client costs what a known one does. */

@@ -9,7 +9,7 @@ import { CredentialRefusal, ServiceError } from '../errors.js';
 import type { AgentCredentials, AgentView } from '../model.js';
 import type { Store } from '../ports/store.js';
 import type { SecretHasher } from '../ports/crypto.js';
-import type { AttemptLimits } from '../ports/limits.js';
+import type { AttemptLimits, AuthAttempt } from '../ports/limits.js';
 import type { InvalidationBus } from '../ports/invalidation.js';
 import type { Telemetry } from '../ports/telemetry.js';
 import type { Argon2Share } from './argon2-share.js';
@@ -89,7 +89,7 @@ export class Authenticator {
     // or verified by another instance (or before a restart). Both are checked against the hashes
     // Postgres holds now. One point of the address's failure budget is reserved first, as for argon2, so a
     // wrong secret costs this read no more often than it costs a verification.
-    const refund = await this.limits.reserveAuthAttempt(caller.address);
+    const attempt = await this.limits.reserveAuthAttempt(caller.address);
     let prefetched: Prefetched;
     try {
       const stamp = this.verified.generation;
@@ -98,15 +98,15 @@ export class Authenticator {
       const known = await this.knownWithoutArgon2(caller, credentials, stamp, recheck);
       if (credentials && known >= 0) {
         const view = await this.accept(caller, { credentials, matched: known, generation: stamp });
-        refund();
+        attempt.refund();
         return view;
       }
       this.hasher.refuseIfVerificationsFull(); // it may have filled meanwhile
     } catch (error) {
-      refund();
+      attempt.refund();
       throw error;
     }
-    return this.verifyCold(caller, refund, prefetched);
+    return this.verifyCold(caller, attempt, prefetched);
   }
 
   /** The index (0 current, 1 previous) of the hash the secret is known to match without argon2, or -1. */
@@ -125,22 +125,25 @@ export class Authenticator {
   }
 
   /**
-   * Cold path: argon2id. One point of the address's failure budget is reserved (`refund`) before any
-   * argon2 work: a wrong secret keeps it; success, and refusals that are ours (store, pool, queue share),
-   * give it back.
+   * Cold path: argon2id. One point of the address's failure budget is reserved (`attempt`) before any
+   * argon2 work: a wrong secret spends it as a failure; success, and refusals that are ours (store, pool,
+   * queue share), give it back.
    */
-  private async verifyCold(caller: Caller, refund: () => void, prefetched?: Prefetched): Promise<AgentView> {
+  private async verifyCold(caller: Caller, attempt: AuthAttempt, prefetched?: Prefetched): Promise<AgentView> {
     let checked: Checked;
     try {
       checked = await this.checkSecret(caller, prefetched);
     } catch (error) {
-      refund();
+      attempt.refund();
       throw error;
     }
     const { credentials, matched } = checked;
-    // The audit trail names the agent whose key id exists (never sent to the client).
-    if (!credentials || matched < 0) throw new CredentialRefusal('invalid_credentials', credentials?.hashes.agentId);
-    refund();
+    if (!credentials || matched < 0) {
+      await attempt.fail();
+      // The audit trail names the agent whose key id exists (never sent to the client).
+      throw new CredentialRefusal('invalid_credentials', credentials?.hashes.agentId);
+    }
+    attempt.refund();
     const view = await this.accept(caller, { ...checked, credentials });
     // Other instances (and this one after a restart) need no argon2 for it. Not awaited: the answer does not wait on Redis.
     if (this.shared) {

@@ -1,7 +1,7 @@
 // What the core reports, as typed events: the telemetry adapter turns them into metrics (and logs).
 // The core never sees a metric, a label or a logger.
 
-export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'argon2_share_per_address';
+export type LimiterName = 'token_per_key' | 'auth_fail_per_address' | 'auth_pending_per_address' | 'argon2_share_per_address';
 
 export type TelemetryEvent =
   /** The verified-secret memory answered (hit) or not. */
