@@ -98,9 +98,12 @@ describe('IPv6 clients', () => {
     expect(statuses.slice(0, FAIL_LIMIT)).toEqual(new Array(FAIL_LIMIT).fill(401));
     expect(statuses.slice(FAIL_LIMIT + 1)).toEqual([429]);
     expect((await wrongSecret({ 'x-forwarded-for': '2001:db8:0:2::1' })).status).toBe(401);
-    // The limiter counts under the /64, never under a single address.
+    // The limiters (checks reserved, failures) count under the /64, never under a single address.
     const keys = await redisKeys(service.env.REDIS_KEY_PREFIX);
-    expect(keys.filter((k) => k.endsWith('{2001:db8:0:1::/64}'))).toHaveLength(1);
+    expect(keys.filter((k) => k.endsWith('{2001:db8:0:1::/64}')).map((k) => k.slice(service.env.REDIS_KEY_PREFIX!.length)).sort()).toEqual([
+      'rl:authfail:{2001:db8:0:1::/64}',
+      'rl:authfailed:{2001:db8:0:1::/64}',
+    ]);
     expect(keys.filter((k) => /2001:db8:0:1:[0-9a-f]/.test(k))).toEqual([]);
   });
 
