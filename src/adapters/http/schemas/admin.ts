@@ -65,6 +65,27 @@ const PublicJwkInput = Type.Object(
   { additionalProperties: Type.Union([Type.String({ maxLength: 2048, pattern: PRINTABLE_NAME }), Type.Array(Type.String({ maxLength: 64, pattern: PRINTABLE_NAME }), { maxItems: 16 })]), description: 'A public JWK (RFC 7517) with a kid: EC P-256 (ES256), RSA >= 2048 bits (RS256, PS256) or OKP Ed25519 (EdDSA).' },
 );
 const JwkSetInput = Type.Object({ keys: Type.Array(PublicJwkInput, { maxItems: 10 }) }, { additionalProperties: false, description: 'An agent with no keys authenticates only through a workload binding (or keys added later).' });
+/**
+ * A workload issuer's keys: a JWK Set, or a SPIFFE trust bundle as SPIRE publishes it (`use` "jwt-svid" and
+ * "x509-svid" keys, the latter with `x5c` and no kid; `spiffe_sequence`, `spiffe_refresh_hint`). Only the
+ * keys for JWTs are kept (core/agents/spiffe-bundle.ts).
+ */
+const BundleJwkInput = Type.Object(
+  {
+    kty: Type.String({ maxLength: 8, pattern: PRINTABLE_NAME }),
+    kid: Type.Optional(Type.String({ minLength: 1, maxLength: 128, pattern: PRINTABLE_NAME })),
+    x5c: Type.Optional(Type.Array(Type.String({ maxLength: 16_384, pattern: '^[A-Za-z0-9+/=]*$' }), { maxItems: 8 })),
+  },
+  { additionalProperties: Type.Union([Type.String({ maxLength: 2048, pattern: PRINTABLE_NAME }), Type.Array(Type.String({ maxLength: 64, pattern: PRINTABLE_NAME }), { maxItems: 16 })]) },
+);
+const IssuerJwkSetInput = Type.Object(
+  {
+    keys: Type.Array(BundleJwkInput, { maxItems: 32 }),
+    spiffe_sequence: Type.Optional(Type.Integer({ minimum: 0 })),
+    spiffe_refresh_hint: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false, description: 'A JWK Set, or a SPIFFE bundle: its jwt-svid keys are kept (kid as published), x509-svid keys ignored.' },
+);
 const JwksUri = Type.String({ minLength: 1, maxLength: 2048, pattern: PRINTABLE_NAME, description: 'https URL of a JWK Set (http on loopback only with JWKS_URI_ALLOW_LOOPBACK).' });
 
 /** RFC 7591 client metadata: without token_endpoint_auth_method the agent gets a secret (client_secret_basic). */
@@ -151,7 +172,7 @@ export const WorkloadIssuerCreate = Type.Object(
   {
     issuer: Type.String({ minLength: 1, maxLength: 512, pattern: PRINTABLE_NAME, description: 'The iss of the workload tokens, exactly.' }),
     audience: Type.String({ minLength: 1, maxLength: 512, pattern: PRINTABLE_NAME, description: 'The aud the issuer puts in tokens meant for this service (e.g. its issuer URL).' }),
-    jwks: Type.Optional(JwkSetInput),
+    jwks: Type.Optional(IssuerJwkSetInput),
     jwks_uri: Type.Optional(JwksUri),
   },
   { $id: 'WorkloadIssuerCreate', additionalProperties: false },
