@@ -94,8 +94,13 @@ describe('token exchange (core, memory ports)', () => {
     expect(refusedCode(unknown)).toBe('invalid_credentials');
     expect(core.hasher.verifications - v0).toBe(2);
     expect('refused' in wrong && wrong.refused).toBeInstanceOf(CredentialRefusal);
-    expect(wrong.agentId).toBe(agent.id);
-    expect(unknown.agentId).toBeUndefined();
+    expect('refused' in wrong && wrong.checked && 'refused' in unknown && unknown.checked).toBe(true);
+    // The core records both refusals; only the first names the agent (never in the answer).
+    const refused = core.audit.events.filter((e) => e.type === 'token.refused');
+    expect(refused.map((e) => [e.agentId, e.data?.api_key_id, e.data?.auth_method])).toEqual([
+      [agent.id, agent.apiKeyId, 'client_secret'],
+      [null, `agnt_kid_${'0'.repeat(32)}`, 'client_secret'],
+    ]);
   });
 
   it('checks in the contract order: authenticate, key rate limit, agent status, platform access, scopes', async () => {
