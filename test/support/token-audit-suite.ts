@@ -196,9 +196,9 @@ export function describeTokenAudit(name: string, start: () => Promise<TokenAudit
       const kid = hostile('kid-', 900);
       const jti = hostile('jti-', 900);
       expect((await withAssertion(await sign(stranger, kid, { iss: client, sub: client, jti }))).status).toBe(401);
-      // A trusted issuer, a subject nobody bound: the claimed subject beside the issuer (under 1,024
-      // characters: a longer one names nobody, the issuer's id then unknown).
-      const subject = hostile('spiffe://example.org/', 600);
+      // A trusted issuer, a subject nobody bound: the claimed subject beside the issuer (over the 512 kept,
+      // under the 1,024 looked up: a longer one names nobody, the issuer's id then unknown).
+      const subject = hostile('spiffe://example.org/', 700);
       const workloadJti = hostile('wjti-', 900);
       expect((await withAssertion(await sign(workloadKey, workloadKey.kid, { iss: WORKLOAD_ISSUER, sub: subject, jti: workloadJti }))).status).toBe(401);
       // An untrusted issuer that looks like a trusted one.
@@ -220,7 +220,7 @@ export function describeTokenAudit(name: string, start: () => Promise<TokenAudit
       expect(unknownClient.api_key_id).toBe(`client-\uFFFDevil\uFFFD[31m\uFFFD\uFFFD\uFFFD\uFFFD${'x'.repeat(127 - 21)}…`);
       expect(unknownClient).not.toHaveProperty('agent_id');
       const unbound = byPrefix(events, 'subject', 'spiffe://example.org/\uFFFD')!;
-      expect(unbound).toMatchObject({ auth_method: 'workload', issuer: WORKLOAD_ISSUER, issuer_id: issuerId, subject: cleaned(subject, 256), assertion_jti: cleaned(workloadJti, 256) });
+      expect(unbound).toMatchObject({ auth_method: 'workload', issuer: WORKLOAD_ISSUER, issuer_id: issuerId, subject: cleaned(subject, 512), assertion_jti: cleaned(workloadJti, 256) });
       expect(unbound).not.toHaveProperty('agent_id');
       const untrusted = byPrefix(events, 'issuer', `${WORKLOAD_ISSUER}\uFFFD`)!;
       expect(untrusted).toMatchObject({ auth_method: 'workload', issuer: `${WORKLOAD_ISSUER}\uFFFD`, subject: WORKLOAD_SUBJECT });
@@ -230,7 +230,7 @@ export function describeTokenAudit(name: string, start: () => Promise<TokenAudit
         for (const [field, value] of Object.entries(e)) {
           if (typeof value !== 'string') continue;
           expect(UNSAFE.test(value), `${e.type}.${field}`).toBe(false);
-          expect(value.length, `${e.type}.${field}`).toBeLessThanOrEqual(256);
+          expect(value.length, `${e.type}.${field}`).toBeLessThanOrEqual(field === 'issuer' || field === 'subject' ? 512 : 256);
         }
       }
       expectNothingSent(JSON.stringify(events), secrets, assertions);

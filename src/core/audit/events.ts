@@ -101,9 +101,12 @@ const capped = (value: string | null | undefined, max: number) => (value ? value
 export const UNSAFE_TEXT_CHARACTERS = '\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200B-\\u200F\\u2028-\\u202E\\u2060-\\u2069\\uFEFF';
 // Lone surrogates as well: Postgres refuses them in jsonb, which would fail the whole batch.
 const UNSAFE_TEXT = new RegExp(`[${UNSAFE_TEXT_CHARACTERS}]|[\\uD800-\\uDBFF](?![\\uDC00-\\uDFFF])|(?<![\\uD800-\\uDBFF])[\\uDC00-\\uDFFF]`, 'g');
-/** Longest claimed identifier kept (`iss`, `sub`, `jti`); a `kid` or an api_key_id: KID_MAX. */
-export const CLAIMED_MAX = 256;
-export const KID_MAX = 128;
+/**
+ * The longest claimed value kept: an `iss` or `sub` as long as a registered workload issuer or subject may be
+ * (512), a `jti` as long as a private_key_jwt's may be (256), a `kid` or an api_key_id as long as a client
+ * key's `kid` may be (128). Verified values therefore come out whole.
+ */
+export const CLAIMED_MAX = { name: 512, jti: 256, id: 128 } as const;
 
 /**
  * A value a client sent (a claim of an assertion it may have forged, an id it presented): every character
@@ -125,12 +128,12 @@ function authenticationData(by: ClientAuthentication | undefined): EventData {
     const clean = claimedText(value, max);
     if (clean !== undefined) data[key] = clean;
   };
-  put('api_key_id', by.apiKeyId, KID_MAX);
-  put('client_kid', by.clientKid, KID_MAX);
-  put('assertion_jti', by.assertionJti, CLAIMED_MAX);
-  put('issuer', by.issuer, CLAIMED_MAX);
-  put('issuer_id', by.issuerId, KID_MAX);
-  put('subject', by.subject, CLAIMED_MAX);
+  put('api_key_id', by.apiKeyId, CLAIMED_MAX.id);
+  put('client_kid', by.clientKid, CLAIMED_MAX.id);
+  put('assertion_jti', by.assertionJti, CLAIMED_MAX.jti);
+  put('issuer', by.issuer, CLAIMED_MAX.name);
+  put('issuer_id', by.issuerId, CLAIMED_MAX.id);
+  put('subject', by.subject, CLAIMED_MAX.name);
   return data;
 }
 
