@@ -153,15 +153,19 @@ function event(type: EventType, fields: Partial<Omit<AuditEvent, 'id' | 'at' | '
 }
 
 export const auditEvents = {
-  /** `by`: how the client authenticated (verified). `kid` is the signing key's, `jti` the token's. */
+  /**
+   * `by`: how the client authenticated (verified). `kid` is the signing key's, `jti` the token's. Its
+   * api_key_id is left out: the agent's own, so `agent_id` says it (about 60 bytes less on every row).
+   */
   tokenIssued(i: { jti: string; agentId: string; platformId: string; scope: string; kid: string; clientAddress: string; by: ClientAuthentication }): AuditEvent {
+    const { apiKeyId: _sameAsTheAgents, ...by } = i.by;
     return event('token.issued', {
       jti: i.jti,
       agentId: i.agentId,
       platformId: i.platformId,
       kid: i.kid,
       clientAddress: i.clientAddress,
-      data: { scope: i.scope, ...authenticationData(i.by) },
+      data: { scope: i.scope, ...authenticationData(by) },
     });
   },
   /**
