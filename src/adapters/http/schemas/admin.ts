@@ -218,7 +218,7 @@ export const EventPage = Type.Object(
           auth_method: Type.Optional(
             Type.Union(CLIENT_AUTH_METHODS.map((m) => Type.Literal(m)), { description: 'token.issued, token.refused: how the client authenticated.' }),
           ),
-          api_key_id: Type.Optional(Type.String({ maxLength: 128, description: 'token.*: the api_key_id (client_id) presented, or a private_key_jwt assertion\'s iss.' })),
+          api_key_id: Type.Optional(Type.String({ maxLength: 128, description: 'token.refused: the api_key_id (client_id) presented, or a private_key_jwt assertion\'s iss.' })),
           client_kid: Type.Optional(Type.String({ maxLength: 128, description: 'private_key_jwt: the kid of the client key (agent.key_*: the key added or removed).' })),
           assertion_jti: Type.Optional(Type.String({ maxLength: 256, description: 'token.*: the client assertion\'s jti (jti is the issued token\'s).' })),
           issuer: Type.Optional(Type.String({ maxLength: 512, description: 'token.* by workload identity: the workload token\'s iss.' })),
