@@ -3,6 +3,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { AgentStatus, PlatformStatus, VerificationStatus } from './public.js';
 import { RoutePath, ScopeName } from '@agent-credential-exchange/middleware/scopes-file';
 import { UNSAFE_NAME_CHARACTERS } from '../../../support/unsafe-text.js';
+import { CLIENT_AUTH_METHODS } from '../../../core/credentials/client-authentication.js';
 
 /**
  * Every stored and echoed string (names, descriptions, URIs, issuer, audience, subject, JWK members) is shown in terminals (`ace agent list`), logs and consoles: none of the characters that would not
@@ -230,8 +231,26 @@ export const EventPage = Type.Object(
   {
     events: Type.Array(
       Type.Object(
-        { id: Uuid, type: Type.String(), at: Timestamp },
-        { additionalProperties: true, description: 'The event: its ids (agent_id, platform_id, kid, jti), actor, client_address and type-specific fields.' },
+        {
+          id: Uuid,
+          type: Type.String(),
+          at: Timestamp,
+          // How a token was obtained (token.issued, token.refused: docs/audit.md#how-a-token-was-obtained).
+          auth_method: Type.Optional(
+            Type.Union(CLIENT_AUTH_METHODS.map((m) => Type.Literal(m)), { description: 'token.issued, token.refused: how the client authenticated.' }),
+          ),
+          api_key_id: Type.Optional(Type.String({ maxLength: 128, description: 'token.refused: the api_key_id (client_id) presented, or a private_key_jwt assertion\'s iss.' })),
+          client_kid: Type.Optional(Type.String({ maxLength: 128, description: 'private_key_jwt: the kid of the client key (agent.key_*: the key added or removed).' })),
+          assertion_jti: Type.Optional(Type.String({ maxLength: 256, description: 'token.*: the client assertion\'s jti (jti is the issued token\'s).' })),
+          issuer: Type.Optional(Type.String({ maxLength: 512, description: 'token.* by workload identity: the workload token\'s iss.' })),
+          issuer_id: Type.Optional(Type.String({ maxLength: 128, description: 'The trusted workload issuer\'s id.' })),
+          subject: Type.Optional(Type.String({ maxLength: 512, description: 'The workload subject (sub).' })),
+        },
+        {
+          additionalProperties: true,
+          description:
+            'The event: its ids (agent_id, platform_id, kid, jti), actor, client_address and type-specific fields (docs/audit.md). Values a client claimed (token.refused) are cut to their maxLength and carry no control, bidirectional or invisible character (each became U+FFFD).',
+        },
       ),
     ),
     next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next page; null on the last page.' }),
