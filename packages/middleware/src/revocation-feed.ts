@@ -1,7 +1,7 @@
 // The receiver of the platform's revocation feed: the service's SSF stream of Security Event Tokens
-// (feed-document.ts), kept current over a WebSocket (push) with RFC 8936 polls whenever the socket is not
-// open and proving freshness (connecting, backing off, silent), and resumed from the last sequence after
-// any gap. This is the connection: it checks each SET's signature and hands it to the rules
+// (the protocol package's feed-document), kept current over a WebSocket (push) with RFC 8936 polls
+// whenever the socket is not open and proving freshness (connecting, backing off, silent), and resumed
+// from the last sequence after any gap. This is the connection: it checks each SET's signature and hands it to the rules
 // (revocation-rules.ts: what a SET changes, which token is refused, when the copy is current). A head that
 // lists live SETs we lack (a proxy dropping them) makes it poll at once; the copy is not fresh until they
 // are held, so it ages towards failMode like a cut feed. Checks are in memory: a request costs two map
@@ -22,7 +22,7 @@ import {
   seqOfJti,
   type PollAnswer,
   type SetPayload,
-} from './feed-document.js';
+} from '@agent-credential-exchange/protocol/feed-document';
 import type { JwksCache } from './jwks-cache.js';
 import { readStreamHead, RevocationRules } from './revocation-rules.js';
 
@@ -37,7 +37,7 @@ export interface FeedSocket {
 /** The WebSocket constructor: `protocols` carries the feed token (browser and undici WebSockets cannot set headers). */
 export type FeedSocketConstructor = new (url: string, protocols?: string | string[]) => FeedSocket;
 
-// The wire protocol's names (subprotocols, close code) live in feed-document.ts, shared with the service.
+// The wire protocol's names (subprotocols, close code) live in the protocol package's feed-document, shared with the service.
 export { CLOSE_CREDENTIAL_REVOKED, FEED_SUBPROTOCOL, FEED_TOKEN_SUBPROTOCOL_PREFIX };
 
 /** The feed refused our feed token (401): missing, wrong, deleted, or another platform's. */

@@ -10,7 +10,7 @@ import type { JWTPayload } from 'jose';
 import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
 import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, uriTooLong, withResourceMetadata, type Refusal } from './challenge.js';
 import { DEFAULT_MAX_PATH_LENGTH, DEFAULT_MAX_SEGMENT_LENGTH, pathTooLong, type PathLimits } from './canonical-path.js';
-import { normaliseResource } from './resource.js';
+import { normaliseResource } from '@agent-credential-exchange/protocol/resource-identifier';
 import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource, type TemplateSyntax } from './scope-map.js';
 import { RevocationReceiver, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
 import { webRs256, type Rs256 } from './rs256.js';
