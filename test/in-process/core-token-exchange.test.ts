@@ -3,7 +3,7 @@
 // through HTTP against Postgres and Redis; these run in milliseconds and name the rule that broke.
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { HTTP_METHODS } from '@agent-credential-exchange/middleware/scopes-file';
+import { HTTP_METHODS } from '../../packages/protocol/src/scopes-file.js';
 import { CredentialRefusal, ServiceError, StoreUnavailableError } from '../../src/core/errors.js';
 import { ROUTE_METHODS } from '../../src/core/platforms/platform-service.js';
 import type { ExchangeOutcome, TokenRequest } from '../../src/core/tokens/token-service.js';

@@ -12,7 +12,7 @@ import { httpStatus } from './errors.js';
 import { TokenDoor, type UncheckedRefusalCount } from './token-door.js';
 import { FormError, formDecode, parseFormBody } from './form-body.js';
 import { UUID_PATTERN } from './schemas/public.js';
-import { normaliseResource } from '../../core/platforms/resource-identifier.js';
+import { normaliseResource } from '@agent-credential-exchange/protocol/resource-identifier';
 import { bindRoutes, json, MAX_BODY_BYTES, type HttpReply, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
 import { fixedHeader, refusals } from './responses.js';
 import { AuthorizationServerMetadata, OAuthErrorBody, OAuthTokenRequest, OAuthTokenResponse } from './schemas/oauth.js';

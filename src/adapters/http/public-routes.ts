@@ -14,7 +14,7 @@ import {
   TokenResponse,
   UUID_PATTERN,
 } from './schemas/public.js';
-import { SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
+import { SvcScopesYaml } from '@agent-credential-exchange/protocol/scopes-file';
 import { compileValidator } from './schemas/validate.js';
 import type { Authenticator } from '../../core/credentials/authenticator.js';
 import type { KeyManager } from '../../core/keys/key-manager.js';

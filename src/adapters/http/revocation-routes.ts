@@ -28,7 +28,7 @@ import {
   feedPollPath,
   feedSocketPath,
   type PollRequest,
-} from '@agent-credential-exchange/middleware/feed-document';
+} from '@agent-credential-exchange/protocol/feed-document';
 import { HttpError } from './errors.js';
 import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteCredentials, type RouteDeclaration } from './types.js';
 

@@ -28,7 +28,7 @@ import {
   type LiveRange,
   type PollRequest,
   type SetPayload,
-} from '@agent-credential-exchange/middleware/feed-document';
+} from '@agent-credential-exchange/protocol/feed-document';
 
 /** Pushes to the subscribers of one platform held by this process (uWS topics in production). */
 export interface FeedTransport {

@@ -1,7 +1,7 @@
 // TypeBox schemas of the internal admin API (outside the stable contract).
 import { Type, type Static } from '@sinclair/typebox';
 import { AgentStatus, PlatformStatus, VerificationStatus } from './public.js';
-import { RoutePath, ScopeName } from '@agent-credential-exchange/middleware/scopes-file';
+import { RoutePath, ScopeName } from '@agent-credential-exchange/protocol/scopes-file';
 import { UNSAFE_NAME_CHARACTERS } from '../../../support/unsafe-text.js';
 import { CLIENT_AUTH_METHODS } from '../../../core/credentials/client-authentication.js';
 
