@@ -90,6 +90,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     keyPrefix: config.redisKeyPrefix,
     tokenPoints: config.rateLimitTokenPoints,
     tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
+    tokenLease: config.rateLimitTokenLease,
     authFailPoints: config.rateLimitAuthFailPoints,
     authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
     onStoreFailure: (operation) => metrics.cache.redisFailed(operation),

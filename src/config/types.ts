@@ -46,6 +46,7 @@ export interface Config {
   warmupMaxWaitMs: number;
   rateLimitTokenPoints: number;
   rateLimitTokenWindowSeconds: number;
+  rateLimitTokenLease: number;
   rateLimitAuthFailPoints: number;
   rateLimitAuthFailWindowSeconds: number;
   trustProxy: boolean;
