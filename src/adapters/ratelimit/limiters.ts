@@ -46,16 +46,15 @@ export function makeLimiter(redis: RedisClient | undefined, keyPrefix: string, p
 }
 
 /**
- * The library's count-and-window script, one Redis command leaner: it set the key to 0 (SET NX) before
- * counting and read the TTL after (PTTL) every time; this counts first and sets the window only on a new key
- * (INCRBY + EXPIRE), else reads it (INCRBY + PTTL). Same arguments and answer as the library's. ioredis
+ * The library's count-and-window script, leaner for a new window: it ran SET NX (of 0) + INCRBY + PTTL every
+ * time; this starts a window with one SET NX of the points themselves (a new key: its TTL is the window),
+ * else counts and reads the TTL (INCRBY + PTTL). Same arguments and answer as the library's. ioredis
  * defines it under one name per client ("rlflxIncr"), so every limiter on the client uses this one.
  */
-const INCR_TTL_SCRIPT = `local consumed = redis.call('incrby', KEYS[1], ARGV[1]) \
-if consumed == tonumber(ARGV[1]) then \
-  redis.call('expire', KEYS[1], ARGV[2]) \
-  return {consumed, 1000 * ARGV[2]} \
+const INCR_TTL_SCRIPT = `if redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2], 'NX') then \
+  return {tonumber(ARGV[1]), 1000 * ARGV[2]} \
 end \
+local consumed = redis.call('incrby', KEYS[1], ARGV[1]) \
 local ttl = redis.call('pttl', KEYS[1]) \
 if ttl == -1 then \
   redis.call('expire', KEYS[1], ARGV[2]) \
