@@ -101,6 +101,7 @@ export interface AuditConfig {
   enabled: boolean;
   retentionDays: number;
   flushMs: number;
+  lingerMs: number;
   batchMax: number;
   maxInFlight: number;
   writeTimeoutMs: number;
