@@ -73,6 +73,7 @@ export async function startAudit(options: {
     store,
     spool,
     flushMs: config.flushMs,
+    lingerMs: config.lingerMs,
     batchMax: config.batchMax,
     maxInFlight: config.maxInFlight,
     writeTimeoutMs: config.writeTimeoutMs,

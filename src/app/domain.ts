@@ -90,6 +90,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     keyPrefix: config.redisKeyPrefix,
     tokenPoints: config.rateLimitTokenPoints,
     tokenWindowSeconds: config.rateLimitTokenWindowSeconds,
+    tokenLease: config.rateLimitTokenLease,
     authFailPoints: config.rateLimitAuthFailPoints,
     authFailWindowSeconds: config.rateLimitAuthFailWindowSeconds,
     onStoreFailure: (operation) => metrics.cache.redisFailed(operation),
@@ -154,13 +155,7 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
         onFailure: (operation) => metrics.cache.redisFailed(operation),
       })
     : undefined;
-  if (shared) {
-    // Hygiene, not safety: an entry names the hash it matched, so a rotation already voids it.
-    bus.subscribe((message) => {
-      if (message.kind === 'agent') void shared.forget([message.apiKeyId]);
-      else if (message.kind === 'agents') void shared.forget(message.apiKeyIds);
-    });
-  }
+  // No drop on invalidations: an entry names the hash it matched (a rotation voids it) and expires by itself.
   const authenticator = new Authenticator({
     shared,
     store,

@@ -46,6 +46,7 @@ export interface Config {
   warmupMaxWaitMs: number;
   rateLimitTokenPoints: number;
   rateLimitTokenWindowSeconds: number;
+  rateLimitTokenLease: number;
   rateLimitAuthFailPoints: number;
   rateLimitAuthFailWindowSeconds: number;
   trustProxy: boolean;
@@ -100,6 +101,7 @@ export interface AuditConfig {
   enabled: boolean;
   retentionDays: number;
   flushMs: number;
+  lingerMs: number;
   batchMax: number;
   maxInFlight: number;
   writeTimeoutMs: number;

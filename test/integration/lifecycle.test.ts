@@ -89,7 +89,12 @@ describe('lifecycle across instances', () => {
       }
     });
 
-    /** Makes every instance remember the agent (verified credentials, cached view). */
+    /**
+     * Makes every instance remember the agent (verified credentials, cached view) and hold a lease of its
+     * token limit (RATE_LIMIT_TOKEN_LEASE points, most of them unspent): the refusals below come while
+     * each instance could still spend points from memory, so they show that neither a lease nor a memory
+     * lets a disabled agent, a removed grant or a rotated secret through.
+     */
     async function warm(agent: AgentCredentials) {
       for (const instance of instances) expect((await token(instance, agent, platform.platform_id)).status).toBe(200);
     }

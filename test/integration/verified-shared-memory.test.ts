@@ -75,19 +75,20 @@ describe('shared verified-secret memory', { timeout: 180_000 }, () => {
   it('a rotated secret and a deactivated agent are refused at every instance, even when a stale entry is written back', async () => {
     const [rotated, deactivated] = agents;
     const admin = new AdminClient(first);
-    // What the shared memory holds for the agent before the rotation, written back after it: a verifier
-    // that read the old hash and wrote its entry after the invalidation's delete (the crossing race).
+    // What the shared memory holds for the agent before the rotation, written back after it (with its TTL:
+    // nothing deletes the entries, they name the old hash): a verifier that read the old hash and wrote
+    // its entry after the rotation (the crossing race).
     const client = redis.client();
-    const key = `${prefix}v:${rotated.api_key_id}`;
-    const stale = await client.hgetall(key);
-    expect(Object.keys(stale).length).toBeGreaterThan(0);
+    // One string key per verified (key id, secret, hash): `<prefix>v:{<api_key_id>}:<hmac>`.
+    const keys = await client.keys(`${prefix}v:{${rotated.api_key_id}}:*`);
+    expect(keys.length).toBeGreaterThan(0);
+    const stale = await Promise.all(keys.map(async (key) => ({ key, value: (await client.get(key))!, ttl: await client.pttl(key) })));
     const fresh = await admin.rotateSecret(rotated.agent_id);
     await admin.patchAgent(deactivated.agent_id, { status: 'inactive' });
-    // Each instance has dropped the agent (its Redis commands run in order: the invalidation's delete
-    // went before this exchange's lookups) ...
+    // Each instance has dropped the agent from its own memory and serves the new secret ...
     for (const service of services) expect((await token(service, { api_key_id: rotated.api_key_id, secret: fresh.secret })).status).toBe(200);
     // ... and only then does the stale entry land.
-    await client.hset(key, stale);
+    for (const entry of stale) await client.set(entry.key, entry.value, 'PX', entry.ttl);
     client.disconnect();
     for (const service of services) {
       const old = await token(service, rotated);

@@ -15,6 +15,8 @@ import { waitFor } from '../../kit/wait.js';
 
 /** Token budget per api_key_id and minute: the shared-limit checks spend it exactly. */
 export const TOKEN_POINTS = 300;
+/** The token points an instance leases at once with that budget (RATE_LIMIT_TOKEN_LEASE's default, 32). */
+const TOKEN_LEASE = 32;
 /** The warm agent's load: always this many requests, well inside its budget (no 429 may blur the count). */
 const LOAD_MAX = 240;
 /** Of LOAD_MAX, kept for after the promotion (the new master under load, however long the failover). */
@@ -255,7 +257,18 @@ export async function expectFailoverOutcome(pair: Pair, outcome: Awaited<ReturnT
   // Limits are shared on the new master(s) too.
   const fresh = await admin.createAgent('after-failover');
   await admin.grant(fresh.agent_id, platformId, ['orders:read']);
-  expect(await sharedBudget(pair, fresh, platformId)).toEqual({ ok: TOKEN_POINTS, limited: 10, other: [] });
+  expectShared(await sharedBudget(pair, fresh, platformId));
+}
+
+/**
+ * One budget for both instances: never more than TOKEN_POINTS tokens, and at most one lease fewer (the
+ * other instance may hold unspent leased points: docs/decisions.md, Leased limits); per instance it would be twice.
+ */
+function expectShared(counts: { ok: number; limited: number; other: number[] }): void {
+  expect(counts.other).toEqual([]);
+  expect(counts.ok).toBeLessThanOrEqual(TOKEN_POINTS);
+  expect(counts.ok).toBeGreaterThanOrEqual(TOKEN_POINTS - TOKEN_LEASE);
+  expect(counts.limited).toBe(TOKEN_POINTS + 10 - counts.ok);
 }
 
 /**
@@ -274,7 +287,7 @@ export async function expectTopologyAndSharedLimits(
 
   const admin = new AdminClient(pair.a);
   const { platform, agent } = await admin.seed(['orders:read']);
-  expect(await sharedBudget(pair, agent, platform.platform_id)).toEqual({ ok: TOKEN_POINTS, limited: 10, other: [] });
+  expectShared(await sharedBudget(pair, agent, platform.platform_id));
 }
 
 /** A start-up the topology's settings in `env` cannot work with: the process exits non-zero, naming each of `names`. */

@@ -17,6 +17,12 @@ import type { Spool } from './spool.js';
 /** The AUDIT_* settings of group commit and spooling. */
 export interface TrailSettings {
   flushMs: number;
+  /**
+   * Under load (the last batch held more than one event), a batch may wait, after the writer is free, for
+   * twice as many events as the last one held: at most four times as long as the last write took, and at most
+   * this long (ms): group commit that grows with load (AUDIT_FLUSH_MAX_MS; 0 or absent: never beyond flushMs).
+   */
+  lingerMs?: number;
   batchMax: number;
   maxInFlight: number;
   writeTimeoutMs: number;
@@ -62,6 +68,12 @@ export class AuditTrail implements AuditSink {
   private draining: Promise<void> | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** Events in the last batch sent; more than one means load (see lingerMs). */
+  private lastBatch = 0;
+  /** Since when (performance.now) the writer could take the batch now gathering: the wait counts from it. */
+  private readySince = 0;
+  /** How long the last write took (ms): under load a batch waits at most four times that. */
+  private lastWriteMs = 0;
 
   private readonly store: AuditStore;
   private readonly spool: Spool;
@@ -95,27 +107,49 @@ export class AuditTrail implements AuditSink {
   record(event: AuditEvent): Promise<void> {
     if (this.closed) return Promise.reject(new Error('audit trail closed'));
     return new Promise((resolve, reject) => {
-      this.queue.push({ event, resolve, reject });
-      this.schedule();
+      this.enqueue({ event, resolve, reject });
     });
   }
 
   /** Fire and forget: nobody waits, so a batch that fails is reported by the observer (write) alone. */
   emit(event: AuditEvent): void {
     if (this.closed) return this.observer.failed(1, new Error('audit trail closed'));
-    this.queue.push({ event, resolve: () => undefined, reject: () => undefined });
+    this.enqueue({ event, resolve: () => undefined, reject: () => undefined });
+  }
+
+  private enqueue(pending: Pending): void {
+    if (this.queue.length === 0 && this.inFlight < this.settings.maxInFlight) this.readySince = performance.now();
+    this.queue.push(pending);
     this.schedule();
+  }
+
+  /** Under load, the batch a free writer waits for (twice the last one), else 0. */
+  private target(): number {
+    return this.settings.lingerMs && this.lastBatch > 1 ? Math.min(this.settings.batchMax, 2 * this.lastBatch) : 0;
   }
 
   private schedule(): void {
     if (this.inFlight >= this.settings.maxInFlight) return; // a finishing flush picks the queue up
     if (this.queue.length >= this.settings.batchMax) return this.fire();
+    const target = this.target();
+    if (target > 0 && this.queue.length >= target) return this.fire();
     if (this.timer) return;
     // AUDIT_FLUSH_MS=0: still gather what the current turn of the event loop adds.
     this.timer =
       this.settings.flushMs === 0
-        ? { cancel: clearImmediate, handle: setImmediate(() => this.fire()) }
-        : { cancel: clearTimeout, handle: setTimeout(() => this.fire(), this.settings.flushMs) };
+        ? { cancel: clearImmediate, handle: setImmediate(() => this.flushDue()) }
+        : { cancel: clearTimeout, handle: setTimeout(() => this.flushDue(), this.settings.flushMs) };
+  }
+
+  /** flushMs has passed: the batch leaves, unless under load it may still wait for its target. */
+  private flushDue(): void {
+    this.timer = undefined;
+    const left = this.readySince + Math.min(this.settings.lingerMs ?? 0, 4 * this.lastWriteMs) - performance.now();
+    if (this.queue.length < this.target() && left >= 1) {
+      this.timer = { cancel: clearTimeout, handle: setTimeout(() => this.fire(), left) };
+      return;
+    }
+    this.fire();
   }
 
   private fire(): void {
@@ -125,9 +159,13 @@ export class AuditTrail implements AuditSink {
     }
     while (this.queue.length > 0 && this.inFlight < this.settings.maxInFlight) {
       const batch = this.queue.splice(0, this.settings.batchMax);
+      this.lastBatch = batch.length;
       this.inFlight++;
+      const started = performance.now();
       void this.write(batch).finally(() => {
         this.inFlight--;
+        this.readySince = performance.now();
+        this.lastWriteMs = this.readySince - started;
         if (this.queue.length > 0) this.schedule();
       });
       // Only a full batch justifies a second statement at once; otherwise let the next one gather.

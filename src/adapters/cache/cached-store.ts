@@ -51,6 +51,8 @@ export class CachedStore implements Store {
   /** Bumped by every distrust: a sweep that started before one does not restore trust. */
   private distrusts = 0;
   private resyncing: Promise<void> | undefined;
+  /** Reads out to Redis or Postgres, by Redis key, with the cache's generation when each began (single flight). */
+  private readonly flights = new Map<string, { generation: number; read: Promise<unknown> }>();
   private closed = false;
 
   constructor({ inner, ...options }: CachedStoreOptions) {
@@ -143,8 +145,12 @@ export class CachedStore implements Store {
     }
   }
 
-  /** L1 → L2 → inner, filling the layers on the way back. Negative answers are kept in L1 only. */
-  private async readThrough<V extends object>(
+  /**
+   * L1 → L2 → inner, filling the layers on the way back. Negative answers are kept in L1 only. Single
+   * flight: a read that misses L1 while another read of the same entry is out, with no invalidation of the
+   * cache since that one began, waits for its answer instead of asking Redis (and Postgres) again.
+   */
+  private readThrough<V extends object>(
     local: BoundedCache<V | null>,
     id: string,
     redisKey: string,
@@ -152,8 +158,25 @@ export class CachedStore implements Store {
   ): Promise<V | null> {
     const cached = local.get(id);
     this.options.metrics.cache('local', cached !== undefined);
-    if (cached !== undefined) return cached;
+    if (cached !== undefined) return Promise.resolve(cached);
     const generation = local.generation;
+    const flight = this.flights.get(redisKey);
+    // An invalidation since it began (any: the generation counts them all) may have made its answer stale.
+    if (flight && flight.generation === generation) return flight.read as Promise<V | null>;
+    const read = this.refill(local, id, redisKey, load, generation).finally(() => {
+      if (this.flights.get(redisKey)?.read === read) this.flights.delete(redisKey);
+    });
+    this.flights.set(redisKey, { generation, read });
+    return read;
+  }
+
+  private async refill<V extends object>(
+    local: BoundedCache<V | null>,
+    id: string,
+    redisKey: string,
+    load: () => Promise<V | null>,
+    generation: number,
+  ): Promise<V | null> {
     const { redis } = this.options;
     if (redis && this.redisTrusted) {
       const distrusts = this.distrusts;

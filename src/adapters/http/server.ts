@@ -338,10 +338,14 @@ export class HttpServer {
       }
       // Synchronous handlers (JWKS, health) answer at once, without a promise round.
       if (!(result instanceof Promise)) return this.send(exchange, result);
-      result
+      // One reaction, not a catch-then chain (two promises per request).
+      result.then(
+        (r) => this.send(exchange, r),
         // A client that went away aborted its work: nothing to answer, nothing to log.
-        .catch((error: unknown) => (state.aborted ? null : this.errorReply(error, route.name)))
-        .then((r) => r && this.send(exchange, r));
+        (error: unknown) => {
+          if (!state.aborted) this.send(exchange, this.errorReply(error, route.name));
+        },
+      );
     };
 
     // uWS still consumes the unread body of a request answered early (its parser knows the length).

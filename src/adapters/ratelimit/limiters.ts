@@ -5,6 +5,7 @@ import type { RedisClient } from '../cache/index.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { ServiceError } from '../../core/errors.js';
 import type { AuthAttempt } from '../../core/ports/limits.js';
+import { LeasedPoints, leaseSize, type Lease } from './leases.js';
 
 export interface LimitersOptions {
   redis: RedisClient | undefined;
@@ -13,6 +14,8 @@ export interface LimitersOptions {
   tokenWindowSeconds: number;
   authFailPoints: number;
   authFailWindowSeconds: number;
+  /** Token points leased from Redis at once per key, at most (RATE_LIMIT_TOKEN_LEASE; a quarter of the budget at most). */
+  tokenLease?: number;
   /** A Redis command whose failure refuses nothing (a refund that did not reach the store): counted, not thrown. */
   onStoreFailure?: (operation: 'rate_limit_refund') => void;
   /** A request refused by a limit: counted by limiter. */
@@ -38,8 +41,32 @@ export function makeLimiter(redis: RedisClient | undefined, keyPrefix: string, p
     duration,
     rejectIfRedisNotReady: true,
     insuranceLimiter: memory,
+    customIncrTtlLuaScript: INCR_TTL_SCRIPT,
   });
 }
+
+/**
+ * The library's count-and-window script, leaner for a new window: it ran SET NX (of 0) + INCRBY + PTTL every
+ * time; this starts a window with one SET NX of the points themselves (a new key: its TTL is the window),
+ * else counts and reads the TTL (INCRBY + PTTL). Same arguments and answer as the library's. ioredis
+ * defines it under one name per client ("rlflxIncr"), so every limiter on the client uses this one.
+ */
+const INCR_TTL_SCRIPT = `if redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2], 'NX') then \
+  return {tonumber(ARGV[1]), 1000 * ARGV[2]} \
+end \
+local consumed = redis.call('incrby', KEYS[1], ARGV[1]) \
+local ttl = redis.call('pttl', KEYS[1]) \
+if ttl == -1 then \
+  redis.call('expire', KEYS[1], ARGV[2]) \
+  ttl = 1000 * ARGV[2] \
+end \
+return {consumed, ttl} \
+`;
+
+/** RATE_LIMIT_TOKEN_LEASE's default. */
+export const DEFAULT_TOKEN_LEASE = 32;
+/** Checks one address's failure budget lends an instance at once (at most a fifth of the budget). */
+const AUTH_ATTEMPT_LEASE = 4;
 
 /** RateLimiterRedis with every key wrapped in a Cluster hash tag. */
 class HashTaggedRateLimiterRedis extends RateLimiterRedis {
@@ -63,6 +90,10 @@ export const PENDING_RETRY_AFTER_SECONDS = 1;
 
 export class Limiters {
   private readonly token: RateLimiterAbstract;
+  /** With Redis and a budget worth it: the token limit's points, leased per key (leases.ts); else every point in Redis. */
+  private readonly tokenLeases: LeasedPoints | undefined;
+  /** The same for the reservations of the failure budget (a refund goes back to the lease, not to Redis). */
+  private readonly attemptLeases: LeasedPoints | undefined;
   /**
    * Reservations: one point per credential check before it runs, given back unless the credentials were
    * wrong. It bounds the checks one address causes (in flight plus failed) to its budget.
@@ -92,11 +123,38 @@ export class Limiters {
     this.token = makeLimiter(options.redis, `${options.keyPrefix}rl:token`, options.tokenPoints, options.tokenWindowSeconds);
     this.authFail = makeLimiter(options.redis, `${options.keyPrefix}rl:authfail`, options.authFailPoints, options.authFailWindowSeconds);
     this.failures = makeLimiter(options.redis, `${options.keyPrefix}rl:authfailed`, options.authFailPoints, options.authFailWindowSeconds);
+    const tokenLease = options.redis ? leaseSize(options.tokenPoints, options.tokenLease ?? DEFAULT_TOKEN_LEASE) : 1;
+    if (tokenLease > 1) this.tokenLeases = new LeasedPoints({ limiter: this.token, points: options.tokenPoints, size: tokenLease, rememberRefusals: true });
+    const attemptLease = options.redis ? leaseSize(options.authFailPoints, AUTH_ATTEMPT_LEASE, 5) : 1;
+    if (attemptLease > 1) this.attemptLeases = new LeasedPoints({ limiter: this.authFail, points: options.authFailPoints, size: attemptLease, rememberRefusals: false });
   }
 
-  /** Counts one token request for an authenticated key; throws 429 past the limit. */
-  async consumeToken(apiKeyId: string): Promise<void> {
-    await this.consume(this.token, 'token_per_key', apiKeyId);
+  /**
+   * Counts one token request for an authenticated key; throws 429 past the limit. From the key's lease
+   * when it holds a point: synchronous, no Redis (undefined); else a promise (a new lease, or Redis itself).
+   */
+  consumeToken(apiKeyId: string): Promise<void> | undefined {
+    const leases = this.tokenLeases;
+    if (!leases) return this.consume(this.token, 'token_per_key', apiKeyId);
+    try {
+      if (leases.takeLocal(apiKeyId)) return undefined;
+    } catch (rejection) {
+      this.onRefusal('token_per_key');
+      throw rateLimitedError(rejection as RateLimiterRes);
+    }
+    return this.takeLeased(leases, apiKeyId).then(() => undefined);
+  }
+
+  private async takeLeased(leases: LeasedPoints, key: string): Promise<Lease | undefined> {
+    try {
+      return await leases.take(key);
+    } catch (rejection) {
+      if (rejection instanceof RateLimiterRes) {
+        this.onRefusal('token_per_key');
+        throw rateLimitedError(rejection);
+      }
+      return undefined; // the store itself failed and no insurance answered: do not refuse for our fault
+    }
   }
 
   /**
@@ -108,8 +166,11 @@ export class Limiters {
    * unavailable), and `fail`ed when the credentials were wrong.
    */
   async reserveAuthAttempt(address: string): Promise<AuthAttempt> {
+    const leases = this.attemptLeases;
+    let lease: Lease | undefined;
     try {
-      await this.authFail.consume(address);
+      if (leases) lease = await leases.take(address);
+      else await this.authFail.consume(address);
     } catch (rejection) {
       if (rejection instanceof RateLimiterRes) throw await this.refused(address);
       // The store itself failed and no insurance answered: do not refuse for our fault.
@@ -120,6 +181,8 @@ export class Limiters {
       refund: () => {
         if (settled) return;
         settled = true;
+        // Leased: the point goes back to the lease, for this instance's next check (no Redis).
+        if (leases && lease) return leases.giveBack(address, lease);
         // A lost refund only shrinks the address's budget (it errs towards refusing): counted, nothing to undo.
         void this.authFail.reward(address, 1).catch(() => this.onStoreFailure('rate_limit_refund'));
       },
@@ -191,7 +254,7 @@ export class Limiters {
     this.lockedOut.set(address, Date.now() + ms);
   }
 
-  private async consume(limiter: RateLimiterAbstract, name: LimiterName, key: string): Promise<void> {
+  private async consume(limiter: RateLimiterAbstract, name: LimiterName, key: string): Promise<undefined> {
     try {
       await limiter.consume(key);
     } catch (rejection) {

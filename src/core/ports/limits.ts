@@ -2,8 +2,11 @@
 // shared through Redis when there is one). Both throw a 429 `rate_limited` ServiceError with Retry-After.
 
 export interface AttemptLimits {
-  /** Counts one token request of an authenticated key. */
-  consumeToken(apiKeyId: string): Promise<void>;
+  /**
+   * Counts one token request of an authenticated key. Undefined when it was answered at once, in
+   * process (a point of a leased batch): the warm path waits on nothing.
+   */
+  consumeToken(apiKeyId: string): Promise<void> | undefined;
   /**
    * Reserves one point of the address's failed-authentication budget before any argon2 work. Throws 429:
    * for the rest of the window once failures spent the budget (a lockout), briefly while checks in flight

@@ -2,7 +2,8 @@
 // HMAC of (api_key_id, secret, the hash it matched): the key is derived from a secret every instance holds
 // and Redis never sees, so whoever holds Redis can neither read a secret out of it nor forge an entry.
 // Binding the entry to the hash makes a stale entry harmless: after a rotation the hash it names is gone,
-// so it matches nothing, whatever invalidation messages were lost.
+// so it matches nothing, whatever invalidation messages were lost: nothing in it needs dropping on an
+// invalidation (a deactivated agent is refused by its status).
 export interface SharedVerifiedMemory {
   /**
    * Which of `hashes` (in the order the caller would verify them) `secret` was verified against by some
@@ -11,6 +12,4 @@ export interface SharedVerifiedMemory {
   find(apiKeyId: string, secret: string, hashes: string[]): Promise<number>;
   /** Remembers that `secret` matched `hash`, until `expiresAt` (ms). Best effort. */
   remember(apiKeyId: string, secret: string, hash: string, expiresAt: number): Promise<void>;
-  /** Drops what is remembered for these keys (an invalidation named them). Best effort. */
-  forget(apiKeyIds: string[]): Promise<void>;
 }

@@ -130,7 +130,8 @@ export class TokenService {
   }
 
   private async issue({ view, authentication }: Authenticated, request: TokenRequest, profile: TokenProfile, address: string, signal?: AbortSignal): Promise<IssuedToken> {
-    await this.ports.limits.consumeToken(view.apiKeyId);
+    const counted = this.ports.limits.consumeToken(view.apiKeyId);
+    if (counted) await counted; // else spent from a lease in process: no turn of the event loop
     if (view.status !== 'active') throw new ServiceError('agent_inactive');
     if (request.platformId === undefined) throw new ServiceError('platform_access_denied');
     const platformId = request.platformId.toLowerCase();
