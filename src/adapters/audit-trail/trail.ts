@@ -1,7 +1,8 @@
 // Group commit of audit events. Requests hand their events to the trail and wait; the trail writes
 // whatever has gathered in one INSERT (at most AUDIT_BATCH_MAX rows, at most AUDIT_MAX_IN_FLIGHT
-// statements at a time, the first one starting AUDIT_FLUSH_MS after its first event) and releases every
-// waiter of the batch when it commits. So a token is answered only once its token.issued event is
+// statements at a time, a batch starting AUDIT_FLUSH_MS after its first event, or as soon as the statement
+// before it commits when events gathered meanwhile: under load each batch holds what arrived during the
+// previous write, so the batch grows with the load) and releases every waiter of the batch when it commits. So a token is answered only once its token.issued event is
 // durable, at the price of a few milliseconds, not of one commit per request.
 //
 // When Postgres does not take a batch (down, refusing, or slower than AUDIT_WRITE_TIMEOUT_MS), the batch
@@ -128,7 +129,12 @@ export class AuditTrail implements AuditSink {
       this.inFlight++;
       void this.write(batch).finally(() => {
         this.inFlight--;
-        if (this.queue.length > 0) this.schedule();
+        if (this.queue.length === 0) return;
+        // The events queued meanwhile have waited a whole statement already (at least AUDIT_FLUSH_MS under
+        // load): they leave at once as the next batch, so batches grow with the load instead of each one
+        // waiting out another flush delay. With another statement still in flight, they gather as usual.
+        if (this.inFlight === 0) this.fire();
+        else this.schedule();
       });
       // Only a full batch justifies a second statement at once; otherwise let the next one gather.
       if (this.queue.length < this.settings.batchMax) break;
