@@ -173,7 +173,7 @@ export const SETTINGS: readonly Setting[] = [
   { env: 'REVOCATION_WS_MAX', key: 'revocationWsMax', type: 'int', default: 2048, min: 1, max: 1_000_000, defaultText: '`2048`', meaning: 'feed WebSockets per process' },
   { env: 'AUDIT', key: 'audit.enabled', type: 'bool', default: true, defaultText: '`true`', meaning: '`false` records no audit event (for comparison benchmarks only)' },
   { env: 'AUDIT_RETENTION_DAYS', key: 'audit.retentionDays', type: 'int', default: 90, min: 1, max: 36_500, defaultText: '`90`', meaning: 'days of audit events kept; older daily partitions are dropped (one replica at a time)' },
-  { env: 'AUDIT_FLUSH_MS', key: 'audit.flushMs', type: 'int', default: 2, min: 0, max: 1000, defaultText: '`2`', meaning: 'group commit: delay before a batch leaves (0: the next event-loop turn)' },
+  { env: 'AUDIT_FLUSH_MS', key: 'audit.flushMs', type: 'int', default: 2, min: 0, max: 1000, defaultText: '`2`', meaning: 'group commit: delay before a batch leaves (0: the next event-loop turn); events that gathered during a write leave when it commits' },
   { env: 'AUDIT_BATCH_MAX', key: 'audit.batchMax', type: 'int', default: 1000, min: 1, max: 10_000, defaultText: '`1000`', meaning: 'group commit: events per statement' },
   { env: 'AUDIT_MAX_IN_FLIGHT', key: 'audit.maxInFlight', type: 'int', default: 1, min: 1, max: 64, defaultText: '`1`', meaning: 'group commit: statements in flight per process' },
   { env: 'AUDIT_WRITE_TIMEOUT_MS', key: 'audit.writeTimeoutMs', type: 'int', default: 1000, min: 50, max: 60_000, defaultText: '`1000`', meaning: 'a batch not committed in time goes to the spool' },
