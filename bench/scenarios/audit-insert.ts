@@ -1,6 +1,6 @@
-// What one audit row costs to insert, statement against statement: the previous `jsonb_to_recordset`
-// batch insert against the `unnest` one the trail uses now (src/adapters/postgres/audit-store.ts), on
-// the migrated schema, and the `unnest` one on a copy without the two secondary indexes (what they cost
+// What one audit row costs to insert, statement against statement: the trail's `jsonb_to_recordset`
+// batch insert (src/adapters/postgres/audit-store.ts) against one `unnest` of an array per column, on the
+// migrated schema, and the trail's statement on a copy without the two secondary indexes (what they cost
 // per row: both are used by GET /admin/v1/events, docs/audit.md). Batches of token.issued events
 // (1,000 agents, 50 platforms) are inserted one after the other on one connection of the service's own
 // pool settings (prepare=false unless BENCH_PG_URL says otherwise), into today's partition of a scratch
@@ -20,34 +20,70 @@ import { auditEvents, type AuditEvent } from '../../src/core/audit/events.js';
 
 export const auditInsert: Scenario = {
   name: 'audit-insert',
-  title: 'µs per audit row (wall, client CPU, Postgres CPU): jsonb_to_recordset against unnest, and what the secondary indexes cost',
+  title: 'µs per audit row (wall, client CPU, Postgres CPU): the trail\'s jsonb_to_recordset against unnest, and what the secondary indexes cost',
   byDefault: false,
   run: (ctx) => runAuditInsert(ctx),
 };
 
 const BATCH_SIZES = [16, 128];
 
-/** The statement the trail used before (kept here as the reference). */
-async function insertJsonb(sql: Sql, events: AuditEvent[]): Promise<number> {
-  const rows = JSON.stringify(
-    events.map((e) => ({
-      id: e.id,
-      at: new Date(e.at).toISOString(),
-      type: e.type,
-      agent_id: e.agentId,
-      platform_id: e.platformId,
-      kid: e.kid,
-      jti: e.jti,
-      actor: e.actor,
-      client_address: e.clientAddress,
-      data: e.data,
-    })),
-  );
+/**
+ * One Postgres array literal of text elements, each one quoted (so a comma, a brace or the word NULL in a
+ * value stays inside its element: a damaged spool line fails its chunk, it never shifts a column) with
+ * `"` and `\\` escaped; null is the unquoted NULL.
+ */
+function arrayLiteral(values: readonly (string | null)[]): string {
+  let out = '{';
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (i > 0) out += ',';
+    out += v === null ? 'NULL' : `"${NEEDS_ESCAPE.test(v) ? v.replace(ESCAPED, '\\$&') : v}"`;
+  }
+  return `${out}}`;
+}
+const NEEDS_ESCAPE = /["\\]/;
+const ESCAPED = /["\\]/g;
+
+/**
+ * The alternative measured: each column one array parameter (text built here, every element quoted and
+ * escaped), unnested in step by ROWS FROM, and `data` one JSON array.
+ */
+async function insertUnnest(sql: Sql, events: AuditEvent[]): Promise<number> {
+  if (events.length === 0) return 0;
+  const n = events.length;
+  const ids = new Array<string>(n);
+  const ats = new Array<string>(n);
+  const types = new Array<string>(n);
+  const agents = new Array<string | null>(n);
+  const platforms = new Array<string | null>(n);
+  const kids = new Array<string | null>(n);
+  const jtis = new Array<string | null>(n);
+  const actors = new Array<string | null>(n);
+  const addresses = new Array<string | null>(n);
+  const data = new Array<AuditEvent['data']>(n);
+  for (let i = 0; i < n; i++) {
+    const e = events[i];
+    ids[i] = e.id;
+    ats[i] = new Date(e.at).toISOString();
+    types[i] = e.type;
+    agents[i] = e.agentId;
+    platforms[i] = e.platformId;
+    kids[i] = e.kid;
+    jtis[i] = e.jti;
+    actors[i] = e.actor;
+    addresses[i] = e.clientAddress;
+    data[i] = e.data;
+  }
   const result = await sql`
     INSERT INTO audit_events (id, at, type, agent_id, platform_id, kid, jti, actor, client_address, data)
-    SELECT * FROM jsonb_to_recordset(${rows}::text::jsonb) AS r(
-      id uuid, at timestamptz, type text, agent_id uuid, platform_id uuid, kid text, jti uuid,
-      actor text, client_address text, data jsonb)
+    SELECT id, at, type, agent_id, platform_id, kid, jti, actor, client_address, NULLIF(data, 'null'::jsonb)
+    FROM ROWS FROM (
+      unnest(${arrayLiteral(ids)}::text::uuid[]), unnest(${arrayLiteral(ats)}::text::timestamptz[]),
+      unnest(${arrayLiteral(types)}::text::text[]), unnest(${arrayLiteral(agents)}::text::uuid[]),
+      unnest(${arrayLiteral(platforms)}::text::uuid[]), unnest(${arrayLiteral(kids)}::text::text[]),
+      unnest(${arrayLiteral(jtis)}::text::uuid[]), unnest(${arrayLiteral(actors)}::text::text[]),
+      unnest(${arrayLiteral(addresses)}::text::text[]), jsonb_array_elements(${JSON.stringify(data)}::text::jsonb)
+    ) AS r(id, at, type, agent_id, platform_id, kid, jti, actor, client_address, data)
     ON CONFLICT DO NOTHING`;
   return result.count;
 }
@@ -80,9 +116,9 @@ async function runAuditInsert(ctx: BenchContext): Promise<ScenarioReport> {
     // The second database prices the secondary indexes: the same schema without them.
     await pools[1]`DROP INDEX audit_events_agent_idx, audit_events_platform_idx`;
     const arms: Arm[] = [
-      { name: 'jsonb_to_recordset', sql: pools[0], insert: insertJsonb },
-      { name: 'unnest', sql: pools[0], insert: insertAuditEvents },
-      { name: 'unnest, primary key only', sql: pools[1], insert: insertAuditEvents },
+      { name: 'jsonb_to_recordset', sql: pools[0], insert: insertAuditEvents },
+      { name: 'unnest', sql: pools[0], insert: insertUnnest },
+      { name: 'jsonb_to_recordset, primary key only', sql: pools[1], insert: insertAuditEvents },
     ];
     const backends = new Map<Sql, number>();
     for (const sql of pools) backends.set(sql, (await sql`SELECT pg_backend_pid() AS pid`)[0].pid as number);

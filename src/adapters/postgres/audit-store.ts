@@ -1,5 +1,5 @@
 // The audit trail in Postgres (table audit_events, migration 002). A batch is one INSERT … SELECT FROM
-// unnest(column arrays) statement whatever its size (one statement, one commit); replays are idempotent
+// jsonb_to_recordset(batch) statement whatever its size (one round trip, one commit); replays are idempotent
 // through the (at, id) key. Partitions are daily; retention drops them whole.
 import type { Sql, TransactionSql } from 'postgres';
 import { StoreUnavailableError } from '../../core/errors.js';
@@ -150,67 +150,33 @@ export class PostgresAuditStore implements AuditStore {
 }
 
 /**
- * One Postgres array literal of text elements, each one quoted (so a comma, a brace or the word NULL in a
- * value stays inside its element: a damaged spool line fails its chunk, it never shifts a column) with
- * `"` and `\\` escaped; null is the unquoted NULL.
- */
-export function arrayLiteral(values: readonly (string | null)[]): string {
-  let out = '{';
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i];
-    if (i > 0) out += ',';
-    out += v === null ? 'NULL' : `"${NEEDS_ESCAPE.test(v) ? v.replace(ESCAPED, '\\$&') : v}"`;
-  }
-  return `${out}}`;
-}
-const NEEDS_ESCAPE = /["\\]/;
-const ESCAPED = /["\\]/g;
-
-/**
  * Inserts `events` in one statement on `sql`: the trail's pool, or the transaction of the admin change
  * they record (unit-of-work.ts). Events already present (same at and id) are skipped; returns rows inserted.
- *
- * Each column is one array parameter, unnested in step (`ROWS FROM` zips them), and `data` is one JSON
- * array of every event's data. The arrays' text is built here, not by the driver's per-element encoder,
- * and each is parsed by Postgres with the column type's own input function: cheaper on both sides than
- * `jsonb_to_recordset` over one JSON document of the whole batch (bench: `--only audit-insert`).
  */
 export async function insertAuditEvents(sql: Sql | TransactionSql, events: AuditEvent[]): Promise<number> {
   if (events.length === 0) return 0;
-  const n = events.length;
-  const ids = new Array<string>(n);
-  const ats = new Array<string>(n);
-  const types = new Array<string>(n);
-  const agents = new Array<string | null>(n);
-  const platforms = new Array<string | null>(n);
-  const kids = new Array<string | null>(n);
-  const jtis = new Array<string | null>(n);
-  const actors = new Array<string | null>(n);
-  const addresses = new Array<string | null>(n);
-  const data = new Array<EventData | null>(n);
-  for (let i = 0; i < n; i++) {
-    const e = events[i];
-    ids[i] = e.id;
-    ats[i] = new Date(e.at).toISOString();
-    types[i] = e.type;
-    agents[i] = e.agentId;
-    platforms[i] = e.platformId;
-    kids[i] = e.kid;
-    jtis[i] = e.jti;
-    actors[i] = e.actor;
-    addresses[i] = e.clientAddress;
-    data[i] = e.data;
-  }
+  // The whole batch as one JSON parameter: serialising it is one native JSON.stringify, which costs the
+  // HTTP process less per statement than postgres.js encoding ten array parameters (measured), and
+  // `unnest` over ten array parameters built by hand cost no less on either side (`--only audit-insert`).
+  const rows = JSON.stringify(
+    events.map((e) => ({
+      id: e.id,
+      at: new Date(e.at).toISOString(),
+      type: e.type,
+      agent_id: e.agentId,
+      platform_id: e.platformId,
+      kid: e.kid,
+      jti: e.jti,
+      actor: e.actor,
+      client_address: e.clientAddress,
+      data: e.data,
+    })),
+  );
   const result = await sql`
     INSERT INTO audit_events (id, at, type, agent_id, platform_id, kid, jti, actor, client_address, data)
-    SELECT id, at, type, agent_id, platform_id, kid, jti, actor, client_address, NULLIF(data, 'null'::jsonb)
-    FROM ROWS FROM (
-      unnest(${arrayLiteral(ids)}::text::uuid[]), unnest(${arrayLiteral(ats)}::text::timestamptz[]),
-      unnest(${arrayLiteral(types)}::text::text[]), unnest(${arrayLiteral(agents)}::text::uuid[]),
-      unnest(${arrayLiteral(platforms)}::text::uuid[]), unnest(${arrayLiteral(kids)}::text::text[]),
-      unnest(${arrayLiteral(jtis)}::text::uuid[]), unnest(${arrayLiteral(actors)}::text::text[]),
-      unnest(${arrayLiteral(addresses)}::text::text[]), jsonb_array_elements(${JSON.stringify(data)}::text::jsonb)
-    ) AS r(id, at, type, agent_id, platform_id, kid, jti, actor, client_address, data)
+    SELECT * FROM jsonb_to_recordset(${rows}::text::jsonb) AS r(
+      id uuid, at timestamptz, type text, agent_id uuid, platform_id uuid, kid text, jti uuid,
+      actor text, client_address text, data jsonb)
     ON CONFLICT DO NOTHING`;
   return result.count;
 }
