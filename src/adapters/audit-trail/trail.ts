@@ -2,8 +2,9 @@
 // whatever has gathered in one INSERT (at most AUDIT_BATCH_MAX rows, at most AUDIT_MAX_IN_FLIGHT
 // statements at a time, a batch starting AUDIT_FLUSH_MS after its first event, or as soon as the statement
 // before it commits when events gathered meanwhile: under load each batch holds what arrived during the
-// previous write, so the batch grows with the load) and releases every waiter of the batch when it commits. So a token is answered only once its token.issued event is
-// durable, at the price of a few milliseconds, not of one commit per request.
+// previous write, so the batch grows with the load) and releases every waiter of the batch when it
+// commits. So a token is answered only once its token.issued event is durable, at the price of a few
+// milliseconds, not of one commit per request.
 //
 // When Postgres does not take a batch (down, refusing, or slower than AUDIT_WRITE_TIMEOUT_MS), the batch
 // goes to the local spool (fsync'd) instead and the trail stays in spool mode: later batches skip
