@@ -16,6 +16,7 @@ import { profile } from './profile.js';
 import { auditSize } from './audit-size.js';
 import { embeddedMemory } from './embedded-memory.js';
 import { postgresPrepare } from './postgres-prepare.js';
+import { auditInsert } from './audit-insert.js';
 
 export const SCENARIOS: Scenario[] = [
   compare,
@@ -34,4 +35,5 @@ export const SCENARIOS: Scenario[] = [
   auditSize,
   embeddedMemory,
   postgresPrepare,
+  auditInsert,
 ];

@@ -80,6 +80,24 @@ describe('group commit', () => {
   });
 });
 
+describe('group commit under load', () => {
+  it('events that gathered during a write leave as one batch the moment it commits, not a flush delay later', async () => {
+    const store = new FakeStore();
+    // A flush delay no test outlives: only the commit of the statement before can start the second batch.
+    const trail = new AuditTrail({ store, spool: new Spool({ dataDir: tmp(), maxBytes: 1e9 }), ...options, flushMs: 600_000, batchMax: 4, observer: quiet });
+    store.hold = true;
+    const first = Array.from({ length: 4 }, (_, i) => trail.record(issued(i))); // a full batch leaves at once
+    await new Promise((r) => setImmediate(r));
+    const gathered = Array.from({ length: 3 }, (_, i) => trail.record(issued(10 + i))); // arrive while it is in flight
+    store.hold = false;
+    store.release();
+    await Promise.all([...first, ...gathered]);
+    expect(store.statements).toEqual([4, 3]);
+    expect(store.rows.size).toBe(7);
+    await trail.close();
+  });
+});
+
 describe('spool', () => {
   it('the spool depth follows the segment files: counted per file, gone with the file', async () => {
     const dir = tmp();

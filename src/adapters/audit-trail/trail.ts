@@ -141,6 +141,20 @@ export class AuditTrail implements AuditSink {
         : { cancel: clearTimeout, handle: setTimeout(() => this.flushDue(), this.settings.flushMs) };
   }
 
+  /**
+   * Events that gathered during a write have waited a whole statement already: no flush delay for them. They
+   * leave when it commits, unless under load they may still wait for the target (flushDue's bound).
+   */
+  private afterWrite(): void {
+    if (this.queue.length === 0 || this.inFlight >= this.settings.maxInFlight) return;
+    if (this.queue.length >= this.settings.batchMax) return this.fire();
+    if (this.timer) {
+      this.timer.cancel(this.timer.handle as never);
+      this.timer = undefined;
+    }
+    this.flushDue();
+  }
+
   /** flushMs has passed: the batch leaves, unless under load it may still wait for its target. */
   private flushDue(): void {
     this.timer = undefined;
@@ -166,7 +180,7 @@ export class AuditTrail implements AuditSink {
         this.inFlight--;
         this.readySince = performance.now();
         this.lastWriteMs = this.readySince - started;
-        if (this.queue.length > 0) this.schedule();
+        this.afterWrite();
       });
       // Only a full batch justifies a second statement at once; otherwise let the next one gather.
       if (this.queue.length < this.settings.batchMax) break;
