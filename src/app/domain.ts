@@ -16,7 +16,7 @@ import { PostgresUnitOfWork } from '../adapters/postgres/unit-of-work.js';
 import { ClockSkewMonitor } from '../adapters/postgres/clock-skew.js';
 import type { IssuingClock } from '../core/ports/clock.js';
 import { PostgresFeedCredentialStore } from '../adapters/postgres/feed-credential-store.js';
-import { FeedCredentialService } from '../core/feed/feed-credential-service.js';
+import { FeedCredentialService } from '../core/revocation/feed-credential-service.js';
 import { ScopeFiles } from '../adapters/http/scope-file.js';
 import { Argon2Share } from '../core/credentials/argon2-share.js';
 import { VerifiedCredentials } from '../core/credentials/verified-cache.js';

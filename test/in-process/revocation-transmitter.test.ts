@@ -5,7 +5,7 @@
 // and the per-credential poll budget of the routes.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { liveRangesOf, parseLiveRanges, type LiveRange } from '../../packages/middleware/src/feed-document.js';
-import { firstAbove, pollAnswer, RevocationTransmitter } from '../../src/adapters/revocation-feed/transmitter.js';
+import { firstAbove, pollAnswer, RevocationTransmitter } from '../../src/core/revocation/transmitter.js';
 import { LocalBus } from '../../src/adapters/cache/invalidation-bus.js';
 import { PollBudget } from '../../src/adapters/http/poll-budget.js';
 import { MemorySigner } from '../support/memory/memory-store.js';

@@ -42,7 +42,7 @@ import type { KeySource, PublicJwk, TrustedIssuer, WorkloadBinding } from '../..
 import type { KeyManager } from '../../core/keys/key-manager.js';
 import type { KeyStatus } from '../../core/keys/key-states.js';
 import type { PlatformChange, PlatformDraft, PlatformService } from '../../core/platforms/platform-service.js';
-import type { FeedCredentialService } from '../../core/feed/feed-credential-service.js';
+import type { FeedCredentialService } from '../../core/revocation/feed-credential-service.js';
 import type { FeedCredential } from '../../core/ports/feed-credentials.js';
 import type { AgentRecord, GrantRecord, PlatformRecord } from '../../core/model.js';
 import type { AdminAuthLimiter } from '../ratelimit/index.js';

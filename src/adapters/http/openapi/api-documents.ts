@@ -5,7 +5,7 @@
 // A route added to a listener goes in its list below too: test/e2e/openapi-file.test.ts fails when the
 // served document (built from the routes the server really has) and the file differ.
 import { publicRouteTable } from '../public-routes.js';
-import { revocationRouteTable, revocationSocketRoute } from '../revocation-routes.js';
+import { revocationRouteTable, revocationSocketRoute } from '../routes/revocation-poll.js';
 import { oauthRouteTable } from '../oauth-routes.js';
 import { adminRouteTable } from '../admin-routes.js';
 import { opsRouteTable } from '../ops-routes.js';

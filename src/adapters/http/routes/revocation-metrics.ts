@@ -2,7 +2,7 @@
 // and the feed requests refused. The poll's budgets and answer cache are declared with their sources
 // (http/revocation-routes.ts).
 import client from 'prom-client';
-import { PendingCounts } from '../telemetry/index.js';
+import { PendingCounts } from '../../telemetry/index.js';
 
 export interface RevocationMetricsOptions {
   registry: client.Registry;

@@ -11,10 +11,10 @@
 // shapes every receiver sends are kept serialised (from the start, and "up to date": the head alone), at
 // most ANSWERS_PER_STREAM per stream and `answerCacheBytes` in all; the rest are joined per request (the
 // routes' per-credential budget bounds how often).
-import type { InvalidationBus } from '../../core/ports/invalidation.js';
-import type { TokenSigner } from '../../core/ports/crypto.js';
-import { BoundedCache } from '../../core/support/bounded-cache.js';
-import type { RevocationEntry, RevocationStore } from '../../core/ports/revocation-log.js';
+import type { InvalidationBus } from '../ports/invalidation.js';
+import type { TokenSigner } from '../ports/crypto.js';
+import { BoundedCache } from '../support/bounded-cache.js';
+import type { RevocationEntry, RevocationStore } from '../ports/revocation-log.js';
 import {
   EVENT_PLATFORM_TOKENS_REVOKED,
   EVENT_SESSION_REVOKED,

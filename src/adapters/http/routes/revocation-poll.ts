@@ -5,16 +5,18 @@
 import { STATUS_CODES } from 'node:http';
 import * as uWS from 'uWebSockets.js';
 import { Type } from '@sinclair/typebox';
-import { ServiceError, toServiceError, unavailable } from '../../core/errors.js';
-import type { FeedCredentialService } from '../../core/feed/feed-credential-service.js';
-import { PlatformId, UUID_PATTERN } from './schemas/public.js';
-import { fixedHeader, refusals } from './responses.js';
+import { ServiceError, toServiceError, unavailable } from '../../../core/errors.js';
+import type { FeedCredentialService } from '../../../core/revocation/feed-credential-service.js';
+import { PlatformId, UUID_PATTERN } from '../schemas/public.js';
+import { fixedHeader, refusals } from '../responses.js';
 import client from 'prom-client';
-import { MAX_MAX_EVENTS, type RevocationMetrics, type RevocationTransmitter, type SocketTopics } from '../revocation-feed/index.js';
-import type { Logger } from '../telemetry/index.js';
-import { parseJsonBody } from './json-body.js';
-import { PollBudget } from './poll-budget.js';
-import { compileValidator } from './schemas/validate.js';
+import { MAX_MAX_EVENTS, type RevocationTransmitter } from '../../../core/revocation/transmitter.js';
+import type { RevocationMetrics } from './revocation-metrics.js';
+import type { SocketTopics } from './revocation-topics.js';
+import type { Logger } from '../../telemetry/index.js';
+import { parseJsonBody } from '../json-body.js';
+import { PollBudget } from '../poll-budget.js';
+import { compileValidator } from '../schemas/validate.js';
 import {
   CLOSE_CREDENTIAL_REVOKED,
   DELIVERY_POLL,
@@ -29,8 +31,8 @@ import {
   feedSocketPath,
   type PollRequest,
 } from '@agent-credential-exchange/middleware/feed-document';
-import { HttpError } from './errors.js';
-import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteCredentials, type RouteDeclaration } from './types.js';
+import { HttpError } from '../errors.js';
+import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteCredentials, type RouteDeclaration } from '../types.js';
 
 export const FEED_PATH = feedPollPath(':platform_id');
 export const FEED_SOCKET_PATH = feedSocketPath(':platform_id');

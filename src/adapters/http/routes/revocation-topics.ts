@@ -3,7 +3,7 @@
 // before the transmitter and the HTTP server (src/app/servers.ts); the socket handlers
 // (adapters/http/revocation-routes.ts) subscribe and unsubscribe through it.
 import type * as uWS from 'uWebSockets.js';
-import type { FeedTransport } from './transmitter.js';
+import type { FeedTransport } from '../../../core/revocation/transmitter.js';
 
 const topicOf = (platformId: string) => `rev:${platformId}`;
 
