@@ -14,7 +14,9 @@ import { oauthRoutes } from '../adapters/http/oauth-routes.js';
 import { adminBearerGuard, adminRoutes } from '../adapters/http/admin-routes.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
 import * as uWS from 'uWebSockets.js';
-import { attachRevocationSockets, revocationRoutes, revocationSocketRoute } from '../adapters/http/routes/revocation-poll.js';
+import { revocationPollRoutes } from '../adapters/http/routes/revocation-poll.js';
+import { attachRevocationSockets, revocationSocketRoute } from '../adapters/http/routes/revocation-socket.js';
+import { ssfRoutes } from '../adapters/http/routes/ssf.js';
 import { RevocationTransmitter } from '../core/revocation/transmitter.js';
 import { SocketTopics } from '../adapters/http/routes/revocation-topics.js';
 import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
@@ -85,7 +87,8 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const publicRouteList: Route[] = [
     ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics: metrics.http, openApi: () => openApiBody, audit: audit.sink, refusals }),
     ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, resources: new ResourceIndex({ platforms }), metrics: metrics.http, refusals }),
-    ...revocationRoutes({ transmitter, feedCredentials: domain.feedCredentials, metrics: metrics.revocation, registry: metrics.registry }, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
+    ...revocationPollRoutes({ transmitter, feedCredentials: domain.feedCredentials, metrics: metrics.revocation, registry: metrics.registry }),
+    ...ssfRoutes({ issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));

@@ -1,52 +1,30 @@
-// Public revocation feed endpoints, as an SSF 1.0 transmitter: the configuration, RFC 8936 poll (POST) and
-// the WebSocket push of the same SETs (one uWS topic per platform). Thin: validation, the feed token, the
-// per-credential poll budget and framing here; the stream, its signing and the push in
-// adapters/revocation-feed (RevocationTransmitter).
-import { STATUS_CODES } from 'node:http';
-import * as uWS from 'uWebSockets.js';
+// The revocation feed's RFC 8936 poll (POST): the SETs above the acknowledged ones, answered from the
+// transmitter's streams in memory. Thin: validation, the feed token, the per-credential poll budget here;
+// the stream, its signing and the push in src/core/revocation/ (RevocationTransmitter). The feed token's
+// pieces (its declared scheme, the one refusal, the bearer, the platform id) serve the WebSocket too
+// (revocation-socket.ts); the SSF configuration is ssf.ts.
 import { Type } from '@sinclair/typebox';
-import { ServiceError, toServiceError, unavailable } from '../../../core/errors.js';
+import { ServiceError } from '../../../core/errors.js';
 import type { FeedCredentialService } from '../../../core/revocation/feed-credential-service.js';
 import { PlatformId, UUID_PATTERN } from '../schemas/public.js';
 import { fixedHeader, refusals } from '../responses.js';
 import client from 'prom-client';
 import { MAX_MAX_EVENTS, type RevocationTransmitter } from '../../../core/revocation/transmitter.js';
 import type { RevocationMetrics } from './revocation-metrics.js';
-import type { SocketTopics } from './revocation-topics.js';
-import type { Logger } from '../../telemetry/index.js';
 import { parseJsonBody } from '../json-body.js';
 import { PollBudget } from '../poll-budget.js';
 import { compileValidator } from '../schemas/validate.js';
-import {
-  CLOSE_CREDENTIAL_REVOKED,
-  DELIVERY_POLL,
-  DELIVERY_WEBSOCKET,
-  EVENT_PLATFORM_TOKENS_REVOKED,
-  EVENT_SESSION_REVOKED,
-  EVENT_SIGNING_KEY_RETIRED,
-  EVENT_STREAM_HEAD,
-  FEED_SUBPROTOCOL,
-  FEED_TOKEN_SUBPROTOCOL_PREFIX,
-  feedPollPath,
-  feedSocketPath,
-  type PollRequest,
-} from '@agent-credential-exchange/middleware/feed-document';
+import { feedPollPath, type PollRequest } from '@agent-credential-exchange/middleware/feed-document';
 import { HttpError } from '../errors.js';
 import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteCredentials, type RouteDeclaration } from '../types.js';
 
 export const FEED_PATH = feedPollPath(':platform_id');
-export const FEED_SOCKET_PATH = feedSocketPath(':platform_id');
-export const SSF_CONFIGURATION_PATH = '/.well-known/ssf-configuration';
 const UUID = new RegExp(UUID_PATTERN);
-const SEQ = /^(0|[1-9]\d{0,15})$/;
 const BEARER = /^Bearer +(\S+) *$/i;
 /** Polls per second each feed credential may send to one process, and the burst above that: a receiver polls
  * about once a second; this leaves room for replicas sharing a credential, and for paging. */
 const POLL_BUDGET = { perSecond: 20, burst: 40 };
 const POLL_BUDGET_TEXT = `${POLL_BUDGET.perSecond} polls a second (bursts of ${POLL_BUDGET.burst})`;
-/** Seconds a receiver refused by a WebSocket cap waits (it polls meanwhile). */
-const PER_ADDRESS_RETRY_AFTER = 30;
-const TOTAL_RETRY_AFTER = 10;
 
 /** The one refusal of a feed request without a valid token of this platform (no oracle: unknown platforms get it too). */
 export function feedUnauthorized(): ServiceError {
@@ -56,7 +34,7 @@ export function feedUnauthorized(): ServiceError {
 }
 
 /** The feed token, checked by the feed's own steps (the poll's onRequest and handler, the upgrade). */
-const FEED_AUTH: RouteCredentials = {
+export const FEED_AUTH: RouteCredentials = {
   schemes: {
     feedToken: {
       type: 'http',
@@ -86,17 +64,14 @@ const PollResponseSchema = Type.Object(
   },
   { $id: 'PollResponse' },
 );
-const FEED_PARAMS = { platform_id: PlatformId };
-const FEED_QUERY = Type.Object({
-  since: Type.Optional(Type.Integer({ minimum: 0, default: 0, description: 'Sequence number already applied: SETs above it are sent.' })),
-});
-const SET_FORMAT =
+export const FEED_PARAMS = { platform_id: PlatformId };
+export const SET_FORMAT =
   'Each revocation is an RFC 8417 Security Event Token (typ secevent+jwt, RS256, kid of a service key in the JWKS; ' +
   'aud the platform id; jti "<platform_id>:<seq>"), with CAEP session-revoked for an agent, and this service\'s ' +
   'platform-tokens-revoked and signing-key-retired events (docs/revocation.md). A signed stream-head SET carries ' +
   'the platform\'s head sequence.';
 
-export const revocationRouteTable = {
+export const revocationPollRouteTable = {
   poll: {
     method: 'POST', path: FEED_PATH, name: 'revocation_poll', operationId: 'pollRevocations',
     summary: 'RFC 8936 poll delivery of the platform\'s revocation SETs',
@@ -118,99 +93,18 @@ export const revocationRouteTable = {
       }),
     },
   },
-  configuration: {
-    method: 'GET', path: SSF_CONFIGURATION_PATH, name: 'ssf_configuration', operationId: 'getSsfConfiguration',
-    summary: 'OpenID Shared Signals Framework 1.0 transmitter configuration',
-    auth: 'none',
-    audit: { kind: 'none' },
-    responses: {
-      200: {
-        description: 'issuer, jwks_uri, delivery methods (poll, WebSocket push), supported events and the endpoint templates.',
-        headers: { 'Cache-Control': fixedHeader('public, max-age=3600') },
-        content: { 'application/json': Type.Object({}, { additionalProperties: true }) },
-      },
-      ...refusals({ method_not_allowed: 'a method other than GET or HEAD.' }),
-    },
-  },
 } satisfies Record<string, RouteDeclaration>;
-
-/** The push side, served by attachRevocationSockets (uWS's WebSocket handler), declared for the document. */
-export const revocationSocketRoute = {
-  method: 'GET', path: FEED_SOCKET_PATH, name: 'revocation_socket', operationId: 'subscribeRevocationFeed',
-  summary: 'WebSocket push of the revocation SETs',
-  description:
-    'A WebSocket upgrade (RFC 6455: send Connection: Upgrade, Upgrade: websocket, Sec-WebSocket-Key and ' +
-    'Sec-WebSocket-Version: 13). Once open, the server sends text messages only, each one compact SET: first the ' +
-    'SETs above since and the signed stream head (the catch-up), then every new SET as it is appended, and the ' +
-    're-signed stream head every REVOCATION_HEARTBEAT_SECONDS. The subscriber sends nothing (messages are ignored). ' +
-    `The server closes with 1011 when the catch-up cannot be read. ${SET_FORMAT}`,
-  params: FEED_PARAMS,
-  query: FEED_QUERY,
-  auth: FEED_AUTH,
-  audit: { kind: 'none' },
-  upgrade: 'websocket',
-  responses: {
-    101: {
-      description: 'Switching Protocols: subscribed; the SETs described above follow on the WebSocket. Sec-WebSocket-Protocol is ace-feed when the client offered it.',
-      headers: { Upgrade: fixedHeader('websocket'), Connection: fixedHeader('Upgrade'), 'Sec-WebSocket-Accept': { schema: Type.String() } },
-    },
-    ...refusals({
-      unauthorized: 'no feed token, or not a live feed token of this platform (the same answer whether or not the platform exists).',
-      validation_error: 'platform_id is not a UUID, or since is not a non-negative integer.',
-      // A plain GET never reaches the WebSocket handler: the server's 404 for a path with no plain route.
-      not_found: 'a request without a WebSocket upgrade (Upgrade: websocket and Sec-WebSocket-Key): this path serves upgrades only; poll GET .../revocations instead.',
-      rate_limited: 'this client address holds REVOCATION_WS_MAX_PER_ADDRESS sockets on this process already (Retry-After; poll meanwhile).',
-      service_unavailable: 'the process holds REVOCATION_WS_MAX sockets already, or the store is unavailable (Retry-After).',
-    }),
-  },
-} satisfies RouteDeclaration;
 
 const validatePoll = compileValidator(PollRequestSchema);
 
-function parseSince(query: string): number {
-  const since = new URLSearchParams(query).get('since');
-  if (since === null || since === '') return 0;
-  if (!SEQ.test(since)) throw new ServiceError('validation_error', 'since must be a non-negative integer (a sequence number of the feed).');
-  return Number(since);
-}
-
-function platformParam(value: string): string {
+export function platformParam(value: string): string {
   if (!UUID.test(value)) throw new ServiceError('validation_error', 'platform_id must be a UUID.');
   return value.toLowerCase();
-}
-
-/** The SSF 1.0 transmitter configuration (one implicit stream per platform, its `aud`). */
-export function ssfConfiguration(issuer: string, publicBaseUrl: string): Record<string, unknown> {
-  return {
-    spec_version: '1_0',
-    issuer,
-    jwks_uri: `${publicBaseUrl}/.well-known/jwks.json`,
-    delivery_methods_supported: [DELIVERY_POLL, DELIVERY_WEBSOCKET],
-    // Streams are implicit: one per platform, the platform id as `aud`, every revocation event of that platform.
-    default_subjects: 'ALL',
-    events_supported: [EVENT_SESSION_REVOKED, EVENT_PLATFORM_TOKENS_REVOKED, EVENT_SIGNING_KEY_RETIRED, EVENT_STREAM_HEAD],
-    // Receivers authenticate with a bearer token (RFC 6750): a feed credential of the platform.
-    authorization_schemes: [{ spec_urn: 'urn:ietf:rfc:6750' }],
-    poll_endpoint_template: `${publicBaseUrl}${FEED_PATH.replace(':platform_id', '{platform_id}')}`,
-    websocket_endpoint_template: `${publicBaseUrl}${FEED_SOCKET_PATH.replace(':platform_id', '{platform_id}')}?since={seq}`,
-  };
 }
 
 /** The bearer token of an Authorization header ('' when there is none). */
 export function bearerToken(header: string): string {
   return BEARER.exec(header)?.[1] ?? '';
-}
-
-/** The feed token offered as a subprotocol, and whether ace-feed was offered. */
-export function offeredProtocols(header: string): { token: string; feed: boolean } {
-  let token = '';
-  let feed = false;
-  for (const raw of header.split(',')) {
-    const protocol = raw.trim();
-    if (protocol === FEED_SUBPROTOCOL) feed = true;
-    else if (protocol.startsWith(FEED_TOKEN_SUBPROTOCOL_PREFIX)) token = protocol.slice(FEED_TOKEN_SUBPROTOCOL_PREFIX.length);
-  }
-  return { token, feed };
 }
 
 export interface RevocationRouteDeps {
@@ -252,7 +146,7 @@ function declarePollMetrics(registry: client.Registry, budget: PollBudget, trans
   });
 }
 
-export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: string; publicBaseUrl: string }): Route[] {
+export function revocationPollRoutes(deps: RevocationRouteDeps): Route[] {
   const { transmitter, feedCredentials, metrics } = deps;
   const budget = new PollBudget(POLL_BUDGET);
   declarePollMetrics(deps.registry, budget, transmitter);
@@ -360,167 +254,5 @@ export function revocationRoutes(deps: RevocationRouteDeps, ssf: { issuer: strin
     if (set === undefined) return UNAUTHORIZED_REPLY;
     return { status: 200, headers: POLL_HEADERS, body: set };
   };
-  const configuration = Buffer.from(JSON.stringify(ssfConfiguration(ssf.issuer, ssf.publicBaseUrl)));
-  return bindRoutes(
-    revocationRouteTable,
-    {
-      poll,
-      configuration: () => ({ status: 200, headers: { 'Content-Type': 'application/json', 'Cache-Control': 'public, max-age=3600' }, body: configuration }),
-    },
-    { poll: { onRequest: refuseOnHeaders } },
-  );
-}
-
-interface SocketData {
-  platformId: string;
-  since: number;
-  closed: boolean;
-  credentialId: string;
-  address: string;
-}
-
-export interface SocketOptions {
-  logger: Logger;
-  feedCredentials: Pick<FeedCredentialService, 'verify' | 'isLive' | 'onChange'>;
-  /** The client address of an upgrade request (HttpServer.clientAddressOf: TRUST_PROXY_* apply). */
-  addressOf: (res: uWS.HttpResponse, req: uWS.HttpRequest) => string;
-  /** REVOCATION_WS_MAX_PER_ADDRESS and REVOCATION_WS_MAX. */
-  maxPerAddress: number;
-  maxTotal: number;
-}
-
-/**
- * Serves the push side on the public uWS app. Each socket subscribes to its platform's topic; the
- * first messages are the SETs above its `since` and the signed head, then every new SET as published and
- * the re-signed head every heartbeat (RevocationTransmitter). `topics` is the transmitter's transport, made
- * on this app before it. Returns a stop function.
- */
-export function attachRevocationSockets(app: uWS.TemplatedApp, topics: SocketTopics, transmitter: RevocationTransmitter, metrics: RevocationMetrics, options: SocketOptions): () => void {
-  /** Open sockets per platform, to close those whose credential was deleted. */
-  const sockets = new Map<string, Set<uWS.WebSocket<SocketData>>>();
-  /** Places taken per client address, and in total: from the cap check (before the upgrade) to the close. */
-  const perAddress = new Map<string, number>();
-  let total = 0;
-  const take = (address: string) => {
-    total++;
-    perAddress.set(address, (perAddress.get(address) ?? 0) + 1);
-  };
-  const release = (address: string) => {
-    total--;
-    const left = (perAddress.get(address) ?? 1) - 1;
-    if (left <= 0) perAddress.delete(address);
-    else perAddress.set(address, left);
-  };
-  // A deleted credential: its sockets are closed on every instance (the bus notice reloads the index here).
-  options.feedCredentials.onChange((changed) => {
-    for (const [platformId, open] of sockets) {
-      if (changed !== undefined && changed !== platformId) continue;
-      for (const ws of open) {
-        const data = ws.getUserData();
-        if (!data.closed && !options.feedCredentials.isLive(platformId, data.credentialId)) ws.end(CLOSE_CREDENTIAL_REVOKED, 'feed credential revoked');
-      }
-    }
-  });
-  app.ws<SocketData>(revocationSocketRoute.path, {
-    // No compression: uWS's default (the repack's typings lack the DISABLED constant).
-    maxPayloadLength: 512,
-    // uWS pings idle sockets itself; a peer silent for this long is dropped.
-    idleTimeout: 60,
-    sendPingsAutomatically: true,
-    maxBackpressure: 256 * 1024,
-    upgrade: (res, req, context) => {
-      const key = req.getHeader('sec-websocket-key');
-      const protocol = req.getHeader('sec-websocket-protocol');
-      const extensions = req.getHeader('sec-websocket-extensions');
-      let aborted = false;
-      res.onAborted(() => (aborted = true));
-      const authorization = req.getHeader('authorization');
-      let platformId: string;
-      let since: number;
-      try {
-        platformId = platformParam(decodeURIComponent(req.getParameter(0) ?? ''));
-        since = parseSince(req.getQuery() ?? '');
-      } catch (error) {
-        return refuse(res, error as ServiceError);
-      }
-      // The caps first (no work, no store read for a refused socket); the place is taken until the close.
-      const address = options.addressOf(res, req);
-      if (total >= options.maxTotal) {
-        metrics.refused('websocket', 'total');
-        return refuse(res, unavailable(TOTAL_RETRY_AFTER, 'This process holds as many revocation sockets as it may (REVOCATION_WS_MAX): poll the feed meanwhile.'));
-      }
-      if ((perAddress.get(address) ?? 0) >= options.maxPerAddress) {
-        metrics.refused('websocket', 'per_address');
-        return refuse(res, new ServiceError('rate_limited', 'This address holds as many revocation sockets as it may (REVOCATION_WS_MAX_PER_ADDRESS).', PER_ADDRESS_RETRY_AFTER));
-      }
-      take(address);
-      const offered = offeredProtocols(protocol);
-      const token = bearerToken(authorization) || offered.token;
-      options.feedCredentials.verify(platformId, token).then(
-        (credentialId) => {
-          if (aborted) return release(address);
-          if (credentialId === undefined) {
-            release(address);
-            metrics.refused('websocket', 'unauthorized');
-            return refuse(res, feedUnauthorized());
-          }
-          // The token never goes back in the answer: only ace-feed, when offered.
-          const answer = offered.feed ? FEED_SUBPROTOCOL : '';
-          res.cork(() => res.upgrade<SocketData>({ platformId, since, closed: false, credentialId, address }, key, answer, extensions, context));
-        },
-        (error) => {
-          release(address);
-          if (!aborted) refuse(res, toServiceError(error));
-        },
-      );
-    },
-    open: (ws) => {
-      const data = ws.getUserData();
-      topics.subscribe(ws, data.platformId);
-      let open = sockets.get(data.platformId);
-      if (!open) sockets.set(data.platformId, (open = new Set()));
-      open.add(ws);
-      // Deleted between the check and the open: closed now rather than at the next change.
-      if (!options.feedCredentials.isLive(data.platformId, data.credentialId)) ws.end(CLOSE_CREDENTIAL_REVOKED, 'feed credential revoked');
-      metrics.subscriberDelta(1);
-      // Subscribed first, then the catch-up: an entry appended in between arrives twice, never zero times.
-      transmitter.subscribed(data.platformId, data.since).then(
-        (sets) => {
-          if (data.closed) return;
-          ws.cork(() => {
-            for (const set of sets) ws.send(set, false);
-          });
-        },
-        (error) => {
-          options.logger.warn({ err: { message: (error as Error).message } }, 'revocation catch-up failed; closing the socket');
-          if (!data.closed) ws.end(1011, 'catch-up unavailable');
-        },
-      );
-    },
-    message: () => {
-      // Subscribers have nothing to say; anything sent is ignored.
-    },
-    close: (ws) => {
-      const data = ws.getUserData();
-      data.closed = true;
-      release(data.address);
-      const open = sockets.get(data.platformId);
-      open?.delete(ws);
-      if (open?.size === 0) sockets.delete(data.platformId);
-      topics.unsubscribed(data.platformId);
-      metrics.subscriberDelta(-1);
-    },
-  });
-
-  // The heartbeat is the feed's signed head SET, published per platform by RevocationTransmitter.
-  return () => {};
-}
-
-function refuse(res: uWS.HttpResponse, error: ServiceError): void {
-  const reply = refusalReply(error);
-  res.cork(() => {
-    res.writeStatus(`${reply.status} ${STATUS_CODES[reply.status] ?? ''}`);
-    for (const name in reply.headers) res.writeHeader(name, reply.headers[name]);
-    res.end(reply.body, true);
-  });
+  return bindRoutes(revocationPollRouteTable, { poll }, { poll: { onRequest: refuseOnHeaders } });
 }
