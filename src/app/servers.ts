@@ -11,7 +11,7 @@ import { MAX_BODY_BYTES, type Route } from '../adapters/http/types.js';
 import { NO_PROXY, parseProxyList, PRIVATE_RANGES } from '../support/client-address.js';
 import { publicRoutes } from '../adapters/http/public-routes.js';
 import { oauthRoutes } from '../adapters/http/oauth-routes.js';
-import { adminBearerGuard, adminRoutes } from '../adapters/http/admin-routes.js';
+import { adminBearerGuard, adminRoutes } from '../adapters/http/routes/admin/index.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
 import * as uWS from 'uWebSockets.js';
 import { revocationPollRoutes } from '../adapters/http/routes/revocation-poll.js';

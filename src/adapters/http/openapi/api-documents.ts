@@ -9,7 +9,7 @@ import { revocationPollRouteTable } from '../routes/revocation-poll.js';
 import { revocationSocketRoute } from '../routes/revocation-socket.js';
 import { ssfRouteTable } from '../routes/ssf.js';
 import { oauthRouteTable } from '../oauth-routes.js';
-import { adminRouteTable } from '../admin-routes.js';
+import { adminRouteTable } from '../routes/admin/index.js';
 import { opsRouteTable } from '../ops-routes.js';
 import { TOKEN_PROFILE, TOKEN_PROFILES } from '../schemas/public.js';
 import type { RouteDeclaration } from '../types.js';

@@ -2,7 +2,7 @@
 // (auth: 'admin_bearer'); the server runs adminBearerGuard before the handler: the token is compared in
 // constant time (admin-auth.ts), with a per-address budget of wrong tokens.
 import { Type, type TSchema } from '@sinclair/typebox';
-import { ServiceError } from '../../core/errors.js';
+import { ServiceError } from '../../../../core/errors.js';
 import {
   AgentCreate,
   AgentCreated,
@@ -33,27 +33,27 @@ import {
   WorkloadIssuerCreate,
   WorkloadIssuerList,
   WorkloadIssuerView,
-} from './schemas/admin.js';
-import { UUID_PATTERN } from './schemas/public.js';
-import { compileValidator } from './schemas/validate.js';
-import type { AgentService } from '../../core/agents/agent-service.js';
-import type { ClientKeyService } from '../../core/agents/client-key-service.js';
-import type { KeySource, PublicJwk, TrustedIssuer, WorkloadBinding } from '../../core/ports/client-keys.js';
-import type { KeyManager } from '../../core/keys/key-manager.js';
-import type { KeyStatus } from '../../core/keys/key-states.js';
-import type { PlatformChange, PlatformDraft, PlatformService } from '../../core/platforms/platform-service.js';
-import type { FeedCredentialService } from '../../core/revocation/feed-credential-service.js';
-import type { FeedCredential } from '../../core/ports/feed-credentials.js';
-import type { AgentRecord, GrantRecord, PlatformRecord } from '../../core/model.js';
-import type { AdminAuthLimiter } from '../ratelimit/index.js';
-import { adminTokenCheck } from './admin-auth.js';
-import { ADMIN_ACTOR, auditEvents, type AuditSink, type ChangeBy, type EventType } from '../../core/audit/events.js';
-import { parseEventQuery, presentEvent, readEvents } from './audit-query.js';
-import type { AuditStore } from '../../core/ports/audit-store.js';
-import { parseJsonBody } from './json-body.js';
-import { JSON_BODY_REFUSALS, refusals, type RefusalNotes } from './responses.js';
-import { HttpError } from './errors.js';
-import { allowHeader, bindRoutes, json, refusalReply, routesByPath, type Guard, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
+} from '../../schemas/admin.js';
+import { UUID_PATTERN } from '../../schemas/public.js';
+import { compileValidator } from '../../schemas/validate.js';
+import type { AgentService } from '../../../../core/agents/agent-service.js';
+import type { ClientKeyService } from '../../../../core/agents/client-key-service.js';
+import type { KeySource, PublicJwk, TrustedIssuer, WorkloadBinding } from '../../../../core/ports/client-keys.js';
+import type { KeyManager } from '../../../../core/keys/key-manager.js';
+import type { KeyStatus } from '../../../../core/keys/key-states.js';
+import type { PlatformChange, PlatformDraft, PlatformService } from '../../../../core/platforms/platform-service.js';
+import type { FeedCredentialService } from '../../../../core/revocation/feed-credential-service.js';
+import type { FeedCredential } from '../../../../core/ports/feed-credentials.js';
+import type { AgentRecord, GrantRecord, PlatformRecord } from '../../../../core/model.js';
+import type { AdminAuthLimiter } from '../../../ratelimit/index.js';
+import { adminTokenCheck } from '../../admin-auth.js';
+import { ADMIN_ACTOR, auditEvents, type AuditSink, type ChangeBy, type EventType } from '../../../../core/audit/events.js';
+import { parseEventQuery, presentEvent, readEvents } from '../../audit-query.js';
+import type { AuditStore } from '../../../../core/ports/audit-store.js';
+import { parseJsonBody } from '../../json-body.js';
+import { JSON_BODY_REFUSALS, refusals, type RefusalNotes } from '../../responses.js';
+import { HttpError } from '../../errors.js';
+import { allowHeader, bindRoutes, json, refusalReply, routesByPath, type Guard, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from '../../types.js';
 
 export interface AdminGuardDeps {
   adminToken: string;
