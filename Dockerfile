@@ -13,7 +13,9 @@ ARG NODE_IMAGE=node:22-bookworm-slim
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-# The client and middleware are workspaces the server depends on: npm ci links them from packages/.
+# The protocol, client and middleware are workspaces the server depends on: npm ci links them from
+# packages/ (each workspace's package.json is copied in both stages; test/e2e/k8s-manifests.test.ts checks).
+COPY packages/protocol/package.json packages/protocol/
 COPY packages/middleware/package.json packages/middleware/
 COPY packages/client/package.json packages/client/
 # --ignore-scripts: no dependency declares an install script (native code ships prebuilt); this keeps
@@ -38,6 +40,7 @@ RUN set -eu; \
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/protocol/package.json packages/protocol/
 COPY packages/middleware/package.json packages/middleware/
 COPY packages/client/package.json packages/client/
 RUN npm ci --ignore-scripts --no-audit --no-fund
@@ -69,7 +72,10 @@ WORKDIR /app
 COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-# The workspace packages node_modules links to: their manifests and compiled JavaScript only.
+# The workspace packages node_modules links to: their manifests and compiled JavaScript only (the server
+# imports the protocol package; the middleware's dist carries its own copy of it).
+COPY --from=build /app/packages/protocol/package.json ./packages/protocol/
+COPY --from=build /app/packages/protocol/dist ./packages/protocol/dist
 COPY --from=build /app/packages/middleware/package.json ./packages/middleware/
 COPY --from=build /app/packages/middleware/dist ./packages/middleware/dist
 COPY --from=build /app/packages/client/package.json ./packages/client/

@@ -31,12 +31,13 @@ export function testFiles(dir = 'test'): string[] {
 }
 
 /**
- * The packages' suites: every suite that imports the client or the middleware package, and those that pack,
- * install or type-check them (named middleware-* or packages). Read from the files, so a new package suite
- * cannot be left off the Node 20 line.
+ * The packages' suites: every suite that imports the client, the middleware or the protocol package (which
+ * the middleware carries inside its dist, so it runs on Node 20 too), and those that pack, install or
+ * type-check them (named middleware-* or packages). Read from the files, so a new package suite cannot be
+ * left off the Node 20 line.
  */
 function packageSuites(): string[] {
-  const importsPackage = /from '(?:\.\.\/)+packages\/(?:client|middleware)\/|from '@agent-credential-exchange\/(?:client|middleware)'/;
+  const importsPackage = /from '(?:\.\.\/)+packages\/(?:client|middleware|protocol)\/|from '@agent-credential-exchange\/(?:client|middleware|protocol)['\/]/;
   return testFiles().filter(
     (file) => /\/(middleware-[a-z0-9-]+|packages)\.test\.ts$/.test(file) || importsPackage.test(readFileSync(path.join(import.meta.dirname, file), 'utf8')),
   );

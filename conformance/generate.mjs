@@ -17,6 +17,17 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair } from 'jose';
+// The feed's wire format from the protocol package, the one the service signs and the middleware checks
+// (its compiled entry: run `npm run build` first).
+import {
+  EVENT_PLATFORM_TOKENS_REVOKED as PLATFORM_REVOKED,
+  EVENT_SESSION_REVOKED as SESSION_REVOKED,
+  EVENT_SIGNING_KEY_RETIRED as KEY_RETIRED,
+  EVENT_STREAM_HEAD as STREAM_HEAD,
+  SET_TYP,
+  headJti,
+  revocationJti,
+} from '@agent-credential-exchange/protocol/feed-document';
 
 const DIR = path.dirname(fileURLToPath(import.meta.url));
 const KEYS = path.join(DIR, 'keys');
@@ -33,10 +44,6 @@ const TOLERANCE = 5;
 const MAX_TOKEN_AGE = 86400;
 const TTL = 900;
 
-const SESSION_REVOKED = 'https://schemas.openid.net/secevent/caep/event-type/session-revoked';
-const PLATFORM_REVOKED = 'urn:agent-credential-exchange:secevent:platform-tokens-revoked';
-const KEY_RETIRED = 'urn:agent-credential-exchange:secevent:signing-key-retired';
-const STREAM_HEAD = 'urn:agent-credential-exchange:secevent:stream-head';
 
 // ---- keys ---------------------------------------------------------------------------------------------
 
@@ -224,7 +231,7 @@ reject('unknown-profile', 'An svc_token_profile the service does not issue.', jw
 reject('typ-at-jwt-for-svc-native-jwt', 'typ at+jwt on a token of profile svc-native-jwt.', jws(header({ typ: 'at+jwt' }), claims()), 'typ_mismatch');
 reject('typ-jwt-for-oauth-at-jwt', 'typ JWT on a token of profile oauth-at-jwt.', jws(header(), claims({}, 'oauth-at-jwt')), 'typ_mismatch');
 reject('missing-typ', 'No typ header.', jws(header({ typ: undefined }), claims()), 'typ_mismatch');
-reject('typ-secevent-jwt', 'typ secevent+jwt (a revocation SET\'s type) on an access token.', jws(header({ typ: 'secevent+jwt' }), claims()), 'typ_mismatch');
+reject('typ-secevent-jwt', 'typ secevent+jwt (a revocation SET\'s type) on an access token.', jws(header({ typ: SET_TYP }), claims()), 'typ_mismatch');
 
 // Scopes.
 reject('scope-insufficient', 'The route needs orders:admin; the token holds orders:read orders:write.', jws(header(), claims()), 'insufficient_scope', { required_scopes: ['orders:admin'] }, ADMIN);
@@ -233,12 +240,12 @@ reject('scope-prefix-is-not-a-scope', 'scope "orders:readonly" does not hold ord
 
 // ---- revocation SETs ----------------------------------------------------------------------------------
 
-const setHeader = (overrides = {}) => header({ typ: 'secevent+jwt', ...overrides });
+const setHeader = (overrides = {}) => header({ typ: SET_TYP, ...overrides });
 const revocation = (seq, subId, events, overrides = {}) => ({
   iss: ISSUER,
   aud: PLATFORM,
   iat: NOW - 30,
-  jti: `${PLATFORM}:${seq}`,
+  jti: revocationJti(PLATFORM, seq),
   sub_id: subId,
   events,
   ...overrides,
@@ -253,7 +260,7 @@ const head = (seq, iat = NOW - 1, live = seq > 0 ? [[1, seq]] : []) => ({
   iss: ISSUER,
   aud: PLATFORM,
   iat,
-  jti: `${PLATFORM}:head`,
+  jti: headJti(PLATFORM),
   sub_id: { format: 'opaque', id: PLATFORM },
   events: { [STREAM_HEAD]: live === null ? { seq } : { seq, live } },
 });
@@ -340,7 +347,7 @@ rejectSet('set-typ-jwt', 'typ JWT: a SET must be typ secevent+jwt (RFC 8417 sect
 rejectSet('set-missing-typ', 'No typ header.', jws(setHeader({ typ: undefined }), revocation(1, agentSubject(AGENT), sessionRevoked())), 'wrong_typ');
 rejectSet('set-wrong-aud', 'A SET for another platform\'s stream.', jws(setHeader(), revocation(1, agentSubject(AGENT), sessionRevoked(), { aud: OTHER_PLATFORM })), 'wrong_aud');
 rejectSet('set-wrong-iss', 'A SET from another issuer.', jws(setHeader(), revocation(1, agentSubject(AGENT, 'https://evil.example.test'), sessionRevoked(), { iss: 'https://evil.example.test' })), 'wrong_iss');
-rejectSet('set-jti-of-another-stream', 'aud is this platform but the jti is another stream\'s (<other platform>:1).', jws(setHeader(), revocation(1, agentSubject(AGENT), sessionRevoked(), { jti: `${OTHER_PLATFORM}:1` })), 'wrong_jti');
+rejectSet('set-jti-of-another-stream', 'aud is this platform but the jti is another stream\'s (<other platform>:1).', jws(setHeader(), revocation(1, agentSubject(AGENT), sessionRevoked(), { jti: revocationJti(OTHER_PLATFORM, 1) })), 'wrong_jti');
 rejectSet('set-without-events', 'No events claim.', jws(setHeader(), revocation(1, agentSubject(AGENT), undefined)), 'malformed');
 rejectSet('set-without-iat', 'No iat claim.', jws(setHeader(), revocation(1, agentSubject(AGENT), sessionRevoked(), { iat: undefined })), 'malformed');
 rejectSet('set-head-seq-not-integer', 'A stream head whose seq is a string.', jws(setHeader(), { ...head(0), events: { [STREAM_HEAD]: { seq: '0' } } }), 'malformed');
@@ -351,8 +358,8 @@ rejectSet('set-head-live-not-pairs', 'A stream head whose live is a list of numb
 // ---- poll exchanges (RFC 8936) ------------------------------------------------------------------------
 
 const answer = (entries, moreAvailable = false) => ({ sets: Object.fromEntries(entries), moreAvailable });
-const jti = (seq) => `${PLATFORM}:${seq}`;
-const HEAD_JTI = `${PLATFORM}:head`;
+const jti = (seq) => revocationJti(PLATFORM, seq);
+const HEAD_JTI = headJti(PLATFORM);
 
 const polls = [
   {

@@ -3,8 +3,8 @@
 // into .ci/cache/previous-release/<commit>, its dependencies (this checkout's node_modules, linked, when the
 // lockfile is the same; else `npm ci --prefer-offline`), `npm run build`. Built once per commit and kept
 // (.ci/cache survives between CI runs), so later runs start at once. The commit is ACE_PREVIOUS_RELEASE or
-// the last line of .ci/previous-release. `.ci/run` builds it before the suites, so the test does not pay
-// for it under the suites' load:
+// the last line of .ci/previous-release. `.ci/run` builds it from its start (beside its own install, build
+// and in-process project), so the test does not pay for it under the suites' load:
 //   node scripts/previous-release.mjs        # prints the commit and where its build is
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -59,7 +59,10 @@ export function buildPreviousRelease(commit = previousReleaseCommit()) {
     run('git', ['archive', '--format=tar', '-o', tar, commit], ROOT);
     run('tar', ['-xf', tar, '-C', work], ROOT);
     rmSync(tar, { force: true });
-    if (readFileSync(path.join(work, 'package-lock.json'), 'utf8') === readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) linkDependencies(work);
+    // ACE_PREVIOUS_RELEASE_OWN_INSTALL=1: never link this checkout's node_modules (.ci/run builds this while
+    // its own `npm ci` is still replacing them).
+    const sameLock = readFileSync(path.join(work, 'package-lock.json'), 'utf8') === readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8');
+    if (sameLock && process.env.ACE_PREVIOUS_RELEASE_OWN_INSTALL !== '1') linkDependencies(work);
     else run('npm', ['ci', '--prefer-offline', '--no-audit', '--no-fund'], work);
     run('npm', ['run', 'build'], work);
     writeFileSync(path.join(work, '.built'), `${new Date().toISOString()}\n`);

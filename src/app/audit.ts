@@ -11,8 +11,13 @@ import type { AuditStore } from '../core/ports/audit-store.js';
 import { AuditMaintenance } from '../adapters/audit-trail/maintenance.js';
 import { Spool } from '../adapters/audit-trail/spool.js';
 import { AuditTrail } from '../adapters/audit-trail/trail.js';
+import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
 
 export interface RunningAudit {
+  /**
+   * The one entrance of every event into the trail (the core's token.issued and token.refused, admin and
+   * key events, listings): token.refused bounded per address and agent (refusals.ts), the rest as is.
+   */
   sink: AuditSink;
   store: AuditStore;
   trail: AuditTrail | undefined;
@@ -93,15 +98,18 @@ export async function startAudit(options: {
     },
   });
   trail.start();
+  const sink = new RefusalRecorder({ sink: trail, bounds: { perWindow: config.refusalsPerWindow, windowSeconds: config.refusalWindowSeconds } });
   // Once: the shutdown drains the trail within its budget, and the cleanups close it again after.
   let closing: Promise<void> | undefined;
   return {
-    sink: trail,
+    sink,
     store,
     trail,
     close(closeOptions) {
       closing ??= (async () => {
         maintenance.stop();
+        // The refusal window's aggregates go into the trail before it closes.
+        sink.close();
         await trail.close(closeOptions);
         await store.close();
       })();

@@ -19,7 +19,7 @@ import { attachRevocationSockets, revocationSocketRoute } from '../adapters/http
 import { ssfRoutes } from '../adapters/http/routes/ssf.js';
 import { RevocationTransmitter } from '../core/revocation/transmitter.js';
 import { SocketTopics } from '../adapters/http/routes/revocation-topics.js';
-import { RefusalRecorder } from '../adapters/audit-trail/refusals.js';
+import { UncheckedRefusals } from '../adapters/http/token-door.js';
 import { ResourceIndex } from '../core/platforms/resource-index.js';
 import { publicApiDocument } from '../adapters/http/openapi/api-documents.js';
 import type { Stores } from './stores.js';
@@ -33,8 +33,6 @@ const FEED_STREAM_REUSE_MS = 1000;
 export interface Servers {
   public: HttpServer;
   admin: HttpServer;
-  /** Writes what the listeners still hold for the audit trail (the refusal window's aggregates): before it closes. */
-  flushAudit(): void;
 }
 
 /** What the listeners use of the stores and the domain (tests in process pass memory ports: test/support/in-process.ts). */
@@ -56,16 +54,13 @@ export interface ServerContext {
 export function createServers(context: ServerContext, cleanups: Cleanups): Servers {
   const { config, logger, metrics, stores, domain } = context;
   const { tokens, authenticator, platforms, scopeFiles, keys, audit, agents } = domain;
-  const refusals = new RefusalRecorder({
-    sink: audit.sink,
-    bounds: { perWindow: config.audit.refusalsPerWindow, windowSeconds: config.audit.refusalWindowSeconds },
-    hooks: {
-      uncheckedRefusals: ({ byCode, exampleAddress, windowSeconds }) =>
-        logger.warn({ refused: byCode, example_address: exampleAddress, window_seconds: windowSeconds }, 'token requests refused before any credential check (counted in ace_tokens_issued_total, not recorded in the audit trail)'),
-    },
+  // Token refusals before any credential check: counted, one log line per window (the core records the others).
+  const unchecked = new UncheckedRefusals({
+    windowSeconds: config.audit.refusalWindowSeconds,
+    log: ({ byCode, exampleAddress, windowSeconds }) =>
+      logger.warn({ refused: byCode, example_address: exampleAddress, window_seconds: windowSeconds }, 'token requests refused before any credential check (counted in ace_tokens_issued_total, not recorded in the audit trail)'),
   });
-  // Also called by the shutdown before the trail closes (closing twice writes nothing twice).
-  cleanups.add(() => refusals.close());
+  cleanups.add(() => unchecked.close());
   const serverOptions = { maxBodyBytes: MAX_BODY_BYTES, metrics: metrics.http, logger, accessLog: config.accessLog };
 
   // The public listener's uWS app first: the transmitter pushes on its topics, and its poll route is served by it.
@@ -85,8 +80,8 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     heartbeatMs: config.revocationHeartbeatSeconds * 1000,
   });
   const publicRouteList: Route[] = [
-    ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics: metrics.http, openApi: () => openApiBody, audit: audit.sink, refusals }),
-    ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, resources: new ResourceIndex({ platforms }), metrics: metrics.http, refusals }),
+    ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics: metrics.http, openApi: () => openApiBody, audit: audit.sink, unchecked }),
+    ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, resources: new ResourceIndex({ platforms }), metrics: metrics.http, unchecked }),
     ...revocationPollRoutes({ transmitter, feedCredentials: domain.feedCredentials, metrics: metrics.revocation, registry: metrics.registry }),
     ...ssfRoutes({ issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
   ];
@@ -142,7 +137,7 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
     proxy: NO_PROXY,
     guards: { admin_bearer: adminBearerGuard({ adminToken: context.adminToken, authLimiter, onAuthFailure, audit: audit.sink }) },
   });
-  return { public: publicServer, admin: adminServer, flushAudit: () => refusals.close() };
+  return { public: publicServer, admin: adminServer };
 }
 
 /**

@@ -80,8 +80,7 @@ export async function startApp({ config, logger, metricsText, sharedPorts = fals
         // a pod must not take events to its deletion that Postgres could take now (the process's hard
         // deadline and the pod's grace period already allow for the whole timeout).
         const drainWithinMs = Math.max(0, config.shutdownTimeoutMs - (Date.now() - finishing) - POOL_CLOSE_RESERVE_MS);
-        // The refusal window's aggregates go into the trail before it closes.
-        started.flushAudit();
+        // Closing the trail writes the refusal window's aggregates first (app/audit.ts).
         await domain.audit.close({ drainWithinMs });
         await cleanups.run(logger);
       },

@@ -2,6 +2,8 @@
 // a refusal that passes, how long to wait); how a code is answered over HTTP (status, headers, the
 // contract's Error body) is the HTTP adapter's: adapters/http/errors.ts.
 
+import type { ClientAuthentication } from './credentials/client-authentication.js';
+
 export const ERRORS = {
   invalid_json: { detail: 'Request body is not valid JSON.' },
   bad_request: { detail: 'Malformed request.' },
@@ -37,13 +39,18 @@ export class ServiceError extends Error {
   }
 }
 
-/** A refusal of a credential check that names the agent behind the key id (for the audit trail only). */
+/**
+ * A refusal of a credential check, with what the audit trail records of it (never sent to the client): the
+ * agent behind the key id when it exists, and how the client tried to authenticate (what it claimed).
+ */
 export class CredentialRefusal extends ServiceError {
   constructor(
     code: ErrorCode,
-    /** The agent whose api_key_id was presented, when it exists (never sent to the client). */
+    /** The agent whose api_key_id was presented, when it exists. */
     readonly agentId: string | undefined,
     detail?: string,
+    /** The method and what the client claimed (unverified: the event builder cleans and bounds it). */
+    readonly claimed?: ClientAuthentication,
   ) {
     super(code, detail);
     this.name = 'CredentialRefusal';

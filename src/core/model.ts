@@ -78,7 +78,7 @@ export interface PlatformInput {
   routes: RouteRule[];
   /**
    * The resource identifiers the platform's servers answer as (RFC 8707 / RFC 9728), in normal form
-   * (platforms/resource-identifier.ts); each belongs to one platform only.
+   * (the protocol package's resource-identifier); each belongs to one platform only.
    */
   resources: string[];
 }

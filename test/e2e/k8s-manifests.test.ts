@@ -672,6 +672,25 @@ describe('Dockerfile', () => {
     expect(script).toContain('127.0.0.1');
   });
 
+  it('installs every workspace and ships the compiled workspaces the server depends on', () => {
+    // npm ci links a workspace only when its package.json is there: each stage that installs copies them
+    // all first; the runtime image holds the manifest and dist of every workspace the server depends on
+    // (node_modules links to packages/<name>), so that it imports them (the protocol package, for one).
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { workspaces: string[]; dependencies: Record<string, string> };
+    expect(pkg.workspaces).toContain('packages/protocol');
+    for (const stage of new Set(lines.filter((l) => l.instruction === 'RUN' && /\bnpm ci\b/.test(l.args)).map((l) => l.stage))) {
+      const firstCi = lines.findIndex((l) => l.stage === stage && l.instruction === 'RUN' && /\bnpm ci\b/.test(l.args));
+      const copied = lines.slice(0, firstCi).filter((l) => l.stage === stage && l.instruction === 'COPY').map((l) => l.args);
+      for (const workspace of pkg.workspaces) expect([stage, copied]).toEqual([stage, expect.arrayContaining([`${workspace}/package.json ${workspace}/`])]);
+    }
+    const shipped = inStage(runtime).filter((l) => l.instruction === 'COPY').map((l) => l.args.replace(/^--from=\S+ \/app\//, ''));
+    for (const workspace of pkg.workspaces) {
+      const name = (JSON.parse(readFileSync(path.join(ROOT, workspace, 'package.json'), 'utf8')) as { name: string }).name;
+      if (!(name in pkg.dependencies)) continue;
+      expect(shipped).toEqual(expect.arrayContaining([`${workspace}/package.json ./${workspace}/`, `${workspace}/dist ./${workspace}/dist`]));
+    }
+  });
+
   it('.dockerignore keeps node_modules, dist, data and .git out of the build context', () => {
     const patterns = readFileSync(path.join(ROOT, '.dockerignore'), 'utf8')
       .split('\n')

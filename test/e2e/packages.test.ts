@@ -4,9 +4,12 @@
 // node:http platform, then the client's agent, whose three calls end 200, 201 and 403. The install sizes
 // are held: the client brings only jose (itself without dependencies: it signs private_key_jwt assertions),
 // the middleware at most 10 packages and 15 MiB. The server's
-// own tarball installs beside them and its `ace` CLI talks to the live service.
+// own tarball installs beside them and its `ace` CLI talks to the live service. The private protocol package
+// (packages/protocol) is never a dependency of the published two: the middleware's build carries a copy of
+// its compiled files (dist/protocol), and nothing the packed middleware holds names the protocol package;
+// only the (private) server's tarball depends on it, and installs beside its packed tarball.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -66,6 +69,7 @@ beforeAll(async () => {
   service = await startService({ mode: 'real' });
   tarballs.middleware = await pack(path.join(ROOT, 'packages/middleware'));
   tarballs.client = await pack(path.join(ROOT, 'packages/client'));
+  tarballs.protocol = await pack(path.join(ROOT, 'packages/protocol'));
   tarballs.server = await pack(ROOT);
 }, 240_000);
 
@@ -83,6 +87,39 @@ it('the client installs with jose only and the middleware within 10 packages and
   expect(middleware.packages.length, middleware.packages.join(', ')).toBeLessThanOrEqual(10);
   expect(middleware.bytes).toBeLessThanOrEqual(15 * 2 ** 20);
   for (const heavy of ['uWebSockets.js', '@electric-sql/pglite', '@node-rs/argon2', 'postgres', 'ioredis']) expect(middleware.packages).not.toContain(heavy);
+});
+
+it('the installed middleware carries the protocol inside its dist and never names the protocol package', { timeout: 300_000 }, async () => {
+  const dir = await project('middleware-protocol', [tarballs.middleware]);
+  const installedPackage = path.join(dir, 'node_modules/@agent-credential-exchange/middleware');
+  expect(installed(dir).packages).not.toContain('@agent-credential-exchange/protocol');
+  const manifest = JSON.parse(readFileSync(path.join(installedPackage, 'package.json'), 'utf8')) as Record<string, Record<string, string> | undefined>;
+  for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies']) expect(Object.keys(manifest[field] ?? {})).not.toContain('@agent-credential-exchange/protocol');
+  const files = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : [path.join(dir, e.name)]));
+  const shipped = files(path.join(installedPackage, 'dist'));
+  expect(shipped.filter((f) => /\.(js|d\.ts)$/.test(f) && readFileSync(f, 'utf8').includes('@agent-credential-exchange/protocol'))).toEqual([]);
+  for (const entry of ['feed-document', 'scopes-file', 'scope-file-validator', 'resource-identifier']) {
+    expect(shipped).toContain(path.join(installedPackage, 'dist/protocol', `${entry}.js`));
+  }
+  // The protocol's code answers through the middleware's own entries, on its own.
+  writeFileSync(
+    path.join(dir, 'check.mjs'),
+    `import { normaliseResource, loadScopeFile } from '@agent-credential-exchange/middleware';
+import { SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
+import { FEED_SUBPROTOCOL } from '@agent-credential-exchange/middleware/feed-document';
+let refused = '';
+try { loadScopeFile({ scopesDocument: { schema: 'SvcScopesYaml', version: 1, platform_id: 'nope', scopes: [], routes: [] } }); } catch (e) { refused = e.message; }
+console.log(JSON.stringify({ resource: normaliseResource('HTTPS://API.Example.COM:443/%6Dcp/'), schema: SvcScopesYaml.$id, subprotocol: FEED_SUBPROTOCOL, refused }));
+`,
+  );
+  const checked = await run(path.join(dir, 'check.mjs'), dir, {});
+  expect(checked.code, checked.output).toBe(0);
+  expect(JSON.parse(checked.output)).toEqual({
+    resource: { ok: true, resource: 'https://api.example.com/mcp' },
+    schema: 'SvcScopesYaml',
+    subprotocol: 'ace-feed',
+    refused: expect.stringContaining('/platform_id must match format "uuid"'),
+  });
 });
 
 it('the examples shipped in the installed packages run end to end against the service', { timeout: 300_000 }, async () => {
@@ -120,7 +157,7 @@ it('the examples shipped in the installed packages run end to end against the se
 });
 
 it('`ace` works from the installed server tarball', { timeout: 300_000 }, async () => {
-  const dir = await project('operator', [tarballs.server, tarballs.middleware, tarballs.client]);
+  const dir = await project('operator', [tarballs.server, tarballs.protocol, tarballs.middleware, tarballs.client]);
   const ace = path.join(dir, 'node_modules/.bin/ace');
   const help = await exec(ace, ['--help'], { cwd: dir });
   expect(help.stdout).toMatch(/ace/);

@@ -61,7 +61,7 @@ class FakeStore implements AuditStore {
 const quiet: TrailObserver = { written() {}, batch() {}, failed() {}, spoolDepth() {}, spooling() {}, refusing() {}, postgresDown() {}, drained() {}, leftInSpool() {} };
 const options = { flushMs: 2, batchMax: 1000, maxInFlight: 1, writeTimeoutMs: 200, drainIntervalMs: 60_000 };
 const issued = (i: number) =>
-  auditEvents.tokenIssued({ jti: crypto.randomUUID(), agentId: crypto.randomUUID(), platformId: crypto.randomUUID(), scope: `s${i}`, kid: 'k', clientAddress: '10.0.0.1' });
+  auditEvents.tokenIssued({ jti: crypto.randomUUID(), agentId: crypto.randomUUID(), platformId: crypto.randomUUID(), scope: `s${i}`, kid: 'k', clientAddress: '10.0.0.1', by: { method: 'client_secret' } });
 
 describe('group commit', () => {
   it('writes the events of many requests in few statements and answers none before its batch commits', async () => {

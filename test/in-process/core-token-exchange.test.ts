@@ -3,7 +3,7 @@
 // through HTTP against Postgres and Redis; these run in milliseconds and name the rule that broke.
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { HTTP_METHODS } from '@agent-credential-exchange/middleware/scopes-file';
+import { HTTP_METHODS } from '../../packages/protocol/src/scopes-file.js';
 import { CredentialRefusal, ServiceError, StoreUnavailableError } from '../../src/core/errors.js';
 import { ROUTE_METHODS } from '../../src/core/platforms/platform-service.js';
 import type { ExchangeOutcome, TokenRequest } from '../../src/core/tokens/token-service.js';
@@ -94,8 +94,33 @@ describe('token exchange (core, memory ports)', () => {
     expect(refusedCode(unknown)).toBe('invalid_credentials');
     expect(core.hasher.verifications - v0).toBe(2);
     expect('refused' in wrong && wrong.refused).toBeInstanceOf(CredentialRefusal);
-    expect(wrong.agentId).toBe(agent.id);
-    expect(unknown.agentId).toBeUndefined();
+    expect('refused' in wrong && wrong.checked && 'refused' in unknown && unknown.checked).toBe(true);
+    // The core records both refusals; only the first names the agent (never in the answer).
+    const refused = core.audit.events.filter((e) => e.type === 'token.refused');
+    expect(refused.map((e) => [e.agentId, e.data?.api_key_id, e.data?.auth_method])).toEqual([
+      [agent.id, agent.apiKeyId, 'client_secret'],
+      [null, `agnt_kid_${'0'.repeat(32)}`, 'client_secret'],
+    ]);
+  });
+
+  it('records the refusals of a credential check (with the verified method after it), not those before one nor those of a client that hung up', async () => {
+    const { agent, platform, request } = await agentOnPlatform(core, ['orders:read']);
+    const refusedEvents = () => core.audit.events.filter((e) => e.type === 'token.refused');
+    // Before any credential check: a bad profile. Not recorded; the caller counts it.
+    const early = await exchange(core, request({ profile: 'nope', secret: 'wrong' }));
+    expect('refused' in early && early.checked).toBe(false);
+    // A client that hung up: checked, but nobody waits for the answer, so not recorded either.
+    const gone = new AbortController();
+    gone.abort();
+    const abandoned = await core.tokens.exchange(request({ secret: 'wrong' }), '192.0.2.1', gone.signal);
+    expect('refused' in abandoned && abandoned.checked).toBe(true);
+    expect(refusedEvents()).toEqual([]);
+    // After the check: a scope the grant does not hold, with the verified method and the platform.
+    const late = await exchange(core, request({ platformId: platform.id.toUpperCase(), scopes: ['orders:write'] }));
+    expect('refused' in late && late.checked).toBe(true);
+    expect(refusedEvents().map((e) => [e.agentId, e.platformId, e.data])).toEqual([
+      [agent.id, platform.id, { error_code: 'invalid_scope', auth_method: 'client_secret', api_key_id: agent.apiKeyId }],
+    ]);
   });
 
   it('checks in the contract order: authenticate, key rate limit, agent status, platform access, scopes', async () => {

@@ -6,6 +6,8 @@ import { MemoryUnitOfWork } from '../support/memory/unit-of-work.js';
 import { feedCredentialStoreConformance } from '../support/feed-credential-store-conformance.js';
 import { storeConformance } from '../support/store-conformance.js';
 import { revocationStoreConformance } from '../support/revocation-store-conformance.js';
+import { replayGuardConformance } from '../support/replay-guard-conformance.js';
+import { MemoryReplayGuard } from '../../src/adapters/cache/replay-guard.js';
 
 /** The memory records with their unit of work, the only way they change. */
 function memory() {
@@ -27,4 +29,9 @@ describe('Revocation store conformance: memory', () => {
 describe('Feed credential store conformance: memory', () => {
   const { uow } = memory();
   feedCredentialStoreConformance(() => ({ reads: uow.feedCredentials, uow }));
+});
+
+describe('Used assertion jtis: in process (MemoryReplayGuard)', () => {
+  const guard = new MemoryReplayGuard();
+  replayGuardConformance(() => ({ guard }));
 });

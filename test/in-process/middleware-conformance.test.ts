@@ -158,9 +158,10 @@ function feedFor(exchanges: { answer: unknown }[] = []) {
 
 /** Waits until the receiver has no poll in flight or queued (its own gap poll included). */
 async function pollsSettled(feed: RevocationReceiver): Promise<void> {
-  const internals = feed as unknown as { fetching?: Promise<void> };
+  // The receiver's poll half (packages/middleware/src/feed-poll.ts) holds the poll that runs.
+  const internals = feed as unknown as { poller: { fetching?: Promise<void> } };
   // A poll that fails (the stand-in has no answer left) is counted in stats(); the vector checks the state.
-  while (internals.fetching) await internals.fetching.catch(() => undefined);
+  while (internals.poller.fetching) await internals.poller.fetching.catch(() => undefined);
 }
 
 function verdictOf(feed: RevocationReceiver, check: Check): 'accept' | 'revoked' {

@@ -1,34 +1,51 @@
-// The bounds of RefusalRecorder (src/adapters/audit-trail/refusals.ts), with an in-memory sink: what is
-// stored one by one, what is summed, and that a flood of addresses or agents stays bounded.
+// The bounds of RefusalRecorder (src/adapters/audit-trail/refusals.ts), the audit sink in front of the trail,
+// with an in-memory sink behind it: what is stored one by one, what is summed, that a flood of addresses or
+// agents stays bounded, and that every other event passes; and the door's count of refusals before any
+// credential check (UncheckedRefusals, src/adapters/http/token-door.ts), never stored.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AuditEvent, AuditSink } from '../../src/core/audit/events.js';
-import { RefusalRecorder, type TokenRefusal } from '../../src/adapters/audit-trail/refusals.js';
+import { auditEvents, type AuditEvent, type AuditSink } from '../../src/core/audit/events.js';
+import { RefusalRecorder } from '../../src/adapters/audit-trail/refusals.js';
+import { UncheckedRefusals } from '../../src/adapters/http/token-door.js';
 
 const AGENT = '6ba7b810-9dad-11d1-80b4-00c04fd430c8';
 
 function recorder(perWindow: number, extra: { maxTracked?: number; processPerWindow?: number } = {}) {
   const events: AuditEvent[] = [];
-  const logged: Record<string, number>[] = [];
   const sink: AuditSink = { record: async (e) => void events.push(e), emit: (e) => void events.push(e) };
-  const r = new RefusalRecorder({ sink, bounds: { perWindow, windowSeconds: 3600, ...extra }, hooks: { uncheckedRefusals: ({ byCode }) => void logged.push(byCode) } });
-  open.push(r);
-  return { r, events, logged };
+  const bounded = new RefusalRecorder({ sink, bounds: { perWindow, windowSeconds: 3600, ...extra } });
+  open.push(bounded);
+  // What the core emits for a refused credential check.
+  const r = { refused: (event: AuditEvent) => bounded.emit(event), endWindow: () => bounded.endWindow(), close: () => bounded.close() };
+  return { r, bounded, events };
 }
-const open: RefusalRecorder[] = [];
+const open: { close(): void }[] = [];
 afterEach(() => open.splice(0).forEach((r) => r.close()));
 
-const wrong = (clientAddress: string, agentId?: string): TokenRefusal => ({ errorCode: 'invalid_credentials', agentId, clientAddress, checked: true });
+const wrong = (clientAddress: string, agentId?: string): AuditEvent =>
+  auditEvents.tokenRefused({ errorCode: 'invalid_credentials', agentId, clientAddress, by: { method: 'client_secret', apiKeyId: 'agnt_kid_x' } });
 const types = (events: AuditEvent[]) => events.map((e) => e.type);
 
-describe('RefusalRecorder', () => {
-  it('stores nothing for refusals before a credential check, and logs their counts once per window', () => {
-    const { r, events, logged } = recorder(5);
-    for (let i = 0; i < 1000; i++) r.refused({ errorCode: i % 2 ? 'validation_error' : 'unsupported_media_type', clientAddress: '192.0.2.1', checked: false });
-    r.endWindow();
-    expect(events).toEqual([]);
+describe('UncheckedRefusals (the token door)', () => {
+  it('logs the counts of refusals before a credential check once per window, and a quiet window logs nothing', () => {
+    const logged: Record<string, number>[] = [];
+    const unchecked = new UncheckedRefusals({ windowSeconds: 3600, log: ({ byCode }) => void logged.push(byCode) });
+    open.push(unchecked);
+    for (let i = 0; i < 1000; i++) unchecked.refused(i % 2 ? 'validation_error' : 'unsupported_media_type', '192.0.2.1');
+    unchecked.endWindow();
     expect(logged).toEqual([{ unsupported_media_type: 500, validation_error: 500 }]);
-    r.endWindow();
-    expect(logged.length).toBe(1); // a quiet window logs nothing
+    unchecked.endWindow();
+    expect(logged.length).toBe(1);
+  });
+});
+
+describe('RefusalRecorder', () => {
+  it('passes every other event through, recorded or emitted as it came', async () => {
+    const { bounded, events } = recorder(1);
+    const issued = auditEvents.tokenIssued({ jti: crypto.randomUUID(), agentId: AGENT, platformId: AGENT, scope: 's', kid: 'k', clientAddress: '192.0.2.1', by: { method: 'client_secret' } });
+    for (let i = 0; i < 3; i++) await bounded.record({ ...issued, id: crypto.randomUUID() });
+    bounded.emit(auditEvents.listingServed({ agentId: AGENT, clientAddress: '192.0.2.1' }));
+    bounded.endWindow();
+    expect(types(events)).toEqual(['token.issued', 'token.issued', 'token.issued', 'listing.served']);
   });
 
   it('stores up to the bound per address, then sums the rest in one aggregate per window', () => {

@@ -1,8 +1,10 @@
-// Resource identifiers (RFC 8707 / RFC 9728) in one normal form, the same in the service (registration, the
-// token endpoint's lookup, `aud`) and in the middleware (its `resource` option): both run these cases.
+// Resource identifiers (RFC 8707 / RFC 9728) in one normal form, one copy in the protocol package
+// (packages/protocol/src/resource-identifier.ts) that the service (registration, the token endpoint's lookup,
+// `aud`) and the middleware (its `resource` option) import: the cases run on it and on the middleware's
+// public export of it (its edge entry, as a platform imports it).
 import { describe, expect, it } from 'vitest';
-import { normaliseResource as service } from '../../src/core/platforms/resource-identifier.js';
-import { normaliseResource as middleware } from '../../packages/middleware/src/resource.js';
+import { normaliseResource as protocol } from '../../packages/protocol/src/resource-identifier.js';
+import { normaliseResource as middleware } from '../../packages/middleware/src/edge.js';
 
 const SAME: [string, string][] = [
   ['https://api.example.com/mcp', 'https://api.example.com/mcp'],
@@ -51,7 +53,7 @@ const REFUSED = [
 ];
 
 describe.each([
-  ['service', service],
+  ['protocol', protocol],
   ['middleware', middleware],
 ])('normaliseResource (%s)', (_side, normalise) => {
   it.each(SAME)('%s → %s', (input, expected) => {

@@ -4,7 +4,7 @@
 // policy for heads without `live`, malformed heads, and the tokens the entries and failMode refuse.
 import { describe, expect, it } from 'vitest';
 import { readStreamHead, RevocationRules, type RevocationRulesOptions, type StreamHead } from '../../packages/middleware/src/revocation-rules.js';
-import type { SetPayload } from '../../packages/middleware/src/feed-document.js';
+import type { SetPayload } from '../../packages/protocol/src/feed-document.js';
 
 const ISSUER = 'https://ace.test';
 const PLATFORM = '11111111-1111-4111-8111-111111111111';

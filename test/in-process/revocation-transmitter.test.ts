@@ -4,7 +4,7 @@
 // are slices of one array with only two shapes kept serialised, bounded in bytes and released on demand;
 // and the per-credential poll budget of the routes.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { liveRangesOf, parseLiveRanges, type LiveRange } from '../../packages/middleware/src/feed-document.js';
+import { liveRangesOf, parseLiveRanges, type LiveRange } from '../../packages/protocol/src/feed-document.js';
 import { RevocationTransmitter } from '../../src/core/revocation/transmitter.js';
 import { firstAbove, pollAnswer } from '../../src/core/revocation/stream.js';
 import { LocalBus } from '../../src/adapters/cache/invalidation-bus.js';

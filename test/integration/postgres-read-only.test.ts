@@ -24,7 +24,7 @@ import { waitFor } from '../../kit/wait.js';
 
 const TIMEOUT_MS = 2000;
 const issued = () =>
-  auditEvents.tokenIssued({ jti: crypto.randomUUID(), agentId: crypto.randomUUID(), platformId: crypto.randomUUID(), scope: 's', kid: 'k', clientAddress: '10.0.0.1' });
+  auditEvents.tokenIssued({ jti: crypto.randomUUID(), agentId: crypto.randomUUID(), platformId: crypto.randomUUID(), scope: 's', kid: 'k', clientAddress: '10.0.0.1', by: { method: 'client_secret' } });
 
 describe('a Postgres that answers but refuses writes', () => {
   let database: TestDatabase;

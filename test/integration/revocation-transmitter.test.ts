@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, type PlatformRecord } from '../../kit/admin.js';
 import { waitFor } from '../../kit/wait.js';
 import { metricSum } from '../../kit/metrics.js';
-import { parseLiveRanges, type LiveRange } from '../../packages/middleware/src/feed-document.js';
+import { parseLiveRanges, type LiveRange } from '../../packages/protocol/src/feed-document.js';
 import { startService, type ServiceHandle } from '../support/service.js';
 
 const HEAD_EVENT = 'urn:agent-credential-exchange:secevent:stream-head';

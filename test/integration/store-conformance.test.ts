@@ -2,12 +2,13 @@
 // cached store with Redis and with its in-process cache only, each writing through its unit of work as the
 // service does (the cached store's wrapping it, so its invalidations are the ones under test). Two cached stores over one database play two
 // instances, so invalidation bugs show up where they live. The audit trail's and the revocation feed's
-// stores (Postgres only, no cache) run their own suites against Postgres and PGlite.
+// stores (Postgres only, no cache) run their own suites against Postgres and PGlite, and so do the records of used
+// assertion jtis (Postgres, PGlite, Redis, and the two-record guard the service composes over Postgres and Redis).
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import type { Sql } from 'postgres';
 import { connectPostgres } from '../../src/adapters/postgres/connect.js';
@@ -30,6 +31,10 @@ import { MAINTENANCE_LOCK, PostgresAuditStore } from '../../src/adapters/postgre
 import { PostgresRevocationStore } from '../../src/adapters/postgres/revocation-store.js';
 import { PostgresFeedCredentialStore } from '../../src/adapters/postgres/feed-credential-store.js';
 import { feedCredentialStoreConformance, type FeedCredentialStoreUnderTest } from '../support/feed-credential-store-conformance.js';
+import { replayGuardConformance, type ReplayGuardUnderTest } from '../support/replay-guard-conformance.js';
+import { PostgresReplayGuard } from '../../src/adapters/postgres/used-jtis.js';
+import { RedisReplayGuard } from '../../src/adapters/cache/replay-guard.js';
+import { EitherRecordReplayGuard } from '../../src/core/credentials/replay-record.js';
 
 const TIMEOUT_MS = 5000;
 
@@ -199,4 +204,65 @@ describe('Audit and revocation store conformance: PGlite (embedded default)', ()
   auditStoreConformance(() => stores.audit);
   revocationStoreConformance(() => stores.revocation);
   describe('feed credentials', () => feedCredentialStoreConformance(() => stores.feed));
+});
+
+/** The used-jti records over one database (migrated here), a second pool playing another instance. */
+async function jtiRecords(url: string, poolSize: number) {
+  const pools = [connectPostgres({ url, poolSize, timeoutMs: TIMEOUT_MS }), connectPostgres({ url, poolSize, timeoutMs: TIMEOUT_MS })];
+  await migrate(pools[0]);
+  const [one, two] = pools.map((sql) => new PostgresReplayGuard({ sql, timeoutMs: TIMEOUT_MS }));
+  return { one, two, sql: pools[0], close: () => Promise.all(pools.map((sql) => sql.end({ timeout: 2 }))) };
+}
+
+describe('Used assertion jtis: Postgres, Redis, and both', () => {
+  let db: TestDatabase;
+  let records: Awaited<ReturnType<typeof jtiRecords>>;
+  const connections: Redis[] = [];
+  let redisGuards: RedisReplayGuard[];
+  beforeAll(async () => {
+    db = await createDatabase();
+    records = await jtiRecords(db.url, 2);
+    const prefix = `ace_jti_${randomBytes(4).toString('hex')}:`;
+    connections.push(connectRedis(REDIS_URL, 1000) as Redis, connectRedis(REDIS_URL, 1000) as Redis);
+    redisGuards = connections.map((redis) => new RedisReplayGuard({ redis, keyPrefix: prefix }));
+  });
+  afterAll(async () => {
+    for (const c of connections) closeRedis(c);
+    await records?.close();
+    await db?.drop();
+  });
+  describe('Postgres', () => {
+    replayGuardConformance((): ReplayGuardUnderTest => ({ guard: records.one, peer: records.two }));
+    it('prunes the rows no assertion can still need, and only those', async () => {
+      const live = `prune-live-${randomBytes(4).toString('hex')}`;
+      const gone = `prune-gone-${randomBytes(4).toString('hex')}`;
+      await records.one.firstUse(live, Date.now() + 60_000);
+      await records.one.firstUse(gone, Date.now() - 1000);
+      expect(await records.one.pruneExpired()).toBeGreaterThanOrEqual(1);
+      const [{ count }] = await records.sql`SELECT count(*)::int AS count FROM used_assertion_jtis WHERE expires_at <= clock_timestamp()`;
+      expect(count).toBe(0);
+      expect(await records.two.firstUse(live, Date.now() + 60_000)).toBe(false);
+    });
+  });
+  describe('Redis', () => replayGuardConformance((): ReplayGuardUnderTest => ({ guard: redisGuards[0], peer: redisGuards[1] })));
+  describe('Postgres and Redis (the service with REDIS_URL)', () =>
+    replayGuardConformance((): ReplayGuardUnderTest => ({
+      guard: new EitherRecordReplayGuard({ durable: records.one, fast: redisGuards[0] }),
+      peer: new EitherRecordReplayGuard({ durable: records.two, fast: redisGuards[1] }),
+      concurrentWinners: 'at most one',
+    })));
+});
+
+describe('Used assertion jtis: PGlite (embedded default)', () => {
+  let embedded: Awaited<ReturnType<typeof embeddedDatabase>>;
+  let records: Awaited<ReturnType<typeof jtiRecords>>;
+  beforeAll(async () => {
+    embedded = await embeddedDatabase();
+    records = await jtiRecords(embedded.url, 1);
+  });
+  afterAll(async () => {
+    await records?.close();
+    await embedded?.stop();
+  });
+  replayGuardConformance((): ReplayGuardUnderTest => ({ guard: records.one, peer: records.two }));
 });

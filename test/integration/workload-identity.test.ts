@@ -207,3 +207,54 @@ describe('workload identity federation (Kubernetes service-account tokens, SPIFF
     expect(events.events.map((e: { type: string }) => e.type)).toEqual(['workload_binding.created', 'workload_binding.deleted']);
   });
 });
+
+describe('SPIFFE bundles as SPIRE publishes them (issue 40 item 4)', () => {
+  it('a trust bundle with x509-svid and jwt-svid keys registers as published; a JWT-SVID naming its kid gets the bound agent\'s token', async () => {
+    const trustDomainIssuer = 'https://oidc-discovery.spire.example.net';
+    const { publicKey, privateKey } = await generateKeyPair('ES256');
+    const x509 = await generateKeyPair('ES256');
+    // SPIRE's key ids: 32 random letters and digits.
+    const kid = randomBytes(24).toString('base64').replace(/[^A-Za-z0-9]/g, '').slice(0, 32);
+    const bundle = {
+      keys: [
+        { use: 'x509-svid', ...(await exportJWK(x509.publicKey)), x5c: [randomBytes(420).toString('base64')] },
+        { use: 'jwt-svid', kid, ...(await exportJWK(publicKey)) },
+      ],
+      spiffe_sequence: 7,
+      spiffe_refresh_hint: 300,
+    };
+    const created = await admin.call('POST', '/admin/v1/workload-issuers', { issuer: trustDomainIssuer, audience: ISSUER, jwks: bundle }, 201);
+    // Kept: the key for JWTs, its kid as published.
+    expect(created.jwks.keys).toEqual([expect.objectContaining({ kid, kty: 'EC', use: 'sig' })]);
+    const runner = await admin.createAgent('ci-runner');
+    await admin.grant(runner.agent_id, shop.platform_id, ['read']);
+    const spiffeId = 'spiffe://example.net/ns/ci/sa/runner';
+    await admin.call('POST', `/admin/v1/workload-issuers/${created.issuer_id}/bindings`, { subject: spiffeId, agent_id: runner.agent_id }, 201);
+    // A JWT-SVID as SPIRE mints it with jwt_issuer set: aud always an array, no jti, typ JWT.
+    const now = Math.floor(Date.now() / 1000);
+    const svid = await new SignJWT({ aud: [ISSUER] })
+      .setProtectedHeader({ alg: 'ES256', kid, typ: 'JWT' })
+      .setIssuer(trustDomainIssuer)
+      .setSubject(spiffeId)
+      .setIssuedAt(now)
+      .setExpirationTime(now + 300)
+      .sign(privateKey);
+    const { status, body } = await exchange(svid);
+    expect(status, JSON.stringify(body)).toBe(200);
+    expect(subOf(body.access_token)).toBe(runner.agent_id);
+    expect((await call(platform.url, body.access_token)).status).toBe(200);
+  });
+
+  it('a bundle with only X.509-SVID keys, or a jwt-svid key without kid, is refused with a clear 422', async () => {
+    const { publicKey } = await generateKeyPair('ES256');
+    const jwk = await exportJWK(publicKey);
+    for (const [keys, detail] of [
+      [[{ use: 'x509-svid', ...jwk, x5c: [randomBytes(100).toString('base64')] }], /no key for JWTs/],
+      [[{ use: 'jwt-svid', ...jwk }], /kid/],
+    ] as const) {
+      const refused = await admin.call('POST', '/admin/v1/workload-issuers', { issuer: `https://spire-${randomUUID()}.example`, audience: ISSUER, jwks: { keys } }, 422);
+      expect(refused.error_code).toBe('validation_error');
+      expect(refused.detail).toMatch(detail);
+    }
+  });
+});

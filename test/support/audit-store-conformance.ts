@@ -27,8 +27,25 @@ const freshWindow = () => Date.UTC(2031, 0, 1) + windows++ * DAY_MS;
 /** One event of each shape the service writes, for one agent and platform, at `at`. */
 function eventsAt(at: number[], agentId: string, platformId: string): AuditEvent[] {
   const builders = [
-    () => auditEvents.tokenIssued({ jti: randomUUID(), agentId, platformId, scope: 'orders:read', kid: 'k1', clientAddress: CLIENT }),
-    () => auditEvents.tokenRefused({ errorCode: 'invalid_scope', agentId, apiKeyId: 'ak_0123', platformId, clientAddress: CLIENT }),
+    () =>
+      auditEvents.tokenIssued({
+        jti: randomUUID(),
+        agentId,
+        platformId,
+        scope: 'orders:read',
+        kid: 'k1',
+        clientAddress: CLIENT,
+        by: { method: 'private_key_jwt', apiKeyId: 'ak_0123', clientKid: 'client-key-1', assertionJti: 'a-jti' },
+      }),
+    // A claimed subject with a bidi control and a lone surrogate: the builder's cleaning keeps it storable.
+    () =>
+      auditEvents.tokenRefused({
+        errorCode: 'invalid_scope',
+        agentId,
+        platformId,
+        clientAddress: CLIENT,
+        by: { method: 'workload', issuer: 'https://issuer.example', subject: 'system:serviceaccount:ns:sa\u202e\ud800', assertionJti: 'w-jti' },
+      }),
     () => auditEvents.listingServed({ agentId, clientAddress: CLIENT }),
     () => auditEvents.adminChange('grant.put', { actor: ADMIN_ACTOR, clientAddress: CLIENT, agentId, platformId, scopes: ['orders:read'] }),
     () => auditEvents.adminChange('agent.updated', { actor: ADMIN_ACTOR, clientAddress: CLIENT, agentId, fields: ['status', 'name'], status: 'inactive' }),

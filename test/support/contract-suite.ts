@@ -10,7 +10,7 @@ import { parse as parseYaml } from 'yaml';
 import { Ajv } from 'ajv';
 import * as ajvFormats from 'ajv-formats';
 import { randomBytes } from 'node:crypto';
-import { SvcScopesYaml } from '../../packages/middleware/src/scopes-file.js';
+import { SvcScopesYaml } from '../../packages/protocol/src/scopes-file.js';
 import { postJson, type AdminClient } from '../../kit/admin.js';
 
 export const TOKEN_LIMIT = 6;

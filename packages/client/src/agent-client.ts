@@ -88,6 +88,8 @@ export type { PlatformEntry };
 export class AgentClient {
   readonly #api: ServiceApi;
   readonly #tokens: TokenStore;
+  /** Scopes asked per platform (least privilege); a step-up adds what a platform's 403 named. */
+  readonly #scopes: Record<string, string[]> = {};
   readonly #fetch: typeof fetch;
   readonly #overrides: Record<string, string>;
   readonly #allowInsecureHttp: boolean;
@@ -124,7 +126,8 @@ export class AgentClient {
       retry: { ...this.#backoff, maxWaitMs: options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS, maxRetries: options.maxRetries },
       timeoutMs: options.serviceTimeoutMs ?? 10_000,
     });
-    const scopes = { ...(options.scopes ?? {}) };
+    const scopes = this.#scopes;
+    Object.assign(scopes, options.scopes ?? {});
     const onRenewalError = options.onRenewalError;
     this.#tokens = new TokenStore(
       (platformId) => this.#api.requestToken(platformId, scopes[platformId]),
@@ -184,8 +187,9 @@ export class AgentClient {
   }
 
   /**
-   * Like fetch. For a URL of one of the agent's platforms it adds the Bearer token; after a 401 it gets
-   * a fresh token and sends the request once more, and after a 429 it waits as Retry-After says and
+   * Like fetch. For a URL of one of the agent's platforms it adds the Bearer token; after a 401, or a 403
+   * whose challenge says insufficient_scope (a grant widened since the token was issued), it gets a fresh
+   * token and sends the request once more, and after a 429 it waits as Retry-After says and
    * retries (both only when the body can be sent again: not for ReadableStream bodies). A request that
    * already carries an Authorization header is sent as it is.
    */
@@ -211,6 +215,25 @@ export class AgentClient {
         current = spare;
         continue;
       }
+      // Scope step-up (RFC 6750 §3.1, MCP authorization): a 403 insufficient_scope may mean the grant was
+      // widened after this token was issued. One new token, as after a 401 (at most one per token every few
+      // seconds); when the service refuses it, the platform's answer stands.
+      const challenged = response.status === 403 && spare && !renewed ? insufficientScope(response) : undefined;
+      if (challenged && spare && this.#tokens.mayReplace(platformId, token)) {
+        renewed = true;
+        const widened = this.#stepUp(platformId, challenged);
+        let fresh: string | undefined;
+        try {
+          fresh = await this.#tokens.replace(platformId, token);
+        } catch {
+          widened?.undo();
+        }
+        if (fresh === undefined) return response;
+        await discard(response);
+        token = fresh;
+        current = spare;
+        continue;
+      }
       if (response.status === 429 && spare && attempt < this.#platformRetries) {
         const delay = retryDelayMs(attempt++, parseRetryAfter(response.headers.get('retry-after')), this.#backoff);
         if (delay !== undefined) {
@@ -223,6 +246,19 @@ export class AgentClient {
       }
       return response;
     }
+  }
+
+  /**
+   * An agent that asks for a subset of its grant adds the scopes the platform named; one asking for its
+   * whole grant (the default) asks again as it is. `undo` when the service refused the wider request.
+   */
+  #stepUp(platformId: string, challenged: string[]): { undo(): void } | undefined {
+    const asked = this.#scopes[platformId];
+    if (!asked?.length) return undefined;
+    const missing = challenged.filter((scope) => !asked.includes(scope));
+    if (missing.length === 0) return undefined;
+    this.#scopes[platformId] = [...asked, ...missing];
+    return { undo: () => void (this.#scopes[platformId] = asked) };
   }
 
   toString(): string {
@@ -251,6 +287,18 @@ function isReplayable(init: RequestInit | undefined): boolean {
   if (body === undefined || body === null) return true;
   if (body instanceof ReadableStream) return false;
   return !(typeof body === 'object' && Symbol.asyncIterator in body);
+}
+
+/**
+ * The scopes of a `WWW-Authenticate` challenge with error="insufficient_scope" (any scheme: Bearer, DPoP),
+ * [] when it names none; undefined for any other answer.
+ */
+export function insufficientScope(response: Response): string[] | undefined {
+  const header = response.headers.get('www-authenticate');
+  if (!header || !/(?:^|[\s,])error\s*=\s*"?insufficient_scope"?(?:[\s,]|$)/i.test(header)) return undefined;
+  const scope = /(?:^|[\s,])scope\s*=\s*"([^"]*)"/i.exec(header)?.[1] ?? /(?:^|[\s,])scope\s*=\s*([^\s,"]+)/i.exec(header)?.[1] ?? '';
+  // Scope tokens are printable ASCII without spaces, quotes or backslashes (RFC 6749 §3.3); anything else is ignored.
+  return scope.split(' ').filter((token) => /^[\x21\x23-\x5b\x5d-\x7e]{1,256}$/.test(token)).slice(0, 64);
 }
 
 function withBearer(request: Request, token: string): Request {

@@ -5,7 +5,7 @@
 export { createVerifier, DEFAULT_VERIFIED_TOKEN_CACHE_SIZE, MAX_TOKEN_LENGTH, ResourceNotRegisteredError } from './verifier.js';
 export { agentOf, hasAgent, mcpAuthInfo, MissingAgentError } from './auth-info.js';
 export type { McpAuthInfo } from './auth-info.js';
-export { normaliseResource } from './resource.js';
+export { normaliseResource } from '@agent-credential-exchange/protocol/resource-identifier';
 export type {
   AgentClaims,
   AuthorizeInput,

@@ -1,8 +1,9 @@
 // The receiver of the platform's revocation feed: the service's SSF stream of Security Event Tokens
-// (feed-document.ts), kept current over a WebSocket (push) with RFC 8936 polls whenever the socket is not
-// open and proving freshness (connecting, backing off, silent), and resumed from the last sequence after
-// any gap. This is the connection: it checks each SET's signature and hands it to the rules
-// (revocation-rules.ts: what a SET changes, which token is refused, when the copy is current). A head that
+// (the protocol package's feed-document), kept current over a WebSocket (push) with RFC 8936 polls
+// whenever the socket is not open and proving freshness (connecting, backing off, silent), and resumed
+// from the last sequence after any gap. This is the receiver's state: it checks each SET's signature and
+// hands it to the rules (revocation-rules.ts: what a SET changes, which token is refused, when the copy is
+// current); the polls are feed-poll.ts, the socket feed-socket.ts. A head that
 // lists live SETs we lack (a proxy dropping them) makes it poll at once; the copy is not fresh until they
 // are held, so it ages towards failMode like a cut feed. Checks are in memory: a request costs two map
 // lookups, never a call to the service.
@@ -18,36 +19,19 @@ import {
   SET_TYP,
   feedPollPath,
   feedSocketPath,
-  revocationJti,
   seqOfJti,
-  type PollAnswer,
   type SetPayload,
-} from './feed-document.js';
+} from '@agent-credential-exchange/protocol/feed-document';
 import type { JwksCache } from './jwks-cache.js';
 import { readStreamHead, RevocationRules } from './revocation-rules.js';
+import { FeedPoller } from './feed-poll.js';
+import { FeedSocketLink, type FeedSocketConstructor } from './feed-socket.js';
 
-/** The subset of the WebSocket API used here (browser/undici WebSocket and the `ws` package both have it). */
-export interface FeedSocket {
-  onopen: ((event: unknown) => void) | null;
-  onmessage: ((event: { data: unknown }) => void) | null;
-  onclose: ((event: unknown) => void) | null;
-  onerror: ((event: unknown) => void) | null;
-  close(code?: number, reason?: string): void;
-}
-/** The WebSocket constructor: `protocols` carries the feed token (browser and undici WebSockets cannot set headers). */
-export type FeedSocketConstructor = new (url: string, protocols?: string | string[]) => FeedSocket;
+export { FeedUnauthorizedError } from './feed-poll.js';
+export type { FeedSocket, FeedSocketConstructor } from './feed-socket.js';
 
-// The wire protocol's names (subprotocols, close code) live in feed-document.ts, shared with the service.
+// The wire protocol's names (subprotocols, close code) live in the protocol package's feed-document, shared with the service.
 export { CLOSE_CREDENTIAL_REVOKED, FEED_SUBPROTOCOL, FEED_TOKEN_SUBPROTOCOL_PREFIX };
-
-/** The feed refused our feed token (401): missing, wrong, deleted, or another platform's. */
-export class FeedUnauthorizedError extends Error {
-  readonly code = 'ERR_ACE_FEED_UNAUTHORIZED';
-  constructor() {
-    super('revocation feed refused the feed token (HTTP 401): check the feedToken option (a live feed credential of this platform)');
-    this.name = 'FeedUnauthorizedError';
-  }
-}
 
 export interface RevocationFeedOptions {
   /**
@@ -148,36 +132,23 @@ export interface FeedDependencies {
   fallbackWebSocket?: () => Promise<FeedSocketConstructor | undefined>;
 }
 
-/** Gap polls (a head lists SETs we lack) are at least this far apart: a proxy that strips them cannot make us spin. */
-const GAP_POLL_SPACING_MS = 1000;
 /** A socket counts as proving freshness while its last proving head is at most a poll period + this old. */
 const PROOF_SLACK_MS = 2000;
 
 export class RevocationReceiver {
   private readonly rules: RevocationRules;
-  private socket: FeedSocket | undefined;
-  private connected = false;
-  private attempt = 0;
+  /** The poll half (feed-poll.ts) and the push half (feed-socket.ts). */
+  private readonly poller: FeedPoller;
+  private readonly link: FeedSocketLink;
   private closed = false;
   private started: Promise<void> | undefined;
-  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
-  private pollTimer: ReturnType<typeof setInterval> | undefined;
-  private gapPollTimer: ReturnType<typeof setTimeout> | undefined;
-  private lastGapPollAt = 0;
   /** Date.now() of the last head that proved the copy current (whatever carried it). */
   private lastProofAt = 0;
-  private fetching: Promise<void> | undefined;
-  private pollAgain: Promise<void> | undefined;
   private lastWarnAt = 0;
   private lastUnauthorizedWarnAt = 0;
-  private lastGapWarnAt = 0;
   private readonly counters = { documentsRejected: 0, pollFailures: 0, socketDrops: 0 };
-  private lastPollError: string | undefined;
-  private lastSocketDrop: string | undefined;
   private readonly now: () => number;
   private readonly pollMs: number;
-  private readonly feedUrl: string;
-  private readonly socketUrl: string;
   private readonly warn: (message: string, detail?: Record<string, unknown>) => void;
 
   constructor(
@@ -194,9 +165,35 @@ export class RevocationReceiver {
       now: this.now,
     });
     this.pollMs = (options.pollIntervalSeconds ?? 5) * 1000;
-    this.feedUrl = `${deps.serviceUrl}${feedPollPath(deps.platformId)}`;
-    this.socketUrl = `${deps.serviceUrl.replace(/^http/, 'ws')}${feedSocketPath(deps.platformId)}`;
     this.warn = options.warn ?? ((message, detail) => console.warn(`[agent-credential-exchange] ${message}`, detail ?? ''));
+    const apply = (jws: string) => this.applyCounted(jws);
+    const unauthorized = () => this.unauthorized();
+    this.poller = new FeedPoller({
+      feedUrl: `${deps.serviceUrl}${feedPollPath(deps.platformId)}`,
+      platformId: deps.platformId,
+      feedToken: deps.feedToken,
+      fetch: deps.fetch,
+      options,
+      pollMs: this.pollMs,
+      rules: this.rules,
+      apply,
+      unauthorized,
+      proven: () => this.link.connected && Date.now() - this.lastProofAt <= this.pollMs + PROOF_SLACK_MS,
+      warn: this.warn,
+      counters: this.counters,
+    });
+    this.link = new FeedSocketLink({
+      socketUrl: `${deps.serviceUrl.replace(/^http/, 'ws')}${feedSocketPath(deps.platformId)}`,
+      feedToken: deps.feedToken,
+      options,
+      ...(deps.fallbackWebSocket ? { fallbackWebSocket: deps.fallbackWebSocket } : {}),
+      seq: () => this.rules.seq,
+      apply: (text) => void apply(text),
+      unauthorized,
+      onLost: () => this.poller.pollSoon(),
+      warn: this.warn,
+      counters: this.counters,
+    });
   }
 
   /** Starts the feed once (polling, and the socket) and resolves with the first synchronisation's outcome. */
@@ -207,8 +204,8 @@ export class RevocationReceiver {
       // the poll timer runs from now on (it skips its turn while an open socket proves the copy current).
       const goOn = () => {
         if (this.closed) return;
-        this.startPolling();
-        if (this.options.webSocket !== false) void this.connect();
+        this.poller.startPolling();
+        if (this.options.webSocket !== false) void this.link.connect();
       };
       this.started.then(goOn, goOn);
     }
@@ -220,15 +217,15 @@ export class RevocationReceiver {
     await this.start().catch(() => this.pollNow());
   }
 
+  /** One RFC 8936 poll (page after page) now, after the one that runs, if any (feed-poll.ts). */
+  private pollNow(): Promise<void> {
+    return this.poller.pollNow();
+  }
+
   close(): void {
     this.closed = true;
-    clearTimeout(this.reconnectTimer);
-    clearTimeout(this.gapPollTimer);
-    clearInterval(this.pollTimer);
-    const socket = this.socket;
-    this.socket = undefined; // so that its close is not counted as a drop
-    this.connected = false;
-    socket?.close();
+    this.poller.close();
+    this.link.close();
   }
 
   /** A void kid is refused before its signature is even checked, whatever the JWKS cache holds. */
@@ -254,7 +251,7 @@ export class RevocationReceiver {
 
   stats(): RevocationFeedStats {
     return {
-      connected: this.connected,
+      connected: this.link.connected,
       seq: this.rules.seq,
       gap: this.rules.hasGap,
       lastContactAt: this.rules.lastContactAt,
@@ -262,8 +259,8 @@ export class RevocationReceiver {
       acceptedWhileStale: this.rules.acceptedWhileStale,
       refused: this.rules.refused,
       ...this.counters,
-      ...(this.lastPollError === undefined ? {} : { lastPollError: this.lastPollError }),
-      ...(this.lastSocketDrop === undefined ? {} : { lastSocketDrop: this.lastSocketDrop }),
+      ...(this.poller.lastPollError === undefined ? {} : { lastPollError: this.poller.lastPollError }),
+      ...(this.link.lastSocketDrop === undefined ? {} : { lastSocketDrop: this.link.lastSocketDrop }),
       liveEntries: this.rules.liveEntries,
     };
   }
@@ -290,7 +287,7 @@ export class RevocationReceiver {
       if (!head) return this.reject('malformed head');
       if (this.rules.applyHead(head, payload.iat) === 'current') this.lastProofAt = Date.now();
       // SETs were lost (or are still on their way): fetch them now, whatever carries the socket.
-      else this.pollSoon();
+      else this.poller.pollSoon();
       return;
     }
     const seq = seqOfJti(payload.jti, this.deps.platformId);
@@ -320,210 +317,9 @@ export class RevocationReceiver {
     }
   }
 
-  /** A poll nobody waits for: a failure is counted in stats(); staleness (failMode) does the rest. */
-  private pollInBackground(): void {
-    this.pollNow().then(
-      () => (this.lastPollError = undefined),
-      (error: unknown) => {
-        this.counters.pollFailures++;
-        this.lastPollError = (error as Error)?.message ?? String(error);
-      },
-    );
-  }
-
-  /** A head showed a gap: poll at once, but at most once per GAP_POLL_SPACING_MS while the gap lasts. */
-  private pollSoon(): void {
-    if (this.closed || this.gapPollTimer) return;
-    const wait = this.lastGapPollAt + GAP_POLL_SPACING_MS - Date.now();
-    const poll = () => {
-      this.gapPollTimer = undefined;
-      this.lastGapPollAt = Date.now();
-      this.pollInBackground();
-    };
-    if (wait <= 0) return poll();
-    this.gapPollTimer = setTimeout(poll, wait);
-    this.gapPollTimer.unref?.();
-  }
-
   private reject(reason: string): never {
     this.counters.documentsRejected++;
     this.warn(`revocation feed SET rejected (${reason})`, { platform_id: this.deps.platformId });
     throw new DocumentRejectedError(reason);
   }
-
-  /**
-   * RFC 8936 poll from our sequence (acknowledging it), page after page; one at a time. A poll that
-   * starts while another runs waits for it and polls again, so a gap seen during a poll is not missed.
-   */
-  private pollNow(): Promise<void> {
-    if (this.fetching) {
-      const again = () => {
-        this.pollAgain = undefined;
-        return this.pollNow();
-      };
-      this.pollAgain ??= this.fetching.then(again, again);
-      return this.pollAgain;
-    }
-    this.fetching = (async () => {
-      for (let page = 0; page < 100; page++) {
-        const seq = this.rules.seq;
-        const response = await this.deps.fetch(this.feedUrl, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${this.deps.feedToken}` },
-          body: JSON.stringify({ ack: seq > 0 ? [revocationJti(this.deps.platformId, seq)] : [], maxEvents: 1000, returnImmediately: true }),
-          signal: AbortSignal.timeout(this.options.timeoutMs ?? 5000),
-        });
-        if (response.status === 401) {
-          await response.body?.cancel();
-          // Loud: the copy goes stale and failMode applies; never read as "no revocations".
-          this.unauthorized();
-          throw new FeedUnauthorizedError();
-        }
-        if (response.status !== 200) {
-          await response.body?.cancel();
-          throw new Error(`revocation feed answered HTTP ${response.status}`);
-        }
-        const answer = (await response.json()) as PollAnswer;
-        if (!answer || typeof answer.sets !== 'object' || answer.sets === null) throw new Error('revocation poll answer has no "sets"');
-        // Revocations in sequence order, then the head (it proves freshness only once they are applied).
-        const entries = Object.entries(answer.sets).map(([jti, jws]) => ({ seq: seqOfJti(jti, this.deps.platformId) ?? Infinity, jws }));
-        entries.sort((a, b) => a.seq - b.seq);
-        // A rejected SET is counted and warned about in applySet; the rest of the answer still applies.
-        for (const { jws } of entries) await this.applyCounted(String(jws));
-        if (!answer.moreAvailable) break;
-      }
-      if (this.rules.hasGap) this.warnGap();
-    })().finally(() => {
-      this.fetching = undefined;
-    });
-    return this.fetching;
-  }
-
-  /** A poll answer whose head lists SETs the answer lacked: something between us and the service drops them. */
-  private warnGap(): void {
-    const now = Date.now();
-    if (now - this.lastGapWarnAt < 60_000) return;
-    this.lastGapWarnAt = now;
-    this.warn('revocation feed: the signed head lists SETs the poll answer did not carry (a proxy dropping them?): the copy is not current and goes stale', {
-      platform_id: this.deps.platformId,
-      seq: this.rules.seq,
-    });
-  }
-
-  private async socketConstructor(): Promise<FeedSocketConstructor | undefined> {
-    if (this.options.webSocket) return this.options.webSocket;
-    const global = (globalThis as { WebSocket?: FeedSocketConstructor }).WebSocket;
-    if (global) return global;
-    // No global WebSocket (Node 20): the Node entry point offers the `ws` package here; the core imports
-    // nothing of its own. Without either, the feed is polled.
-    return this.deps.fallbackWebSocket?.();
-  }
-
-  private async connect(): Promise<void> {
-    if (this.closed) return;
-    const Socket = await this.socketConstructor();
-    if (this.closed) return;
-    if (!Socket) {
-      this.warn('no WebSocket implementation available: polling the revocation feed instead');
-      return;
-    }
-    const url = `${this.socketUrl}?since=${this.rules.seq}`;
-    let socket: FeedSocket;
-    try {
-      socket = new Socket(url, [FEED_SUBPROTOCOL, `${FEED_TOKEN_SUBPROTOCOL_PREFIX}${this.deps.feedToken}`]);
-    } catch (error) {
-      this.counters.socketDrops++;
-      this.lastSocketDrop = `not opened: ${(error as Error)?.message ?? String(error)}`;
-      return this.scheduleReconnect();
-    }
-    this.socket = socket;
-    let lastMessageAt = 0;
-    let watchdog: ReturnType<typeof setInterval> | undefined;
-    // An upgrade a proxy accepts and never answers would otherwise hold this socket in "connecting" forever.
-    const handshake = setTimeout(() => lost('handshake timeout'), (this.options.handshakeTimeoutSeconds ?? 5) * 1000);
-    handshake.unref?.();
-    const lost = (reason: string) => {
-      if (this.socket !== socket) return; // handled already (error and close both report one loss), or closed by us
-      this.socket = undefined;
-      this.connected = false;
-      clearTimeout(handshake);
-      clearInterval(watchdog);
-      this.counters.socketDrops++;
-      this.lastSocketDrop = reason;
-      // Abandoned by us (timeout, silence): dropped without waiting for a closing handshake the peer may
-      // never answer (`ws` has terminate; others close). The handlers stay, and see it is no longer ours.
-      if (reason === 'handshake timeout' || reason === 'silent') {
-        const abandoned = socket as FeedSocket & { terminate?: () => void };
-        if (typeof abandoned.terminate === 'function') abandoned.terminate();
-        else socket.close();
-      }
-      if (this.closed) return;
-      // Whatever was on its way may be lost: poll now (spaced), then every period until a socket proves the copy.
-      this.pollSoon();
-      this.scheduleReconnect();
-    };
-    socket.onopen = () => {
-      if (this.socket !== socket) return;
-      clearTimeout(handshake);
-      this.connected = true;
-      this.attempt = 0;
-      lastMessageAt = Date.now();
-      const silenceMs = (this.options.socketSilenceSeconds ?? 20) * 1000;
-      watchdog = setInterval(() => {
-        if (Date.now() - lastMessageAt > silenceMs) lost('silent');
-      }, Math.min(silenceMs, 5000));
-      watchdog.unref?.();
-    };
-    socket.onmessage = (event) => {
-      if (this.socket !== socket) return;
-      lastMessageAt = Date.now();
-      void messageText(event.data).then((text) => {
-        if (text === undefined) return;
-        // A rejected SET is counted and warned about in applySet; nothing more to do here. Only a signed
-        // head proves the copy current: any other frame (a proxy's keep-alive) proves nothing.
-        void this.applyCounted(text.trim());
-      });
-    };
-    // Node 22's WebSocket (undici) reports a connection that fails to open with `error` and no `close`:
-    // waiting for `close` alone would never reconnect.
-    socket.onerror = () => lost('error');
-    socket.onclose = (event) => {
-      const code = (event as { code?: unknown } | null)?.code;
-      if (code === CLOSE_CREDENTIAL_REVOKED && this.socket === socket) this.unauthorized();
-      lost(typeof code === 'number' ? `closed (${code})` : 'closed');
-    };
-  }
-
-  private scheduleReconnect(): void {
-    if (this.closed) return;
-    const base = (this.options.reconnectBaseSeconds ?? 0.25) * 1000;
-    const max = (this.options.reconnectMaxSeconds ?? 10) * 1000;
-    const ceiling = Math.min(max, base * 2 ** this.attempt++);
-    // Full jitter on the upper half: many platforms cut off together do not come back together.
-    this.reconnectTimer = setTimeout(() => void this.connect(), ceiling / 2 + Math.random() * (ceiling / 2));
-    this.reconnectTimer.unref?.();
-  }
-
-  /**
-   * Every poll period: a poll, unless an open socket brought a head that proved the copy current within
-   * the period (plus slack). So the feed is polled while the socket connects, backs off, is silent, or
-   * carries only heads that show a gap.
-   */
-  private startPolling(): void {
-    if (this.pollTimer || this.closed) return;
-    this.pollTimer = setInterval(() => {
-      if (this.connected && Date.now() - this.lastProofAt <= this.pollMs + PROOF_SLACK_MS) return;
-      this.pollInBackground();
-    }, this.pollMs);
-    this.pollTimer.unref?.();
-  }
-}
-
-/** A frame's text: string frames as they are, binary ones (ArrayBuffer, a view, `ws`'s Buffer, a Blob) decoded. */
-async function messageText(data: unknown): Promise<string | undefined> {
-  if (typeof data === 'string') return data;
-  if (data instanceof ArrayBuffer) return new TextDecoder().decode(new Uint8Array(data));
-  if (ArrayBuffer.isView(data)) return new TextDecoder().decode(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-  if (typeof (data as { text?: unknown } | null)?.text === 'function') return (data as { text(): Promise<string> }).text();
-  return undefined;
 }

@@ -13,7 +13,7 @@ import {
   parseLiveRanges,
   type RevocationEventBody,
   type SetPayload,
-} from './feed-document.js';
+} from '@agent-credential-exchange/protocol/feed-document';
 
 /** A verified stream head: the last sequence, and the sequences the transmitter still serves. */
 export interface StreamHead {

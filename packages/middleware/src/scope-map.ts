@@ -5,16 +5,11 @@
 // - by every rule the path could reach under any reading a router might apply (Express before routing);
 // - by the canonical path (node:http), refusing paths with no single reading.
 import { parse as parseYaml } from 'yaml';
-import type { SvcScopesYaml } from './scopes-file.js';
+import type { SvcScopesYaml } from '@agent-credential-exchange/protocol/scopes-file';
+// Compiled ahead of time (the protocol package's scripts/generate-validators.mjs): no Ajv and no code
+// generation at run time.
+import { scopeFileProblems } from '@agent-credential-exchange/protocol/scope-file-validator';
 import { canonicalizeTarget, looseSegment } from './canonical-path.js';
-// Compiled ahead of time (scripts/generate-validators.mjs): no Ajv and no code generation at run time.
-import { validate as generatedValidate } from './generated/validate-scopes-file.js';
-
-interface ValidationProblem {
-  instancePath: string;
-  message?: string;
-}
-const validateScopesFile = generatedValidate as unknown as ((data: unknown) => boolean) & { errors?: ValidationProblem[] | null };
 
 /** The scope file cannot be read or does not follow the contract's schema (thrown by createVerifier). */
 export class ScopeFileError extends Error {
@@ -62,8 +57,8 @@ export function loadScopeFile(source: ScopeTextSource): SvcScopesYaml {
       throw new ScopeFileError(`scope file ${source.scopesOrigin ?? 'scopesYaml'} is not valid YAML: ${(error as Error).message}`);
     }
   }
-  if (!validateScopesFile(document)) {
-    const problems = (validateScopesFile.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`);
+  const problems = scopeFileProblems(document);
+  if (problems.length > 0) {
     throw new ScopeFileError(`scope file does not match the SvcScopesYaml schema: ${problems.join('; ')}`);
   }
   return document as SvcScopesYaml;

@@ -7,15 +7,22 @@
 // Runtime-neutral: no `node:` module, no file, no `ws`, no code generated at run time; it needs only the
 // `fetch`, `WebSocket` (optional: else the feed is polled), `crypto.subtle` and timer globals.
 import type { JWTPayload } from 'jose';
-import { JwksCache, JwksUnavailableError, UnknownKeyError } from './jwks-cache.js';
-import { badPath, insufficientScope, invalidRequest, invalidToken, missingToken, resourceMetadataAnswer, unavailable, uriTooLong, withResourceMetadata, type Refusal } from './challenge.js';
+import { JwksCache } from './jwks-cache.js';
+import { badPath, insufficientScope, uriTooLong, type Refusal } from './challenge.js';
 import { DEFAULT_MAX_PATH_LENGTH, DEFAULT_MAX_SEGMENT_LENGTH, pathTooLong, type PathLimits } from './canonical-path.js';
-import { normaliseResource } from './resource.js';
-import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource, type TemplateSyntax } from './scope-map.js';
+import { loadScopeFile, RouteTable, type RouteMatch, type RouteResolution, type ScopeTextSource } from './scope-map.js';
 import { RevocationReceiver, type FeedSocketConstructor, type RevocationFeedOptions, type RevocationFeedStats } from './revocation-feed.js';
 import { webRs256, type Rs256 } from './rs256.js';
-import { checkClaims, takeApart, type TokenDefect } from './token-check.js';
 import { VerifiedTokens, webTokenDigest, type TokenDigest, type VerifiedToken } from './verified-tokens.js';
+import { protectedResource } from './protected-resource.js';
+import { routeResolver, type RouteTarget } from './route-resolver.js';
+import { createTokenVerifier } from './token-verifier.js';
+
+// Split along its seams: the token (token-verifier.ts), the route (route-resolver.ts and routeAuthorizer
+// below), the protected resource (protected-resource.ts), the revocation feed (revocation-feed.ts).
+export { MAX_TOKEN_LENGTH } from './token-verifier.js';
+export { PROTECTED_RESOURCE_PATH, ResourceNotRegisteredError } from './protected-resource.js';
+export type { RouteTarget } from './route-resolver.js';
 
 export interface VerifierBaseOptions {
   /** Base URL of the credential exchange service, e.g. https://ace.example.com. */
@@ -130,17 +137,6 @@ export interface AgentClaims {
   payload: JWTPayload;
 }
 
-/**
- * How the verifier finds the scope-file rule of a request:
- * - `template`: the route template the framework matched (Fastify's routeOptions.url, Express's req.route.path);
- *   looked up by method and shape, never re-matched. No template (a 404) or one the scope file lacks: no rule.
- * - `candidates`: the request target, before any router ran; every rule it could reach is required.
- * - `path`: the request target, canonicalised (canonical-path.ts) and matched exactly.
- */
-export type RouteTarget =
-  | { kind: 'template'; template: string | readonly string[] | undefined; syntax: TemplateSyntax }
-  | { kind: 'candidates'; path: string }
-  | { kind: 'path'; path: string };
 
 export interface AuthorizeInput {
   method: string;
@@ -183,31 +179,12 @@ export interface Verifier {
   revocationStats(): RevocationFeedStats | undefined;
 }
 
-const TOKEN_PATTERN = /^[A-Za-z0-9\-._~+/]+=*$/; // RFC 6750 b64token
 
-/**
- * Longest token accepted, in characters (= bytes: b64token is ASCII). The service's tokens are under
- * 1 KiB; a larger one is refused before it is decoded, so a validly signed 200 KB token costs nothing.
- */
-export const MAX_TOKEN_LENGTH = 8192;
 
-/**
- * The `typ` header each token profile (`svc_token_profile` claim) must carry, lower case, without the
- * optional "application/" prefix (RFC 7515 section 4.1.9). A token of one profile cannot pass as another.
- */
-const PROFILE_TYP: Record<string, string> = {
-  'svc-native-jwt': 'jwt',
-  'oauth-at-jwt': 'at+jwt', // RFC 9068 section 2.1
-};
 
 export const DEFAULT_VERIFIED_TOKEN_CACHE_SIZE = 10_000;
 
-/** Request targets whose rule is remembered (resolve), and the longest one remembered. */
-const MAX_MEMO_PATHS = 1024;
-const MAX_MEMO_PATH_LENGTH = 512;
 
-/** The longest lifetime the service can give a token (TOKEN_TTL_SECONDS max): bounds `iat`'s age. */
-const MAX_TOKEN_AGE_SECONDS = 86_400;
 
 /**
  * Reads the scope file (throws ScopeFileError if invalid) and returns the verifier.
@@ -251,212 +228,104 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     rs256,
   });
 
-  const feedToken = options.revocationFeed === false ? undefined : (options.revocationFeed?.feedToken ?? options.feedToken);
-  if (options.revocationFeed !== false && !feedToken) {
-    throw new TypeError(
-      'createVerifier: the revocation feed needs a feed token: set `feedToken` (a feed credential of this platform: ' +
-        'POST /admin/v1/platforms/{platform_id}/feed-credentials, or `ace platform feed-token <platform_id>`), or turn the feed off with `revocationFeed: false`',
-    );
-  }
-  const feed =
-    options.revocationFeed === false
-      ? undefined
-      : new RevocationReceiver(
-          {
-            serviceUrl,
-            platformId,
-            issuer,
-            feedToken: feedToken!,
-            jwks,
-            fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init),
-            clockToleranceSeconds: clockTolerance,
-            now,
-            ...(hooks.fallbackWebSocket ? { fallbackWebSocket: hooks.fallbackWebSocket } : {}),
-          },
-          options.revocationFeed,
-        );
-  const ready = async () => {
-    await jwks.prefetch();
-    if (resource !== undefined) await checkResourceRegistered({ serviceUrl, platformId, resource, fetch: options.fetch ?? globalThis.fetch, timeoutMs: jwksTimeoutMs });
-    await feed?.sync();
-  };
-
-  // The rule of a request target, by method and path, as last resolved: a pure function of the scope file,
-  // so a path asked again (the same URL of a busy route) is not canonicalised and matched again. Bounded.
-  const resolved = new Map<string, RouteResolution>();
-  function resolve(method: string, target: RouteTarget): RouteResolution {
-    if (target.kind === 'template') return routes.resolveTemplate(method, target.template, target.syntax);
-    const memo = target.path.length <= MAX_MEMO_PATH_LENGTH ? `${target.kind} ${method} ${target.path}` : undefined;
-    const seen = memo === undefined ? undefined : resolved.get(memo);
-    if (seen) return seen;
-    const resolution = target.kind === 'candidates' ? routes.resolveCandidates(method, target.path) : routes.resolvePath(method, target.path);
-    if (memo !== undefined) {
-      if (resolved.size >= MAX_MEMO_PATHS) resolved.delete(resolved.keys().next().value!);
-      resolved.set(memo, resolution);
-    }
-    return resolution;
-  }
-
-  // RFC 9728: the metadata lives at /.well-known/oauth-protected-resource inserted before the resource's path.
-  const resource = options.resource === undefined ? undefined : resourceOption(options.resource);
-  const resourceUrl = resource === undefined ? undefined : new URL(resource);
-  const metadataPath = resourceUrl && `${PROTECTED_RESOURCE_PATH}${resourceUrl.pathname === '/' ? '' : resourceUrl.pathname}`;
-  const metadataUrl = resourceUrl && `${resourceUrl.origin}${metadataPath}`;
-  // No jwks_uri: in RFC 9728 it names the resource's own signing keys, and this resource has none (the
-  // tokens' keys are the authorization server's, found through its RFC 8414 metadata).
-  const metadata = resource && {
-    resource,
-    authorization_servers: [issuer],
-    scopes_supported: scopeFile.scopes.map((scope) => scope.name),
-    bearer_methods_supported: ['header'],
-  };
-  const metadataAnswer = metadata && resourceMetadataAnswer(metadata);
-  // What `aud` may name beside the platform id: this server and the platform's other servers.
-  const resources = [...new Set([...(resource === undefined ? [] : [resource]), ...knownResources(scopeFile.resources ?? []), `urn:uuid:${platformId}`])];
-  const audiences = [platformId, ...resources];
+  const feed = revocationReceiver(options, hooks, { serviceUrl, platformId, issuer, jwks, clockTolerance, now });
+  const resource = protectedResource({ resource: options.resource, issuer, platformId, scopeFile });
+  const checkToken = createTokenVerifier({
+    realm,
+    issuer,
+    platformId,
+    audiences: resource.audiences,
+    resources: resource.resources,
+    clockTolerance,
+    now,
+    cooldownMs,
+    jwks,
+    feed,
+    verified,
+    tokenDigest,
+    rs256,
+  });
+  const authorizeRoute = routeAuthorizer({ realm, platformId, unmatched, resolve: routeResolver(routes) });
 
   async function authorize(input: AuthorizeInput): Promise<AuthorizeResult> {
     // Before anything else reads the target (the token check included): its cost is bounded from here on.
     const received = input.path ?? (input.target && input.target.kind !== 'template' ? input.target.path : undefined);
     const tooLong = received === undefined ? undefined : pathTooLong(received, pathLimits);
     if (tooLong !== undefined) return uriTooLong(tooLong);
-    if (metadataAnswer && (input.method === 'GET' || input.method === 'HEAD')) {
-      const { target } = input;
-      const requested = input.path ?? (target === undefined || target.kind === 'template' ? undefined : target.path);
-      if (requested !== undefined && requested.split('?', 1)[0] === metadataPath) return metadataAnswer;
-    }
-    const result = await check(input);
-    // RFC 9728 §5.1: a 401 names where the resource's metadata is.
-    if (metadataUrl && !result.ok && result.status === 401) return withResourceMetadata(result, metadataUrl);
-    return result;
+    const metadataAnswer = resource.answerFor(input.method, received);
+    if (metadataAnswer) return metadataAnswer;
+    const checked = await checkToken(input.authorization);
+    const result = checked.ok ? authorizeRoute(checked.token, checked.raw, input.method, input.path, input.target) : checked;
+    return !result.ok && result.status === 401 ? resource.challenge(result) : result;
   }
 
-  async function check({ method, path, target, authorization }: AuthorizeInput): Promise<AuthorizeResult | Refusal> {
-    if (authorization === undefined || authorization === '') return missingToken(realm);
-    if (Array.isArray(authorization)) return invalidRequest(realm, 'More than one Authorization header.');
-    // Size first: nothing of an oversized header is split, matched or decoded ("Bearer " + token + slack).
-    if (authorization.length > MAX_TOKEN_LENGTH + 64) return invalidToken(realm, TOO_LARGE);
-    // The usual header of a token seen before: the same bytes (same SHA-256) passed the syntax checks below
-    // when it was verified, so they are not split and matched again.
-    const usual = authorization.startsWith('Bearer ') ? authorization.slice(7) : undefined;
-    let usualKey: string | undefined;
-    let known: VerifiedToken | undefined;
-    if (usual !== undefined) {
-      const digest = tokenDigest(usual);
-      usualKey = typeof digest === 'string' ? digest : await digest;
-      known = verified.get(usualKey);
-    }
-    let token: string;
-    let cacheKey: string;
-    if (known) {
-      token = usual!;
-      cacheKey = usualKey!;
-    } else {
-      const [scheme, ...rest] = authorization.trim().split(/\s+/);
-      // Another scheme (Basic, ...) means no Bearer token was offered: the plain challenge, no error.
-      if (scheme.toLowerCase() !== 'bearer') return missingToken(realm);
-      if (rest.length !== 1 || !TOKEN_PATTERN.test(rest[0])) return invalidRequest(realm, 'Malformed Bearer credentials.');
-      if (rest[0].length > MAX_TOKEN_LENGTH) return invalidToken(realm, TOO_LARGE);
-      token = rest[0];
-      if (token === usual) cacheKey = usualKey!;
-      else {
-        const digest = tokenDigest(token);
-        cacheKey = typeof digest === 'string' ? digest : await digest;
-      }
-    }
+  return {
+    platformId,
+    realm,
+    authorize,
+    routeFor: (method, path) => routes.match(method, path),
+    ready: async () => {
+      await jwks.prefetch();
+      await resource.checkRegistered({ serviceUrl, fetch: options.fetch ?? globalThis.fetch, timeoutMs: jwksTimeoutMs });
+      await feed?.sync();
+    },
+    resources: resource.resources,
+    close: () => {
+      jwks.close();
+      feed?.close();
+    },
+    revocationStats: () => feed?.stats(),
+    protectedResourceMetadata: () => resource.metadata(),
+  };
+}
 
-    // The first request of a platform that never called ready() waits for the feed's first answer.
-    if (feed) {
-      try {
-        await feed.start();
-      } catch {
-        // A first synchronisation that failed shows in the feed's verdict below (unavailable once stale).
-      }
-    }
-    const outcome = known ? recheck(cacheKey, known) : await verifyToken(token, cacheKey);
-    if (!('payload' in outcome)) return outcome;
-    return authorizeRoute(outcome, token, method, path, target);
+/** The revocation feed's receiver (undefined when the feed is off); a TypeError without a feed token. */
+function revocationReceiver(
+  options: CoreVerifierOptions,
+  hooks: RuntimeHooks,
+  shared: { serviceUrl: string; platformId: string; issuer: string; jwks: JwksCache; clockTolerance: number; now: () => number },
+): RevocationReceiver | undefined {
+  if (options.revocationFeed === false) return undefined;
+  const feedToken = options.revocationFeed?.feedToken ?? options.feedToken;
+  if (!feedToken) {
+    throw new TypeError(
+      'createVerifier: the revocation feed needs a feed token: set `feedToken` (a feed credential of this platform: ' +
+        'POST /admin/v1/platforms/{platform_id}/feed-credentials, or `ace platform feed-token <platform_id>`), or turn the feed off with `revocationFeed: false`',
+    );
   }
+  const { serviceUrl, platformId, issuer, jwks, clockTolerance, now } = shared;
+  return new RevocationReceiver(
+    {
+      serviceUrl,
+      platformId,
+      issuer,
+      feedToken,
+      jwks,
+      fetch: (input, init) => (options.fetch ?? globalThis.fetch)(input, init),
+      clockToleranceSeconds: clockTolerance,
+      now,
+      ...(hooks.fallbackWebSocket ? { fallbackWebSocket: hooks.fallbackWebSocket } : {}),
+    },
+    options.revocationFeed,
+  );
+}
 
-  /** What may have changed since a cached token was verified: the clock, the JWKS, the revocation feed. */
-  function recheck(cacheKey: string, known: VerifiedToken): VerifiedToken | Refusal {
-    const nowSeconds = Math.floor(now() / 1000);
-    // As jose decides: expired at exp <= now - tolerance, or once older than the longest lifetime.
-    if (known.exp <= nowSeconds - clockTolerance || nowSeconds - known.iat > MAX_TOKEN_AGE_SECONDS + clockTolerance) {
-      verified.delete(cacheKey);
-      return invalidToken(realm, 'The access token expired.');
-    }
-    if (feed?.isVoidKey(known.kid)) {
-      verified.delete(cacheKey);
-      return invalidToken(realm, REVOKED);
-    }
-    // A kid the JWKS no longer publishes: its key was retired (a fresh token of it would be refused too).
-    if (!jwks.isPublished(known.kid)) {
-      verified.delete(cacheKey);
-      return invalidToken(realm, UNKNOWN_KEY);
-    }
-    const verdict = feed ? feed.check(known.payload as JWTPayload) : 'ok';
-    if (verdict === 'revoked') {
-      verified.delete(cacheKey);
-      return invalidToken(realm, REVOKED);
-    }
-    if (verdict === 'unavailable') return unavailable(5);
-    return known;
-  }
-
-  /** The whole check of a token not seen before; a valid one is kept in the cache. */
-  async function verifyToken(token: string, cacheKey: string): Promise<VerifiedToken | Refusal> {
-    // jose's jwtVerify rules (token-check.ts), the signature on a key imported once per kid (rs256.ts).
-    const parts = takeApart(token);
-    if ('kind' in parts) return invalidToken(realm, describeDefect(parts));
-    const { header } = parts;
-    let valid: boolean;
-    try {
-      if (feed?.isVoidKey(header.kid)) throw new RevokedError();
-      const key = await jwks.verificationKey(header);
-      valid = await rs256.verify(key, parts.signingInput, parts.signature);
-    } catch (error) {
-      if (error instanceof JwksUnavailableError) return unavailable(cooldownMs / 1000);
-      // A key the runtime refuses to use for this signature counts as a signature that does not verify.
-      return invalidToken(realm, error instanceof RevokedError || error instanceof UnknownKeyError ? describeTokenError(error) : BAD_SIGNATURE);
-    }
-    if (!valid) return invalidToken(realm, BAD_SIGNATURE);
-    if (parts.unencoded) return invalidToken(realm, MALFORMED);
-    const checked = checkClaims(parts.payloadSegment, { issuer, audiences, now: Math.floor(now() / 1000), clockTolerance, maxTokenAge: MAX_TOKEN_AGE_SECONDS });
-    if ('kind' in checked) return invalidToken(realm, describeDefect(checked));
-    const payload = checked.claims as JWTPayload;
-    const typ = header.typ;
-    const kid = header.kid as string; // verificationKey refused a token without one
-    // jose checks sub's presence, not its type: the agent id is a string.
-    if (typeof payload.sub !== 'string' || payload.sub === '') return invalidToken(realm, 'The access token has an invalid sub claim.');
-    const profile = payload.svc_token_profile;
-    const expectedTyp = typeof profile === 'string' && Object.hasOwn(PROFILE_TYP, profile) ? PROFILE_TYP[profile] : undefined;
-    if (expectedTyp === undefined) return invalidToken(realm, 'The access token has an unknown profile.');
-    if (typeof typ !== 'string' || typ.toLowerCase().replace(/^application\//, '') !== expectedTyp) {
-      return invalidToken(realm, 'The access token has a type (typ) that does not match its profile.');
-    }
-    // Revoked before expiry: 401 invalid_token, so the agent client fetches a new token.
-    const verdict = feed ? feed.check(payload) : 'ok';
-    if (verdict === 'revoked') return invalidToken(realm, REVOKED);
-    if (verdict === 'unavailable') return unavailable(5);
-    // The service binds a token to exactly one platform: `aud` is the platform id, or (oauth-at-jwt for a
-    // resource, RFC 9068) [resource, platform id]. Anything else is not a token it minted.
-    const audience = tokenAudience(payload.aud, platformId, resources);
-    if (audience === undefined) return invalidToken(realm, 'The access token has an unexpected audience.');
-    const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
-    const result: VerifiedToken = {
-      payload: deepFreeze(payload),
-      kid,
-      scopes: Object.freeze(scopes),
-      resource: audience.resource,
-      exp: payload.exp as number,
-      iat: payload.iat as number,
-    };
-    verified.set(cacheKey, result);
-    return result;
-  }
-
-  function authorizeRoute(token: VerifiedToken, raw: string, method: string, path: string | undefined, target: RouteTarget | undefined): AuthorizeResult {
+/**
+ * The route half of the verifier: a verified token against the scope-file rule the request reaches (found as
+ * the adapter asks, route-resolver.ts), with the claims a handler gets.
+ */
+function routeAuthorizer({
+  realm,
+  platformId,
+  unmatched,
+  resolve,
+}: {
+  realm: string;
+  platformId: string;
+  unmatched: 'deny' | 'authenticate';
+  resolve: (method: string, target: RouteTarget) => RouteResolution;
+}) {
+  return function authorizeRoute(token: VerifiedToken, raw: string, method: string, path: string | undefined, target: RouteTarget | undefined): AuthorizeResult {
     const { payload } = token;
     const scopes = [...token.scopes];
     // Authenticated first, so a caller without a valid token learns nothing about routing.
@@ -484,21 +353,6 @@ export function createVerifier(options: CoreVerifierOptions, hooks: RuntimeHooks
     const missing = route.scopes.filter((s) => !scopes.includes(s));
     if (missing.length > 0) return insufficientScope(realm, `This route needs the scope ${route.scopes.join(' ')}.`, route.scopes);
     return canonicalTarget === undefined ? { ok: true, claims } : { ok: true, claims, canonicalTarget };
-  }
-
-  return {
-    platformId,
-    realm,
-    authorize,
-    routeFor: (method, path) => routes.match(method, path),
-    ready,
-    resources,
-    close: () => {
-      jwks.close();
-      feed?.close();
-    },
-    revocationStats: () => feed?.stats(),
-    protectedResourceMetadata: () => (metadata ? { ...metadata } : undefined),
   };
 }
 
@@ -529,110 +383,7 @@ function isLoopbackHost(hostname: string): boolean {
   const host = hostname.toLowerCase();
   return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
-
-export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource';
-
-/** The `resource` option in normal form, or a TypeError saying why the service would never issue for it. */
-function resourceOption(text: string): string {
-  const check = normaliseResource(text);
-  if (!check.ok) throw new TypeError(`createVerifier: resource ${JSON.stringify(text.slice(0, 200))} ${check.reason}`);
-  return check.resource;
-}
-
-/** The scope file's `resources` (written by the service, so already normal; a foreign spelling is normalised or left out). */
-function knownResources(listed: readonly string[]): string[] {
-  return listed.flatMap((text) => {
-    const check = normaliseResource(text);
-    return check.ok ? [check.resource] : [];
-  });
-}
-
-/**
- * `aud` as the service writes it: the platform id alone, or [resource, platform id] with a resource of
- * this platform. Undefined for anything else (another shape, a stranger's resource, no platform id).
- */
-function tokenAudience(aud: unknown, platformId: string, resources: readonly string[]): { resource: string | undefined } | undefined {
-  if (aud === platformId) return { resource: undefined };
-  if (!Array.isArray(aud) || aud.length !== 2 || aud[1] !== platformId) return undefined;
-  const [resource] = aud as unknown[];
-  return typeof resource === 'string' && resources.includes(resource) ? { resource } : undefined;
-}
-
-/** Rejects unless the service's own scope file (public, current) lists the resource for this platform. */
-async function checkResourceRegistered(args: { serviceUrl: string; platformId: string; resource: string; fetch: typeof fetch; timeoutMs: number }): Promise<void> {
-  const url = `${args.serviceUrl}/api/v1/platforms/${args.platformId}/scopes.yaml`;
-  const response = await args.fetch(url, { signal: AbortSignal.timeout(args.timeoutMs), headers: { accept: 'text/yaml' } });
-  if (!response.ok) throw new ResourceNotRegisteredError(`ready(): the service answered ${response.status} for ${url}; cannot check the resource option`);
-  const document = loadScopeFile({ scopesYaml: await response.text(), scopesOrigin: url });
-  const known = new Set([...knownResources(document.resources ?? []), `urn:uuid:${args.platformId}`]);
-  if (!known.has(args.resource)) {
-    throw new ResourceNotRegisteredError(
-      `ready(): the service issues no token for resource ${args.resource} on platform ${args.platformId} ` +
-        `(it knows ${[...known].join(', ')}): register it (ace platform update ${args.platformId} --resource ${args.resource}) or fix the resource option`,
-    );
-  }
-}
-
-/** `ready()` found that the service would not issue tokens for the `resource` option (or could not ask). */
-export class ResourceNotRegisteredError extends Error {
-  readonly code = 'ERR_ACE_RESOURCE_NOT_REGISTERED';
-  override name = 'ResourceNotRegisteredError';
-}
-
-const REVOKED = 'The access token was revoked.';
-const UNKNOWN_KEY = 'The access token is signed with an unknown key.';
-const TOO_LARGE = `The access token is larger than ${MAX_TOKEN_LENGTH} bytes.`;
-
 function positiveInteger(name: string, value: number): number {
   if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`createVerifier: ${name} must be a positive integer, got ${String(value)}`);
   return value;
-}
-
-/** Freezes a verified payload and what it holds (`aud`, nested claims): it is shared among requests. */
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const member of Object.values(value)) deepFreeze(member);
-  }
-  return value;
-}
-
-/** The token's key is void in the revocation feed. */
-class RevokedError extends Error {}
-
-const MALFORMED = 'The access token is malformed.';
-const BAD_SIGNATURE = 'The access token signature is invalid.';
-
-/** A short, safe description for error_description (never echoes the token). */
-function describeTokenError(error: unknown): string {
-  if (error instanceof RevokedError) return REVOKED;
-  if (error instanceof UnknownKeyError) return UNKNOWN_KEY;
-  return MALFORMED;
-}
-
-/** The description of a defect the token checks found (the wording jose's errors were given). */
-function describeDefect(defect: TokenDefect): string {
-  switch (defect.kind) {
-    case 'malformed':
-      return MALFORMED;
-    case 'crit':
-      // An extension named in the `crit` header that this verifier does not implement (RFC 7515 section 4.1.11).
-      return 'The access token names a critical header parameter (crit) that is not supported.';
-    case 'alg':
-      return 'The access token uses an algorithm that is not accepted.';
-    case 'missing':
-      return `The access token lacks the ${defect.claim} claim.`;
-    case 'iss':
-      return 'The access token has an unexpected issuer.';
-    case 'aud':
-      return 'The access token is meant for another platform.';
-    case 'nbf':
-      return 'The access token is not valid yet.';
-    case 'expired':
-      return 'The access token expired.';
-    case 'future':
-      return 'The access token is issued in the future.';
-    case 'invalid':
-      return `The access token has an invalid ${defect.claim} claim.`;
-  }
 }

@@ -1,14 +1,17 @@
 // What a refused token request leaves behind, bounded: a durable row per refusal would let one client write
 // rows as fast as it can send bad requests (107,000 rows, 18 MB, in 10 s at 32 connections, measured), so:
 // - a refusal before any credential check (415, 422, 400, a bad profile, a 429 of the per-address
-//   limits, 503) is counted in the metrics (ace_tokens_issued_total{outcome}) and in one sampled log
-//   line per window, never stored;
-// - a refusal of a credential check (wrong secret or unknown key id, or a refusal naming the agent) is
-//   a `token.refused` row, up to `perWindow` per client address and per agent in each window; past
-//   either bound it is counted, and the window ends with one `token.refusals_aggregated` event per
-//   address and per agent that went past it ("N refusals from X in window W").
-// Everything here is per process and bounded: at most `maxTracked` addresses and agents per window.
-import { auditEvents, type AuditSink } from '../../core/audit/events.js';
+//   limits, 503) never reaches the trail: the HTTP door counts it in the metrics
+//   (ace_tokens_issued_total{outcome}) and in one sampled log line per window (http/token-door.ts);
+// - a refusal of a credential check (wrong secret or assertion, unknown key id, or a refusal naming the
+//   agent) is a `token.refused` event the core records (TokenService), through the one sink it has: this
+//   one. Up to `perWindow` per client address and per agent in each window go on to the trail; past either
+//   bound they are counted, and the window ends with one `token.refusals_aggregated` event per address and
+//   per agent that went past it ("N refusals from X in window W").
+// Every other event passes through unchanged. Everything here is per process and bounded: at most
+// `maxTracked` addresses and agents per window.
+import type { AuditEvent, AuditSink } from '../../core/audit/events.js';
+import { auditEvents } from '../../core/audit/events.js';
 
 export interface RefusalBounds {
   /** token.refused rows per client address and per agent in one window. */
@@ -20,22 +23,6 @@ export interface RefusalBounds {
   processPerWindow?: number;
 }
 
-export interface TokenRefusal {
-  errorCode: string;
-  /** The agent behind the presented key id, when it exists. */
-  agentId?: string;
-  apiKeyId?: string;
-  platformId?: string;
-  clientAddress: string;
-  /** A credential check ran (and failed, or named the agent): only these are recorded. */
-  checked: boolean;
-}
-
-export interface RefusalHooks {
-  /** Once per window with refusals before a credential check: their count per code, and one address. */
-  uncheckedRefusals(summary: { byCode: Record<string, number>; exampleAddress: string; windowSeconds: number }): void;
-}
-
 interface Tally {
   stored: number;
   /** Refusals not recorded one by one, by error code. */
@@ -43,75 +30,69 @@ interface Tally {
 }
 
 export interface RefusalRecorderOptions {
-  /** Where token.refused and token.refusals_aggregated events go. */
+  /** The trail: every event goes on to it, token.refused within the bounds, and the aggregates. */
   sink: AuditSink;
   bounds: RefusalBounds;
-  hooks: RefusalHooks;
 }
 
 const OVERFLOW = '';
 
-export class RefusalRecorder {
+/** The audit sink of the process, bounding token.refused (see above). */
+export class RefusalRecorder implements AuditSink {
   private readonly maxTracked: number;
   private readonly processPerWindow: number;
   private windowStart = Date.now();
   private storedInWindow = 0;
   private readonly byAddress = new Map<string, Tally>();
   private readonly byAgent = new Map<string, Tally>();
-  private readonly unchecked = new Map<string, number>();
-  private uncheckedExample = '';
   private readonly timer: NodeJS.Timeout;
 
   private readonly sink: AuditSink;
   private readonly bounds: RefusalBounds;
-  private readonly hooks: RefusalHooks;
 
-  constructor({ sink, bounds, hooks }: RefusalRecorderOptions) {
+  constructor({ sink, bounds }: RefusalRecorderOptions) {
     this.sink = sink;
     this.bounds = bounds;
-    this.hooks = hooks;
     this.maxTracked = bounds.maxTracked ?? 10_000;
     this.processPerWindow = bounds.processPerWindow ?? bounds.perWindow * 50;
     this.timer = setInterval(() => this.endWindow(), bounds.windowSeconds * 1000);
     this.timer.unref();
   }
 
-  refused(refusal: TokenRefusal): void {
-    if (!refusal.checked) {
-      this.unchecked.set(refusal.errorCode, (this.unchecked.get(refusal.errorCode) ?? 0) + 1);
-      if (!this.uncheckedExample) this.uncheckedExample = refusal.clientAddress;
-      return;
-    }
-    const address = tally(this.byAddress, refusal.clientAddress, this.maxTracked);
-    const agent = refusal.agentId ? tally(this.byAgent, refusal.agentId, this.maxTracked) : undefined;
+  /** A token.refused is recorded within the bounds (else counted: resolved at once); anything else as is. */
+  record(event: AuditEvent): Promise<void> {
+    return event.type !== 'token.refused' || this.within(event) ? this.sink.record(event) : Promise.resolve();
+  }
+
+  emit(event: AuditEvent): void {
+    if (event.type !== 'token.refused' || this.within(event)) this.sink.emit(event);
+  }
+
+  /** Whether this refusal is within the window's bounds (then it is stored), else it is counted. */
+  private within(event: AuditEvent): boolean {
+    const errorCode = event.data?.error_code ?? 'unknown';
+    const address = tally(this.byAddress, event.clientAddress ?? OVERFLOW, this.maxTracked);
+    const agent = event.agentId ? tally(this.byAgent, event.agentId, this.maxTracked) : undefined;
     const within =
       this.storedInWindow < this.processPerWindow && address.stored < this.bounds.perWindow && (!agent || agent.stored < this.bounds.perWindow);
     if (within) {
       this.storedInWindow++;
       address.stored++;
       if (agent) agent.stored++;
-      this.sink.emit(
-        auditEvents.tokenRefused({
-          errorCode: refusal.errorCode,
-          agentId: refusal.agentId,
-          apiKeyId: refusal.apiKeyId,
-          platformId: refusal.platformId,
-          clientAddress: refusal.clientAddress,
-        }),
-      );
-      return;
+      return true;
     }
     // Counted in the aggregate of the address if it is past its bound, in the agent's if that one is
     // (both when both are), else (the process bound) in the one aggregate naming neither. So a thousand
     // addresses trying one agent once each make one aggregate, not a thousand.
     const overAddress = address.stored >= this.bounds.perWindow;
     const overAgent = agent !== undefined && agent.stored >= this.bounds.perWindow;
-    if (overAddress) count(address, refusal.errorCode);
-    if (overAgent) count(agent, refusal.errorCode);
-    if (!overAddress && !overAgent) count(tally(this.byAddress, OVERFLOW, Infinity), refusal.errorCode);
+    if (overAddress) count(address, errorCode);
+    if (overAgent) count(agent, errorCode);
+    if (!overAddress && !overAgent) count(tally(this.byAddress, OVERFLOW, Infinity), errorCode);
+    return false;
   }
 
-  /** Ends the window now: writes its aggregates and its log line, and starts a new one. */
+  /** Ends the window now: writes its aggregates, and starts a new one. */
   endWindow(): void {
     const windowStart = this.windowStart;
     const windowSeconds = this.bounds.windowSeconds;
@@ -128,11 +109,6 @@ export class RefusalRecorder {
     };
     emit(this.byAddress, (key) => (key === OVERFLOW ? {} : { clientAddress: key }));
     emit(this.byAgent, (key) => (key === OVERFLOW ? {} : { agentId: key }));
-    if (this.unchecked.size > 0) {
-      this.hooks.uncheckedRefusals({ byCode: Object.fromEntries(this.unchecked), exampleAddress: this.uncheckedExample, windowSeconds });
-      this.unchecked.clear();
-      this.uncheckedExample = '';
-    }
   }
 
   /** At shutdown, before the trail closes: the current window's aggregates are written, not lost. */

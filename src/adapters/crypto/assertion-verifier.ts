@@ -4,8 +4,8 @@
 // anyone who knows a public key sign), iss, sub, aud, exp, nbf and iat against the instance's clock.
 // Imported key sets are kept by their content (bounded), so a warm check imports nothing, nor does a re-read
 // of unchanged keys; `prepare` imports a set ahead of its first use.
-import { createLocalJWKSet, createRemoteJWKSet, customFetch, decodeJwt, errors, exportJWK, generateKeyPair, importJWK, jwtVerify, type CryptoKey, type JWTVerifyGetKey } from 'jose';
-import { AssertionRejected, type AssertionExpectations, type AssertionVerifier, type VerifiedAssertion } from '../../core/ports/assertions.js';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, decodeJwt, decodeProtectedHeader, errors, exportJWK, generateKeyPair, importJWK, jwtVerify, type CryptoKey, type JWTVerifyGetKey } from 'jose';
+import { AssertionRejected, type AssertionExpectations, type ClaimedAssertion, type AssertionVerifier, type VerifiedAssertion } from '../../core/ports/assertions.js';
 import type { KeySource } from '../../core/ports/client-keys.js';
 import { BoundedCache } from '../../core/support/bounded-cache.js';
 import { guardedFetch, refusedUri, type GuardedFetchOptions } from './guarded-fetch.js';
@@ -45,11 +45,13 @@ export class JoseAssertionVerifier implements AssertionVerifier {
     this.fetchJwks = guardedFetch({ ...options, maxBytes: 64 * 1024 });
   }
 
-  peek(assertion: string): { issuer: string; subject: string } | undefined {
+  peek(assertion: string): ClaimedAssertion | undefined {
     if (assertion.length > MAX_ASSERTION_LENGTH) return undefined;
     try {
-      const { iss, sub } = decodeJwt(assertion);
-      return typeof iss === 'string' && typeof sub === 'string' && iss.length <= 1024 && sub.length <= 1024 ? { issuer: iss, subject: sub } : undefined;
+      const { iss, sub, jti } = decodeJwt(assertion);
+      const { kid } = decodeProtectedHeader(assertion);
+      const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
+      return { issuer: text(iss), subject: text(sub), kid: text(kid), jti: text(jti) };
     } catch {
       return undefined; // not a JWT at all: the caller refuses it like any other failure
     }
@@ -59,6 +61,7 @@ export class JoseAssertionVerifier implements AssertionVerifier {
     if (assertion.length > MAX_ASSERTION_LENGTH) throw new AssertionRejected('too_long');
     const now = Date.now() / 1000;
     let payload;
+    let protectedHeader;
     // No key has the header's kid (an unknown client's decoy set, a kid the agent does not hold): a key nobody
     // holds the private half of stands in, so this check verifies one signature like a wrong key's, in the
     // same call, and fails like it; the reason counted stays "no matching key".
@@ -74,7 +77,7 @@ export class JoseAssertionVerifier implements AssertionVerifier {
       }
     };
     try {
-      ({ payload } = await jwtVerify(assertion, orStandIn, {
+      ({ payload, protectedHeader } = await jwtVerify(assertion, orStandIn, {
         algorithms: [...ASSERTION_ALGORITHMS],
         issuer: expect.issuer,
         ...(expect.subject !== undefined ? { subject: expect.subject } : {}),
@@ -96,7 +99,8 @@ export class JoseAssertionVerifier implements AssertionVerifier {
     if (exp > now + expect.maxLifetimeSeconds + expect.clockToleranceSeconds) throw new AssertionRejected('exp_too_far_ahead');
     if (payload.iat !== undefined && payload.iat > now + expect.clockToleranceSeconds) throw new AssertionRejected('iat_in_future');
     if (expect.requireJti && (typeof payload.jti !== 'string' || payload.jti.length === 0 || payload.jti.length > 256)) throw new AssertionRejected('bad_jti');
-    return { issuer: payload.iss!, subject: payload.sub!, expiresAt: exp, jti: typeof payload.jti === 'string' ? payload.jti : undefined };
+    const kid = typeof protectedHeader.kid === 'string' ? protectedHeader.kid : undefined;
+    return { issuer: payload.iss!, subject: payload.sub!, kid, expiresAt: exp, jti: typeof payload.jti === 'string' ? payload.jti : undefined };
   }
 
   prepare(keys: KeySource): void {

@@ -1,7 +1,7 @@
 // The OAuth 2.0 front door: the client-credentials grant (RFC 6749 §4.4) and the authorization server
 // metadata (RFC 8414). A second door to the same exchange as the contract's endpoint: the form becomes
 // the core's TokenRequest (profile oauth-at-jwt), TokenService.exchange decides (secret check, limits,
-// audit), the outcome is counted and recorded by the same TokenDoor as the contract's (token-door.ts), and
+// audit), the outcome is counted by the same TokenDoor as the contract's (token-door.ts), and
 // its refusal codes become OAuth error codes (RFC 6749 §5.2, RFC 8707). This file only reads the form and
 // renders answers.
 import type { ErrorCode, ServiceError } from '../../core/errors.js';
@@ -9,10 +9,10 @@ import { OAUTH_PROFILE, type TokenRequest, type TokenService } from '../../core/
 import type { ResourceIndex } from '../../core/platforms/resource-index.js';
 import type { HttpMetrics } from './http-metrics.js';
 import { httpStatus } from './errors.js';
-import { TokenDoor, type SeenRequest, type TokenRefusals } from './token-door.js';
+import { TokenDoor, type UncheckedRefusalCount } from './token-door.js';
 import { FormError, formDecode, parseFormBody } from './form-body.js';
 import { UUID_PATTERN } from './schemas/public.js';
-import { normaliseResource } from '../../core/platforms/resource-identifier.js';
+import { normaliseResource } from '@agent-credential-exchange/protocol/resource-identifier';
 import { bindRoutes, json, MAX_BODY_BYTES, type HttpReply, type HttpRequest, type ResponseSpec, type Route, type RouteDeclaration } from './types.js';
 import { fixedHeader, refusals } from './responses.js';
 import { AuthorizationServerMetadata, OAuthErrorBody, OAuthTokenRequest, OAuthTokenResponse } from './schemas/oauth.js';
@@ -51,8 +51,8 @@ export interface OAuthDeps {
   /** Resource identifier → platform (RFC 8707 resource). */
   resources: Pick<ResourceIndex, 'lookup'>;
   metrics: HttpMetrics;
-  /** The contract door's refusal reporting (recorded when a credential check ran, else counted). */
-  refusals: TokenRefusals;
+  /** Token refusals before any credential check, counted as the contract door's are. */
+  unchecked: UncheckedRefusalCount;
 }
 
 /** An OAuth error answer: RFC 6749 §5.2 members, plus the contract's `detail`/`error_code` pair. */
@@ -198,22 +198,21 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
   const { resources } = deps;
   const metadataBody = JSON.stringify(authorizationServerMetadata(deps));
 
-  const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, refusals: deps.refusals });
+  const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, unchecked: deps.unchecked });
   const token = async (request: HttpRequest): Promise<HttpReply> => {
-    const seen: SeenRequest = {};
     let grant: ClientCredentialsGrant;
     try {
-      grant = await readGrant(request, seen, apiKeyId, resources);
+      grant = await readGrant(request, apiKeyId, resources);
     } catch (error) {
       // Refused before the exchange (the form, the client's credentials' format, the target): counted and
       // recorded as the contract's door records a body that fails validation.
       if (error instanceof OAuthError) {
-        door.refusedForm(request, seen);
+        door.refusedForm(request);
         return error.reply();
       }
-      return oauthRefusal(door.refusedRead(request, seen, error), false).reply();
+      return oauthRefusal(door.refusedRead(request, error), false).reply();
     }
-    const outcome = await door.exchange(request, seen, grant.tokenRequest);
+    const outcome = await door.exchange(request, grant.tokenRequest);
     if ('refused' in outcome) return oauthRefusal(outcome.refused, grant.basic).reply();
     const { accessToken, expiresIn, scope } = outcome.issued;
     return json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }, NO_STORE);
@@ -237,18 +236,16 @@ interface ClientCredentialsGrant {
   basic: boolean;
 }
 
-/** Reads the form, filling `seen` as it learns the key id and the platform; throws an OAuthError (or a store outage). */
-async function readGrant(request: HttpRequest, seen: SeenRequest, apiKeyId: RegExp, resources: OAuthDeps['resources']): Promise<ClientCredentialsGrant> {
+/** Reads the form; throws an OAuthError (or a store outage). */
+async function readGrant(request: HttpRequest, apiKeyId: RegExp, resources: OAuthDeps['resources']): Promise<ClientCredentialsGrant> {
   const params = readForm(request);
   const client = clientCredentials(request.headers.authorization, params, apiKeyId);
-  seen.apiKeyId = client.apiKeyId;
   const grantType = params.get('grant_type');
   if (grantType === undefined) throw invalidRequest('grant_type is missing.');
   if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, 'Only grant_type=client_credentials is supported.');
   const scopes = requestedScopes(params.get('scope'));
   // A store outage while reading the resource index is answered like any outage: 503.
   const { platformId, resource } = await target(params, resources);
-  if (platformId !== undefined) seen.platformId = platformId;
   const credential = 'assertion' in client ? { assertion: client.assertion } : { secret: client.secret };
   const tokenRequest: TokenRequest = { apiKeyId: client.apiKeyId, ...credential, platformId, ...(resource !== undefined ? { resource } : {}), scopes, profile: OAUTH_PROFILE };
   return { tokenRequest, basic: client.basic };

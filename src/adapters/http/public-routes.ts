@@ -14,14 +14,14 @@ import {
   TokenResponse,
   UUID_PATTERN,
 } from './schemas/public.js';
-import { SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
+import { SvcScopesYaml } from '@agent-credential-exchange/protocol/scopes-file';
 import { compileValidator } from './schemas/validate.js';
 import type { Authenticator } from '../../core/credentials/authenticator.js';
 import type { KeyManager } from '../../core/keys/key-manager.js';
 import type { ListedPlatform, PlatformService } from '../../core/platforms/platform-service.js';
 import type { ScopeFiles } from './scope-file.js';
 import type { TokenRequest, TokenService } from '../../core/tokens/token-service.js';
-import { TokenDoor, type SeenRequest, type TokenRefusals } from './token-door.js';
+import { TokenDoor, type UncheckedRefusalCount } from './token-door.js';
 import { parseJsonBody } from './json-body.js';
 import { auditEvents, type AuditSink } from '../../core/audit/events.js';
 import { ETAG_HEADER, fixedHeader, JSON_BODY_REFUSALS, NOT_MODIFIED, refusals } from './responses.js';
@@ -37,8 +37,8 @@ export interface PublicDeps {
   metrics: HttpMetrics;
   openApi: () => Buffer;
   audit: AuditSink;
-  /** Token refusals: recorded (bounded per address and agent) or counted (audit-trail/refusals.ts). */
-  refusals: TokenRefusals;
+  /** Token refusals before any credential check (counted; the core records the others). */
+  unchecked: UncheckedRefusalCount;
 }
 
 // Token responses must never be stored by intermediaries (RFC 6749 §5.1).
@@ -131,19 +131,16 @@ export function publicRoutes(deps: PublicDeps): Route[] {
   const validateToken = compileValidator(table.token.body.schema);
   const validateCredentials = compileValidator(table.listing.body.schema);
 
-  const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, refusals: deps.refusals });
+  const door = new TokenDoor({ tokens: deps.tokens, metrics: deps.metrics, unchecked: deps.unchecked });
   const token = async (request: HttpRequest): Promise<HttpReply> => {
-    const seen: SeenRequest = {};
     let tokenRequest: TokenRequest;
     try {
       const body = validateToken(parseJsonBody(request));
-      seen.apiKeyId = body.api_key_id;
-      seen.platformId = body.platform_id.toLowerCase();
       tokenRequest = { apiKeyId: body.api_key_id, secret: body.secret, platformId: body.platform_id, scopes: body.scopes, profile: body.profile };
     } catch (error) {
-      return refusalReply(door.refusedRead(request, seen, error));
+      return refusalReply(door.refusedRead(request, error));
     }
-    const outcome = await door.exchange(request, seen, tokenRequest);
+    const outcome = await door.exchange(request, tokenRequest);
     if ('refused' in outcome) return refusalReply(outcome.refused);
     const { accessToken, expiresIn } = outcome.issued;
     return json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn }, NO_STORE);
@@ -151,7 +148,7 @@ export function publicRoutes(deps: PublicDeps): Route[] {
 
   const listing = async (request: HttpRequest): Promise<HttpReply> => {
     const body = validateCredentials(parseJsonBody(request));
-    const view = await deps.authenticator.authenticate({
+    const { view } = await deps.authenticator.authenticate({
       apiKeyId: body.api_key_id,
       secret: body.secret,
       address: request.address,

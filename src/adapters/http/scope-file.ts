@@ -1,14 +1,12 @@
 // The platform's SvcScopesYaml v1 document (GET /api/v1/platforms/{id}/scopes.yaml), rendered from the
 // platform record and memoised per platform version.
-import { SvcScopesYaml } from '@agent-credential-exchange/middleware/scopes-file';
+// The same validator as the middleware's (the protocol package's, compiled ahead of time from the schema).
+import { scopeFileProblems } from '@agent-credential-exchange/protocol/scope-file-validator';
 import type { PlatformService } from '../../core/platforms/platform-service.js';
 import type { PlatformRecord } from '../../core/model.js';
 import { BoundedCache } from '../../core/support/bounded-cache.js';
 import { strongEtag } from '../../core/support/etag.js';
-import { checkAgainst } from './schemas/validate.js';
 import { renderScopeFile } from './scope-file-text.js';
-
-const checkScopeFile = checkAgainst(SvcScopesYaml);
 
 export interface ScopeFile {
   body: Buffer;
@@ -48,8 +46,8 @@ export class ScopeFiles {
       routes: platform.routes.map((r) => ({ method: r.method, path: r.path, scopes: [...r.scopes] })),
       ...resourcesMember(platform),
     };
-    const problem = checkScopeFile(document);
-    if (problem) throw new Error(`scope file of ${platform.id} does not match SvcScopesYaml: ${problem}`);
+    const problems = scopeFileProblems(document);
+    if (problems.length > 0) throw new Error(`scope file of ${platform.id} does not match SvcScopesYaml: ${problems.join('; ')}`);
     const body = Buffer.from(renderScopeFile(platform.name, document));
     const file = { body, etag: strongEtag(body) };
     this.files.set(cacheKey, file);

@@ -17,6 +17,7 @@ import { auditEvents, type ChangeBy } from '../audit/events.js';
 import { generateApiKeyId } from '../credentials/generate.js';
 import { hintedSalt } from '../credentials/secret-hint.js';
 import { NO_REVOCATIONS, type Revocations } from '../revocation/revocation-service.js';
+import { jwtVerificationKeys } from './spiffe-bundle.js';
 
 /** Live keys per agent: enough for a rotation with overlap, and it bounds what one check may try. */
 export const MAX_KEYS_PER_AGENT = 10;
@@ -127,6 +128,8 @@ export class ClientKeyService {
 
   async createIssuer(input: { issuer: string; audience: string; source: KeySource }, by: ChangeBy): Promise<TrustedIssuer> {
     await this.everyInstanceReads();
+    // A SPIFFE bundle as SPIRE publishes it: its JWT-SVID keys, kid kept (spiffe-bundle.ts).
+    if (input.source.keys) input = { ...input, source: { keys: jwtVerificationKeys(input.source.keys) } };
     await this.checkSource(input.source);
     if (input.issuer.length === 0 || input.issuer.length > 512) throw invalid('issuer must be 1 to 512 characters.');
     if (input.audience.length === 0 || input.audience.length > 512) throw invalid('audience must be 1 to 512 characters.');

@@ -14,8 +14,8 @@
 // answer's timing does not tell registered clients or bound subjects from others. Failures spend the address's failed-login
 // budget like wrong secrets do.
 import { CredentialRefusal } from '../errors.js';
-import type { AgentView } from '../model.js';
-import { AssertionRejected, type AssertionExpectations, type AssertionVerifier, type ReplayGuard } from '../ports/assertions.js';
+import type { Authenticated, ClientAuthentication } from './client-authentication.js';
+import { AssertionRejected, type AssertionExpectations, type AssertionVerifier, type ClaimedAssertion, type ReplayGuard } from '../ports/assertions.js';
 import type { KeySource } from '../ports/client-keys.js';
 import type { AttemptLimits } from '../ports/limits.js';
 import type { Store } from '../ports/store.js';
@@ -53,18 +53,24 @@ type Method = 'private_key_jwt' | 'workload';
 export class AssertionAuthenticator {
   constructor(private readonly ports: AssertionAuthenticatorPorts) {}
 
-  async authenticate(caller: AssertionCaller): Promise<AgentView> {
+  /** The agent and how it authenticated; a refusal (CredentialRefusal) carries what the assertion claimed. */
+  async authenticate(caller: AssertionCaller): Promise<Authenticated> {
     const { limits } = this.ports;
     // A locked-out address is refused from memory. Unlike argon2, a signature check is cheap, so nothing is
     // reserved up front (a success costs the limiter no round trip); a failure spends a point afterwards.
     limits.assertNotLockedOut(caller.address);
     let method: Method = 'private_key_jwt';
     let agentId: string | undefined;
+    let claimed: ClaimedAssertion | undefined;
+    let issuerId: string | undefined;
     try {
-      const claimed = this.ports.verifier.peek(caller.assertion);
-      const plan = claimed && (await this.plan(claimed.issuer, claimed.subject, caller.clientId));
-      method = plan?.method ?? (claimed && claimed.issuer !== claimed.subject ? 'workload' : 'private_key_jwt');
+      claimed = this.ports.verifier.peek(caller.assertion);
+      const issuer = identifier(claimed?.issuer);
+      const subject = identifier(claimed?.subject);
+      const plan = issuer !== undefined && subject !== undefined ? await this.plan(issuer, subject, caller.clientId) : undefined;
+      method = plan?.method ?? (issuer !== undefined && issuer !== subject ? 'workload' : 'private_key_jwt');
       agentId = plan?.agentId;
+      issuerId = plan?.issuerId;
       // Every refusal verifies one signature, as a wrong key does, before it is refused: against the decoy
       // for an unknown client or issuer, else against the keys the client or issuer holds (an unbound
       // subject and a client_id that does not match too), so timing tells none of them apart.
@@ -91,13 +97,15 @@ export class AssertionAuthenticator {
       if (!firstUse) throw new AssertionRejected('jti_replayed');
       if (!view || view.agentId !== plan.agentId) throw new AssertionRejected('agent_changed');
       this.ports.telemetry.record({ type: 'client_assertion', method, outcome: 'accepted' });
-      return view;
+      return { view, authentication: authentication(method, { issuer: verified.issuer, subject: verified.subject, kid: verified.kid, jti: verified.jti }, issuerId) };
     } catch (error) {
       if (!(error instanceof AssertionRejected)) throw error; // ours (a store outage): not the client's failure
       this.ports.telemetry.record({ type: 'client_assertion', method, outcome: error.reason });
       // The failure spends a point of the address's budget (past it: 429, and refused from memory after).
       await limits.recordAuthFailure(caller.address);
-      throw new CredentialRefusal('invalid_credentials', agentId);
+      // The audit trail says what was claimed (cleaned and bounded there), with the client_id presented.
+      const claims = authentication(method, claimed ?? {}, issuerId);
+      throw new CredentialRefusal('invalid_credentials', agentId, undefined, { ...claims, apiKeyId: caller.clientId ?? claims.apiKeyId });
     }
   }
 
@@ -117,7 +125,7 @@ export class AssertionAuthenticator {
           clockToleranceSeconds: this.ports.clockToleranceSeconds,
           requireJti: true,
         };
-        return { method: 'private_key_jwt' as const, apiKeyId: agent.apiKeyId, agentId: agent.agentId, view: agent.view, expect, refusal };
+        return { method: 'private_key_jwt' as const, apiKeyId: agent.apiKeyId, agentId: agent.agentId, issuerId: undefined, view: agent.view, expect, refusal };
       }
     }
     const federated = await index.federated(issuer, subject);
@@ -132,7 +140,7 @@ export class AssertionAuthenticator {
       clockToleranceSeconds: this.ports.clockToleranceSeconds,
       requireJti: false,
     };
-    return { method: 'workload' as const, apiKeyId: federated.apiKeyId, agentId: federated.agentId, view: federated.view, expect, refusal };
+    return { method: 'workload' as const, apiKeyId: federated.apiKeyId, agentId: federated.agentId, issuerId: federated.issuer.id, view: federated.view, expect, refusal };
   }
 
   /** One verification against keys nobody holds: an unknown client costs what a known one does. */
@@ -151,4 +159,18 @@ export class AssertionAuthenticator {
       if (!(error instanceof AssertionRejected)) throw error;
     }
   }
+}
+
+/** An `iss` or `sub` that can name a client or a workload (longer ones name nobody: refused as unknown). */
+function identifier(value: string | undefined): string | undefined {
+  return value !== undefined && value.length <= 1024 ? value : undefined;
+}
+
+/**
+ * How the client authenticated with an assertion: for private_key_jwt its `iss` is its api_key_id and the
+ * `kid` names one of its keys; a workload is named by its issuer and subject.
+ */
+function authentication(method: Method, claims: ClaimedAssertion, issuerId: string | undefined): ClientAuthentication {
+  if (method === 'private_key_jwt') return { method, apiKeyId: claims.issuer, clientKid: claims.kid, assertionJti: claims.jti };
+  return { method, issuer: claims.issuer, issuerId, subject: claims.subject, assertionJti: claims.jti };
 }

@@ -13,6 +13,7 @@ import type { AttemptLimits, AuthAttempt } from '../ports/limits.js';
 import type { InvalidationBus } from '../ports/invalidation.js';
 import type { Telemetry } from '../ports/telemetry.js';
 import type { Argon2Share } from './argon2-share.js';
+import type { Authenticated } from './client-authentication.js';
 import type { VerifiedCredentials, VerifiedStamp } from './verified-cache.js';
 import type { SharedVerifiedMemory } from '../ports/verified-memory.js';
 import { hashesToVerify, hintedSalt } from './secret-hint.js';
@@ -68,8 +69,12 @@ export class Authenticator {
     this.decoy = await this.hasher.hashSecret(secret, hintedSalt(secret));
   }
 
-  /** Returns the authenticated agent's view, or throws 401 `invalid_credentials` (or 429, 503). */
-  async authenticate(caller: Caller): Promise<AgentView> {
+  /** The authenticated agent's view and how it authenticated, or throws 401 `invalid_credentials` (or 429, 503). */
+  async authenticate(caller: Caller): Promise<Authenticated> {
+    return { view: await this.verify(caller), authentication: { method: 'client_secret', apiKeyId: caller.apiKeyId } };
+  }
+
+  private async verify(caller: Caller): Promise<AgentView> {
     // A locked-out address is refused before the verified-secret memory can let it in (in memory, no I/O).
     this.limits.assertNotLockedOut(caller.address);
     const rememberedAgent = this.verified.match(caller.apiKeyId, caller.secret);
@@ -141,7 +146,7 @@ export class Authenticator {
     if (!credentials || matched < 0) {
       await attempt.fail();
       // The audit trail names the agent whose key id exists (never sent to the client).
-      throw new CredentialRefusal('invalid_credentials', credentials?.hashes.agentId);
+      throw new CredentialRefusal('invalid_credentials', credentials?.hashes.agentId, undefined, { method: 'client_secret', apiKeyId: caller.apiKeyId });
     }
     attempt.refund();
     const view = await this.accept(caller, { ...checked, credentials });

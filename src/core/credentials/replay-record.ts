@@ -3,6 +3,8 @@
 // while Postgres is away). Both are asked at once. Seen in either: a replay. First use needs one answer:
 // a key agent is served while either store is down, and a replay is refused unless both lost it (an
 // assertion used while Postgres was away, then Redis emptied before it expired). Neither answering: 503.
+// Concurrent first uses of one assertion may each win a different record and all be refused: never two
+// tokens for one assertion, maybe none for a client that raced itself (test/support/replay-guard-conformance.ts).
 import type { ReplayGuard } from '../ports/assertions.js';
 
 export interface EitherRecordOptions {

@@ -9,7 +9,7 @@ import type { Store } from '../ports/store.js';
 import type { UnitOfWork } from '../ports/unit-of-work.js';
 import { NO_TELEMETRY, type Telemetry } from '../ports/telemetry.js';
 import { auditEvents, type ChangeBy } from '../audit/events.js';
-import { normaliseResource } from './resource-identifier.js';
+import { normaliseResource } from '@agent-credential-exchange/protocol/resource-identifier';
 
 /** The HTTP methods a route rule may name (the scope file's set: SvcScopesYaml). */
 export const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;

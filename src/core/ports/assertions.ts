@@ -23,14 +23,27 @@ export interface AssertionExpectations {
 export interface VerifiedAssertion {
   issuer: string;
   subject: string;
+  /** The JWS header's `kid`, when it names one (the key that verified it). */
+  kid: string | undefined;
   /** Seconds since the epoch. */
   expiresAt: number;
   jti: string | undefined;
 }
 
+/**
+ * What an assertion claims before it is verified: `iss` and `sub` pick the keys to verify with; with `kid`
+ * and `jti` they are what a refusal's audit event says was claimed. Each is there only when it is a string.
+ */
+export interface ClaimedAssertion {
+  issuer?: string;
+  subject?: string;
+  kid?: string;
+  jti?: string;
+}
+
 export interface AssertionVerifier {
-  /** The unverified `iss` and `sub` (to pick the keys to verify with), or undefined for anything not a JWS. */
-  peek(assertion: string): { issuer: string; subject: string } | undefined;
+  /** The unverified claims (ClaimedAssertion), or undefined for anything not a JWT. */
+  peek(assertion: string): ClaimedAssertion | undefined;
   /** Throws AssertionRejected (any reason: the caller answers them all alike) or StoreUnavailableError. */
   verify(assertion: string, expect: AssertionExpectations, signal?: AbortSignal): Promise<VerifiedAssertion>;
   /**

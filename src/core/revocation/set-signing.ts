@@ -13,7 +13,7 @@ import {
   revocationJti,
   type LiveRange,
   type SetPayload,
-} from '@agent-credential-exchange/middleware/feed-document';
+} from '@agent-credential-exchange/protocol/feed-document';
 
 /** The key that signs now (KeyManager). */
 export interface ActiveSigningKey {

@@ -7,7 +7,7 @@
 // how often).
 import { BoundedCache } from '../support/bounded-cache.js';
 import type { RevocationStore } from '../ports/revocation-log.js';
-import { liveRangesOf, type LiveRange, type PollRequest } from '@agent-credential-exchange/middleware/feed-document';
+import { liveRangesOf, type LiveRange, type PollRequest } from '@agent-credential-exchange/protocol/feed-document';
 import type { SetSigning, SignedHead, SignedSet } from './set-signing.js';
 
 /** Unknown platform ids are remembered this long (a flood of misses costs one query per id and period). */

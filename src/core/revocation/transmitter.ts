@@ -10,7 +10,7 @@
 import type { InvalidationBus } from '../ports/invalidation.js';
 import type { TokenSigner } from '../ports/crypto.js';
 import type { RevocationStore } from '../ports/revocation-log.js';
-import { seqOfJti, type PollRequest } from '@agent-credential-exchange/middleware/feed-document';
+import { seqOfJti, type PollRequest } from '@agent-credential-exchange/protocol/feed-document';
 import { SetSigning, type ActiveSigningKey, type SignedHead } from './set-signing.js';
 import { firstAbove, RevocationStreams, type Stream } from './stream.js';
 

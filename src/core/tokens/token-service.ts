@@ -2,8 +2,8 @@
 // steps in the order docs/decisions.md fixes: profile, authenticate, rate-limit the key, agent status,
 // platform access, scopes, record, sign.
 import { randomUUID } from 'node:crypto';
-import { CredentialRefusal, ServiceError, StoreUnavailableError, unavailable } from '../errors.js';
-import type { AgentView } from '../model.js';
+import { CredentialRefusal, ServiceError, StoreUnavailableError, toServiceError, unavailable } from '../errors.js';
+import type { Authenticated } from '../credentials/client-authentication.js';
 import type { TokenSigner, TokenType } from '../ports/crypto.js';
 import type { AttemptLimits } from '../ports/limits.js';
 import type { Authenticator } from '../credentials/authenticator.js';
@@ -52,10 +52,12 @@ export interface IssuedToken {
   scope: string;
 }
 
-/** What an exchange ends with: a token, or a refusal naming the agent when its key id exists. */
-export type ExchangeOutcome =
-  | { issued: IssuedToken; agentId: string }
-  | { refused: ServiceError | StoreUnavailableError; agentId: string | undefined };
+/**
+ * What an exchange ends with: a token (its `token.issued` recorded), or a refusal. `checked`: a credential
+ * check ran (a wrong secret or assertion, an unknown key id, or a refusal naming the agent): its
+ * `token.refused` is recorded here (bounded by the sink). An earlier refusal is the caller's to count.
+ */
+export type ExchangeOutcome = { issued: IssuedToken } | { refused: ServiceError | StoreUnavailableError; checked: boolean };
 
 export interface TokenServicePorts {
   authenticator: Authenticator;
@@ -63,6 +65,10 @@ export interface TokenServicePorts {
   limits: AttemptLimits;
   keys: KeyManager;
   signer: TokenSigner;
+  /**
+   * Where token.issued and token.refused go: the one entrance of the token path into the audit trail (the
+   * app's sink bounds the refusals per address and agent: adapters/audit-trail/refusals.ts).
+   */
   audit: AuditSink;
   issuer: string;
   tokenTtlSeconds: number;
@@ -76,27 +82,54 @@ const CLOCK_RETRY_AFTER_SECONDS = 5;
 export class TokenService {
   constructor(private readonly ports: TokenServicePorts) {}
 
-  /** Refusals (ServiceError, store outages) come back as a result; anything else thrown is a defect. */
+  /**
+   * Refusals (ServiceError, store outages) come back as a result, those of a credential check recorded;
+   * anything else thrown is a defect.
+   */
   async exchange(request: TokenRequest, address: string, signal?: AbortSignal): Promise<ExchangeOutcome> {
-    let agentId: string | undefined;
+    let authenticated: Authenticated | undefined;
     try {
       const profile = checkProfile(request.profile);
       // Before any credential work: nothing this instance could sign now would be right.
       if (this.ports.clock.refusal() !== undefined) throw unavailable(CLOCK_RETRY_AFTER_SECONDS, 'This instance cannot issue tokens now; retry shortly.');
-      const view =
+      authenticated =
         request.assertion !== undefined
           ? await this.ports.assertions.authenticate({ assertion: request.assertion, clientId: request.apiKeyId === '' ? undefined : request.apiKeyId, address, signal })
           : await this.ports.authenticator.authenticate({ apiKeyId: request.apiKeyId, secret: request.secret ?? '', address, signal });
-      agentId = view.agentId;
-      return { issued: await this.issue(view, request, profile, address, signal), agentId };
+      return { issued: await this.issue(authenticated, request, profile, address, signal) };
     } catch (error) {
-      if (error instanceof CredentialRefusal) return { refused: error, agentId: error.agentId };
-      if (error instanceof ServiceError || error instanceof StoreUnavailableError) return { refused: error, agentId };
-      throw error;
+      if (!(error instanceof ServiceError || error instanceof StoreUnavailableError)) throw error;
+      return { refused: error, checked: this.refused(error, authenticated, request, address, signal) };
     }
   }
 
-  private async issue(view: AgentView, request: TokenRequest, profile: TokenProfile, address: string, signal?: AbortSignal): Promise<IssuedToken> {
+  /**
+   * Records a refusal of a credential check, in the next batch without holding the answer: a refusal costs
+   * the same with or without an agent behind the key id (no timing signal), and an audit outage never turns
+   * 401 into 503. Refusals before any check (a bad profile, a locked-out address, a full queue, an outage
+   * before the check named anyone) are not recorded; whether it was checked is returned.
+   */
+  private refused(error: ServiceError | StoreUnavailableError, authenticated: Authenticated | undefined, request: TokenRequest, address: string, signal?: AbortSignal): boolean {
+    const refusal = error instanceof CredentialRefusal ? error : undefined;
+    const agentId = refusal ? refusal.agentId : authenticated?.view.agentId;
+    const code = toServiceError(error).code;
+    const checked = agentId !== undefined || code === 'invalid_credentials';
+    // An answer nobody waits for any more (the client hung up) is not recorded.
+    if (!checked || signal?.aborted) return checked;
+    const by = refusal?.claimed ?? authenticated?.authentication ?? (request.assertion === undefined ? { method: 'client_secret' as const, apiKeyId: request.apiKeyId } : undefined);
+    this.ports.audit.emit(
+      auditEvents.tokenRefused({
+        errorCode: code,
+        agentId,
+        platformId: request.platformId?.toLowerCase(),
+        clientAddress: address,
+        by,
+      }),
+    );
+    return checked;
+  }
+
+  private async issue({ view, authentication }: Authenticated, request: TokenRequest, profile: TokenProfile, address: string, signal?: AbortSignal): Promise<IssuedToken> {
     await this.ports.limits.consumeToken(view.apiKeyId);
     if (view.status !== 'active') throw new ServiceError('agent_inactive');
     if (request.platformId === undefined) throw new ServiceError('platform_access_denied');
@@ -127,7 +160,7 @@ export class TokenService {
     // signing then fails, the trail shows a token that never left (followed by its token.refused): it
     // errs on the side of showing too much, never too little.
     const recorded = this.ports.audit
-      .record(auditEvents.tokenIssued({ jti, agentId: view.agentId, platformId, scope, kid: key.kid, clientAddress: address }))
+      .record(auditEvents.tokenIssued({ jti, agentId: view.agentId, platformId, scope, kid: key.kid, clientAddress: address, by: authentication }))
       .then(
         () => true,
         () => false,

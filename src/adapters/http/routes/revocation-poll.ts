@@ -14,7 +14,7 @@ import type { RevocationMetrics } from './revocation-metrics.js';
 import { parseJsonBody } from '../json-body.js';
 import { PollBudget } from '../poll-budget.js';
 import { compileValidator } from '../schemas/validate.js';
-import { feedPollPath, type PollRequest } from '@agent-credential-exchange/middleware/feed-document';
+import { feedPollPath, type PollRequest } from '@agent-credential-exchange/protocol/feed-document';
 import { HttpError } from '../errors.js';
 import { bindRoutes, refusalReply, type HttpReply, type HttpRequest, type Route, type RouteCredentials, type RouteDeclaration } from '../types.js';
 

@@ -11,7 +11,7 @@ import type { RevocationMetrics } from './revocation-metrics.js';
 import type { SocketTopics } from './revocation-topics.js';
 import type { Logger } from '../../telemetry/index.js';
 import { fixedHeader, refusals } from '../responses.js';
-import { CLOSE_CREDENTIAL_REVOKED, FEED_SUBPROTOCOL, FEED_TOKEN_SUBPROTOCOL_PREFIX, feedSocketPath } from '@agent-credential-exchange/middleware/feed-document';
+import { CLOSE_CREDENTIAL_REVOKED, FEED_SUBPROTOCOL, FEED_TOKEN_SUBPROTOCOL_PREFIX, feedSocketPath } from '@agent-credential-exchange/protocol/feed-document';
 import { refusalReply, type RouteDeclaration } from '../types.js';
 import { bearerToken, FEED_AUTH, FEED_PARAMS, feedUnauthorized, platformParam, SET_FORMAT } from './revocation-poll.js';
 

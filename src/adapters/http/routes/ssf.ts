@@ -9,7 +9,7 @@ import {
   EVENT_SESSION_REVOKED,
   EVENT_SIGNING_KEY_RETIRED,
   EVENT_STREAM_HEAD,
-} from '@agent-credential-exchange/middleware/feed-document';
+} from '@agent-credential-exchange/protocol/feed-document';
 import { bindRoutes, type Route, type RouteDeclaration } from '../types.js';
 import { FEED_PATH } from './revocation-poll.js';
 import { FEED_SOCKET_PATH } from './revocation-socket.js';

@@ -1,8 +1,9 @@
 // TypeBox schemas of the internal admin API (outside the stable contract).
 import { Type, type Static } from '@sinclair/typebox';
 import { AgentStatus, PlatformStatus, VerificationStatus } from './public.js';
-import { RoutePath, ScopeName } from '@agent-credential-exchange/middleware/scopes-file';
+import { RoutePath, ScopeName } from '@agent-credential-exchange/protocol/scopes-file';
 import { UNSAFE_NAME_CHARACTERS } from '../../../support/unsafe-text.js';
+import { CLIENT_AUTH_METHODS } from '../../../core/credentials/client-authentication.js';
 
 /**
  * Every stored and echoed string (names, descriptions, URIs, issuer, audience, subject, JWK members) is shown in terminals (`ace agent list`), logs and consoles: none of the characters that would not
@@ -65,6 +66,27 @@ const PublicJwkInput = Type.Object(
   { additionalProperties: Type.Union([Type.String({ maxLength: 2048, pattern: PRINTABLE_NAME }), Type.Array(Type.String({ maxLength: 64, pattern: PRINTABLE_NAME }), { maxItems: 16 })]), description: 'A public JWK (RFC 7517) with a kid: EC P-256 (ES256), RSA >= 2048 bits (RS256, PS256) or OKP Ed25519 (EdDSA).' },
 );
 const JwkSetInput = Type.Object({ keys: Type.Array(PublicJwkInput, { maxItems: 10 }) }, { additionalProperties: false, description: 'An agent with no keys authenticates only through a workload binding (or keys added later).' });
+/**
+ * A workload issuer's keys: a JWK Set, or a SPIFFE trust bundle as SPIRE publishes it (`use` "jwt-svid" and
+ * "x509-svid" keys, the latter with `x5c` and no kid; `spiffe_sequence`, `spiffe_refresh_hint`). Only the
+ * keys for JWTs are kept (core/agents/spiffe-bundle.ts).
+ */
+const BundleJwkInput = Type.Object(
+  {
+    kty: Type.String({ maxLength: 8, pattern: PRINTABLE_NAME }),
+    kid: Type.Optional(Type.String({ minLength: 1, maxLength: 128, pattern: PRINTABLE_NAME })),
+    x5c: Type.Optional(Type.Array(Type.String({ maxLength: 16_384, pattern: '^[A-Za-z0-9+/=]*$' }), { maxItems: 8 })),
+  },
+  { additionalProperties: Type.Union([Type.String({ maxLength: 2048, pattern: PRINTABLE_NAME }), Type.Array(Type.String({ maxLength: 64, pattern: PRINTABLE_NAME }), { maxItems: 16 })]) },
+);
+const IssuerJwkSetInput = Type.Object(
+  {
+    keys: Type.Array(BundleJwkInput, { maxItems: 32 }),
+    spiffe_sequence: Type.Optional(Type.Integer({ minimum: 0 })),
+    spiffe_refresh_hint: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false, description: 'A JWK Set, or a SPIFFE bundle: its jwt-svid keys are kept (kid as published), x509-svid keys ignored.' },
+);
 const JwksUri = Type.String({ minLength: 1, maxLength: 2048, pattern: PRINTABLE_NAME, description: 'https URL of a JWK Set (http on loopback only with JWKS_URI_ALLOW_LOOPBACK).' });
 
 /** RFC 7591 client metadata: without token_endpoint_auth_method the agent gets a secret (client_secret_basic). */
@@ -151,7 +173,7 @@ export const WorkloadIssuerCreate = Type.Object(
   {
     issuer: Type.String({ minLength: 1, maxLength: 512, pattern: PRINTABLE_NAME, description: 'The iss of the workload tokens, exactly.' }),
     audience: Type.String({ minLength: 1, maxLength: 512, pattern: PRINTABLE_NAME, description: 'The aud the issuer puts in tokens meant for this service (e.g. its issuer URL).' }),
-    jwks: Type.Optional(JwkSetInput),
+    jwks: Type.Optional(IssuerJwkSetInput),
     jwks_uri: Type.Optional(JwksUri),
   },
   { $id: 'WorkloadIssuerCreate', additionalProperties: false },
@@ -209,8 +231,26 @@ export const EventPage = Type.Object(
   {
     events: Type.Array(
       Type.Object(
-        { id: Uuid, type: Type.String(), at: Timestamp },
-        { additionalProperties: true, description: 'The event: its ids (agent_id, platform_id, kid, jti), actor, client_address and type-specific fields.' },
+        {
+          id: Uuid,
+          type: Type.String(),
+          at: Timestamp,
+          // How a token was obtained (token.issued, token.refused: docs/audit.md#how-a-token-was-obtained).
+          auth_method: Type.Optional(
+            Type.Union(CLIENT_AUTH_METHODS.map((m) => Type.Literal(m)), { description: 'token.issued, token.refused: how the client authenticated.' }),
+          ),
+          api_key_id: Type.Optional(Type.String({ maxLength: 128, description: 'token.refused: the api_key_id (client_id) presented, or a private_key_jwt assertion\'s iss.' })),
+          client_kid: Type.Optional(Type.String({ maxLength: 128, description: 'private_key_jwt: the kid of the client key (agent.key_*: the key added or removed).' })),
+          assertion_jti: Type.Optional(Type.String({ maxLength: 256, description: 'token.*: the client assertion\'s jti (jti is the issued token\'s).' })),
+          issuer: Type.Optional(Type.String({ maxLength: 512, description: 'token.* by workload identity: the workload token\'s iss.' })),
+          issuer_id: Type.Optional(Type.String({ maxLength: 128, description: 'The trusted workload issuer\'s id.' })),
+          subject: Type.Optional(Type.String({ maxLength: 512, description: 'The workload subject (sub).' })),
+        },
+        {
+          additionalProperties: true,
+          description:
+            'The event: its ids (agent_id, platform_id, kid, jti), actor, client_address and type-specific fields (docs/audit.md). Values a client claimed (token.refused) are cut to their maxLength and carry no control, bidirectional or invisible character (each became U+FFFD).',
+        },
       ),
     ),
     next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next page; null on the last page.' }),

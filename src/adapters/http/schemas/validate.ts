@@ -1,11 +1,13 @@
 // Ajv compiled once at start: one validator per schema, no compilation on the request path.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { addFormats } from '@agent-credential-exchange/middleware/ajv-formats';
+import * as ajvFormats from 'ajv-formats';
 import type { TSchema, Static } from '@sinclair/typebox';
 import { ServiceError } from '../../../core/errors.js';
 import { PRINTABLE_NAME } from './admin.js';
 import { UNSAFE_NAME_CHARACTERS_TEXT } from '../../../support/unsafe-text.js';
 
+// ajv-formats is CommonJS with `exports.default`: under NodeNext the plugin function sits on `.default`.
+const addFormats = ajvFormats.default as unknown as (ajv: Ajv, formats: string[]) => Ajv;
 const ajv = new Ajv({ allErrors: false, useDefaults: true, coerceTypes: false, strict: true, allowUnionTypes: true });
 addFormats(ajv, ['uuid', 'date-time']);
 
@@ -21,12 +23,6 @@ export function compileValidator<S extends TSchema>(schema: S): Validator<Static
     if (!validate(value)) throw new ServiceError('validation_error', describe(validate.errors?.[0]));
     return value as Static<S>;
   };
-}
-
-/** Validates non-request data (e.g. a served scope file) against a schema; returns the error text or null. */
-export function checkAgainst<S extends TSchema>(schema: S): (value: unknown) => string | null {
-  const validate = ajv.compile(schema);
-  return (value) => (validate(value) ? null : ajv.errorsText(validate.errors));
 }
 
 function fieldName(instancePath: string): string {

@@ -1,8 +1,8 @@
 // A platform's resource identifiers (RFC 8707 §2, RFC 9728 §1.2): the URIs its servers answer as, e.g. an
 // MCP server's canonical URI `https://api.example.com/mcp`. One normal form, so that the registration, the
 // token endpoint's lookup and the token's `aud` compare equal whatever spelling a client sends.
-// (The service applies the same rules: src/core/platforms/resource-identifier.ts; test/in-process/resource-identifier.test.ts
-// runs both on the same cases.)
+// One copy, in the protocol package: the service (registration, the token endpoint, `aud`) and the
+// middleware (its `resource` option) import it; test/in-process/resource-identifier.test.ts holds the cases.
 
 /** Longest identifier accepted (a URI in a token's `aud`, a header and a log line). */
 export const MAX_RESOURCE_LENGTH = 2048;

@@ -1,6 +1,6 @@
 // The revocation feed's wire format: RFC 8417 Security Event Tokens (compact JWS, RS256, signed with a key
 // of the service's JWKS), one per revocation, as the OpenID Shared Signals Framework 1.0 transmits them.
-// Shared by the service (which signs) and the middleware (which checks). `typ` is `secevent+jwt` and a SET
+// Shared by the service (which signs), the middleware (which checks) and the conformance generator. `typ` is `secevent+jwt` and a SET
 // has no `sub` and no `exp`, so it can never pass as an access token (whose typ is JWT / at+jwt).
 
 export const SET_TYP = 'secevent+jwt';

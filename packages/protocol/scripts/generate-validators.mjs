@@ -55,7 +55,7 @@ if (process.argv.includes('--check')) {
     // missing: reported as stale below
   }
   if (committed !== output) {
-    console.error(`${path.relative(root, target)} is stale: run npm run build in packages/middleware`);
+    console.error(`${path.relative(root, target)} is stale: run npm run build in packages/protocol`);
     process.exit(1);
   }
 } else {
