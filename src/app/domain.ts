@@ -12,11 +12,12 @@ import { RedisVerifiedMemory } from '../adapters/cache/verified-memory.js';
 import { Limiters } from '../adapters/ratelimit/limiters.js';
 import { PostgresRevocationStore } from '../adapters/postgres/revocation-store.js';
 import type { RevocationStore } from '../core/ports/revocation-log.js';
+import type { UnitOfWork } from '../core/ports/unit-of-work.js';
 import { PostgresUnitOfWork } from '../adapters/postgres/unit-of-work.js';
 import { ClockSkewMonitor } from '../adapters/postgres/clock-skew.js';
 import type { IssuingClock } from '../core/ports/clock.js';
 import { PostgresFeedCredentialStore } from '../adapters/postgres/feed-credential-store.js';
-import { FeedCredentialService } from '../core/feed/feed-credential-service.js';
+import { FeedCredentialService } from '../core/revocation/feed-credential-service.js';
 import { ScopeFiles } from '../adapters/http/scope-file.js';
 import { Argon2Share } from '../core/credentials/argon2-share.js';
 import { VerifiedCredentials } from '../core/credentials/verified-cache.js';
@@ -67,9 +68,75 @@ export interface Domain {
   clock: IssuingClock;
 }
 
+/** What every part of the wiring reads: the settings, the log, the series, the stores and the cleanups. */
+interface Wiring {
+  config: Config;
+  logger: Logger;
+  metrics: AppMetrics;
+  stores: Stores;
+  cleanups: Cleanups;
+}
+
+/**
+ * The services in the order they start (each part below wires one feature): the worker pools and the
+ * limiters, the audit trail, the admin changes with the revocation log, the signing keys, the secret and
+ * assertion checks, the clock check, the token exchange, and the admin-side services.
+ */
 export async function startDomain(config: Config, logger: Logger, metrics: AppMetrics, stores: Stores, cleanups: Cleanups): Promise<Domain> {
-  const { store, bus, redis } = stores;
+  const wiring: Wiring = { config, logger, metrics, stores, cleanups };
   const { telemetry } = metrics;
+  const { pools, limiters } = await startPoolsAndLimits(wiring);
+
+  const audit = await startAudit({
+    config: config.audit,
+    databaseUrl: stores.databaseUrl,
+    embedded: stores.embedded,
+    readTimeoutMs: config.storeTimeoutMs,
+    dataDir: config.dataDir,
+    logger,
+    metrics: metrics.audit,
+  });
+  cleanups.add(() => audit.close());
+
+  const { revocationLog, uow, revocations } = adminChanges(wiring);
+  const { kek, keys } = await startKeys(wiring, { uow, revocations, audit });
+  const authenticator = await startSecretChecks(wiring, { kek, pools, limiters });
+  const { clientKeyStore, assertionVerifier, assertions } = await startAssertionChecks(wiring, { limiters });
+  const clock = await startClockCheck(wiring);
+  const tokens = new TokenService({
+    authenticator,
+    assertions,
+    limits: limiters,
+    keys,
+    signer: pools,
+    audit: audit.sink,
+    issuer: config.issuer,
+    tokenTtlSeconds: config.tokenTtlSeconds,
+    clock,
+  });
+
+  const { feedCredentials, platforms, agents, clientKeys } = adminServices(wiring, { uow, revocations, pools, clientKeyStore, assertionVerifier });
+  return {
+    pools,
+    limiters,
+    keys,
+    authenticator,
+    audit,
+    tokens,
+    revocations,
+    revocationLog,
+    backgroundFailure: (what, error) => telemetry.record({ type: 'background_failure', what, error }),
+    feedCredentials,
+    platforms,
+    scopeFiles: new ScopeFiles({ platforms }),
+    agents,
+    clientKeys,
+    clock,
+  };
+}
+
+/** The worker pools (argon2, signing), loaded before the first task with a deadline, and the rate limiters. */
+async function startPoolsAndLimits({ config, metrics, stores: { redis }, cleanups }: Wiring) {
   const pools = new CryptoPools({
     argon2Threads: config.argon2Threads,
     argon2MaxQueue: config.argon2MaxQueue,
@@ -96,18 +163,11 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     onStoreFailure: (operation) => metrics.cache.redisFailed(operation),
     onRefusal: (limiter) => metrics.rateLimits.rateLimited(limiter),
   });
+  return { pools, limiters };
+}
 
-  const audit = await startAudit({
-    config: config.audit,
-    databaseUrl: stores.databaseUrl,
-    embedded: stores.embedded,
-    readTimeoutMs: config.storeTimeoutMs,
-    dataDir: config.dataDir,
-    logger,
-    metrics: metrics.audit,
-  });
-  cleanups.add(() => audit.close());
-
+/** The admin changes' unit of work and the revocation log its changes append to. */
+function adminChanges({ config, metrics: { telemetry }, stores, stores: { store, bus } }: Wiring) {
   const revocationLog = new PostgresRevocationStore({ sql: stores.sql, timeoutMs: config.storeTimeoutMs });
   // Admin changes: the write, its revocation entries and its audit event in one Postgres transaction;
   // cache drops and revocation notices after the commit.
@@ -124,7 +184,14 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     clockSkewSeconds: config.keyClockSkewSeconds,
     issuedSlackSeconds: config.revocationIssuedSlackSeconds,
   });
+  return { revocationLog, uow, revocations };
+}
 
+/** The signing keys (encrypted at rest with the key-encryption key), started, with their series. */
+async function startKeys(
+  { config, logger, metrics, metrics: { telemetry }, stores: { store, bus }, cleanups }: Wiring,
+  { uow, revocations, audit }: { uow: UnitOfWork; revocations: RevocationService; audit: RunningAudit },
+) {
   const { kek, generatedPath } = loadOrCreateKeyEncryptionKey(config.keyEncryptionKey, config.dataDir);
   if (generatedPath) logger.warn({ path: generatedPath }, 'KEY_ENCRYPTION_KEY unset: generated a key-encryption key in DATA_DIR');
   const keys = new KeyManager({
@@ -144,7 +211,14 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
   await keys.start();
   cleanups.add(() => keys.stop());
   declareKeyMetrics(metrics.registry, () => keys.keyInfo());
+  return { kek, keys };
+}
 
+/** Agents with secrets: the authenticator, with the verified-secret memory shared through Redis when there is one. */
+async function startSecretChecks(
+  { config, metrics, metrics: { telemetry }, stores: { store, bus, redis } }: Wiring,
+  { kek, pools, limiters }: { kek: Buffer; pools: CryptoPools; limiters: Limiters },
+) {
   // Secrets verified by any instance, so a new pod or a restart costs no argon2 for warm agents.
   const shared = redis
     ? new RedisVerifiedMemory({
@@ -170,7 +244,11 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     telemetry,
   });
   await authenticator.init();
+  return authenticator;
+}
 
+/** Agents without secrets: their keys in memory, the single use of each jti, the assertion authenticator. */
+async function startAssertionChecks({ config, metrics: { telemetry }, stores, stores: { store, bus, redis }, cleanups }: Wiring, { limiters }: { limiters: Limiters }) {
   // Agents without secrets: client assertions checked at signature speed against keys held in memory.
   const clientKeyStore = new PostgresClientKeyStore({ sql: stores.sql, timeoutMs: config.storeTimeoutMs });
   const assertionVerifier = new JoseAssertionVerifier({
@@ -204,7 +282,11 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
     clockToleranceSeconds: config.clientAssertionClockToleranceSeconds,
     decoyKeys: await decoyKeys(),
   });
+  return { clientKeyStore, assertionVerifier, assertions };
+}
 
+/** The database's clock against this instance's: tokens are refused while they differ too much. */
+async function startClockCheck({ config, logger, metrics, metrics: { telemetry }, stores, cleanups }: Wiring) {
   const clock = new ClockSkewMonitor({
     sql: stores.sql,
     maxSeconds: config.clockSkewMaxSeconds,
@@ -219,18 +301,15 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
   await clock.check();
   clock.start(CLOCK_CHECK_EVERY_MS);
   cleanups.add(() => clock.stop());
-  const tokens = new TokenService({
-    authenticator,
-    assertions,
-    limits: limiters,
-    keys,
-    signer: pools,
-    audit: audit.sink,
-    issuer: config.issuer,
-    tokenTtlSeconds: config.tokenTtlSeconds,
-    clock,
-  });
+  return clock;
+}
 
+/** The admin side's services: feed credentials, platforms, agents, client keys and workload identity. */
+function adminServices(
+  { config, metrics: { telemetry }, stores, stores: { store, bus } }: Wiring,
+  deps: { uow: UnitOfWork; revocations: RevocationService; pools: CryptoPools; clientKeyStore: PostgresClientKeyStore; assertionVerifier: JoseAssertionVerifier },
+) {
+  const { uow, revocations, pools, clientKeyStore, assertionVerifier } = deps;
   // Who may read a platform's feed: the hashes of its feed tokens, held in memory and kept current by the bus.
   const feedCredentials = new FeedCredentialService({
     store: new PostgresFeedCredentialStore({ sql: stores.sql, timeoutMs: config.storeTimeoutMs }),
@@ -243,21 +322,5 @@ export async function startDomain(config: Config, logger: Logger, metrics: AppMe
   // Embedded: one instance per data folder, no older release beside it.
   const cluster = stores.embedded ? undefined : new PostgresClusterVersions({ sql: stores.sql, timeoutMs: config.storeTimeoutMs });
   const clientKeys = new ClientKeyService({ uow, store: clientKeyStore, verifier: assertionVerifier, hasher: pools, bus, revocations, apiKeyPrefix: config.apiKeyPrefix, cluster });
-  return {
-    pools,
-    limiters,
-    keys,
-    authenticator,
-    audit,
-    tokens,
-    revocations,
-    revocationLog,
-    backgroundFailure: (what, error) => telemetry.record({ type: 'background_failure', what, error }),
-    feedCredentials,
-    platforms,
-    scopeFiles: new ScopeFiles({ platforms }),
-    agents,
-    clientKeys,
-    clock,
-  };
+  return { feedCredentials, platforms, agents, clientKeys };
 }

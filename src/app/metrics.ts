@@ -7,7 +7,7 @@ import { PoolMetrics } from '../adapters/crypto/pool-metrics.js';
 import { AuditMetrics } from '../adapters/audit-trail/audit-metrics.js';
 import { HttpMetrics } from '../adapters/http/http-metrics.js';
 import { RateLimitMetrics } from '../adapters/ratelimit/index.js';
-import { RevocationMetrics } from '../adapters/revocation-feed/index.js';
+import { RevocationMetrics } from '../adapters/http/routes/revocation-metrics.js';
 import { CoreTelemetry, declareProcessMetrics, HealthMetrics, type Logger } from '../adapters/telemetry/index.js';
 
 export interface AppMetrics {

@@ -11,11 +11,14 @@ import { MAX_BODY_BYTES, type Route } from '../adapters/http/types.js';
 import { NO_PROXY, parseProxyList, PRIVATE_RANGES } from '../support/client-address.js';
 import { publicRoutes } from '../adapters/http/public-routes.js';
 import { oauthRoutes } from '../adapters/http/oauth-routes.js';
-import { adminBearerGuard, adminRoutes } from '../adapters/http/admin-routes.js';
+import { adminBearerGuard, adminRoutes } from '../adapters/http/routes/admin/index.js';
 import { opsRoutes } from '../adapters/http/ops-routes.js';
 import * as uWS from 'uWebSockets.js';
-import { attachRevocationSockets, revocationRoutes, revocationSocketRoute } from '../adapters/http/revocation-routes.js';
-import { RevocationTransmitter, SocketTopics } from '../adapters/revocation-feed/index.js';
+import { revocationPollRoutes } from '../adapters/http/routes/revocation-poll.js';
+import { attachRevocationSockets, revocationSocketRoute } from '../adapters/http/routes/revocation-socket.js';
+import { ssfRoutes } from '../adapters/http/routes/ssf.js';
+import { RevocationTransmitter } from '../core/revocation/transmitter.js';
+import { SocketTopics } from '../adapters/http/routes/revocation-topics.js';
 import { UncheckedRefusals } from '../adapters/http/token-door.js';
 import { ResourceIndex } from '../core/platforms/resource-index.js';
 import { publicApiDocument } from '../adapters/http/openapi/api-documents.js';
@@ -79,7 +82,8 @@ export function createServers(context: ServerContext, cleanups: Cleanups): Serve
   const publicRouteList: Route[] = [
     ...publicRoutes({ apiKeyPrefix: config.apiKeyPrefix, tokens, authenticator, platforms, scopeFiles, keys, metrics: metrics.http, openApi: () => openApiBody, audit: audit.sink, unchecked }),
     ...oauthRoutes({ apiKeyPrefix: config.apiKeyPrefix, issuer: config.issuer, publicBaseUrl: config.publicBaseUrl, tokens, resources: new ResourceIndex({ platforms }), metrics: metrics.http, unchecked }),
-    ...revocationRoutes({ transmitter, feedCredentials: domain.feedCredentials, metrics: metrics.revocation, registry: metrics.registry }, { issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
+    ...revocationPollRoutes({ transmitter, feedCredentials: domain.feedCredentials, metrics: metrics.revocation, registry: metrics.registry }),
+    ...ssfRoutes({ issuer: config.issuer, publicBaseUrl: config.publicBaseUrl }),
   ];
   // Generated from the routes this listener serves (and the WebSocket beside them).
   const openApiBody: Buffer = Buffer.from(JSON.stringify(publicApiDocument({ routes: [...publicRouteList, revocationSocketRoute], serverUrl: config.publicBaseUrl })));

@@ -150,6 +150,28 @@ describe('architecture: import rules', () => {
     expect(packages).toEqual([]);
   });
 
+  it('the revocation feed has one home per layer, each under the one name "revocation"', () => {
+    // The core: the log, the feed credentials and the transmitter (streams, SET signing, delivery).
+    const core = FILES.filter((file) => file.startsWith('src/core/revocation/'));
+    expect(core).toEqual(
+      expect.arrayContaining(['revocation-service.ts', 'feed-credential-service.ts', 'stream.ts', 'set-signing.ts', 'transmitter.ts'].map((name) => `src/core/revocation/${name}`)),
+    );
+    // It imports only the core, and of packages node:crypto and the pure entries of the protocol package (the feed document).
+    expect(EDGES.filter((e) => core.includes(e.from) && !e.to.startsWith('src/core/')).map((e) => `${e.from} -> ${e.to}`)).toEqual([]);
+    expect(core.flatMap((file) => GRAPH.get(file)!.packages.filter((p) => !corePackageAllowed(p)).map((p) => `${file} -> ${p}`))).toEqual([]);
+    // HTTP: the poll, the socket (with its topics and the feed's series) and the SSF configuration, in routes/.
+    for (const name of ['revocation-poll.ts', 'revocation-socket.ts', 'revocation-topics.ts', 'revocation-metrics.ts', 'ssf.ts']) {
+      expect(FILES).toContain(`src/adapters/http/routes/${name}`);
+    }
+    // Outside the core, the feed's core is used by the composition root, those routes and the admin API (feed credentials).
+    const users = [...new Set(EDGES.filter((e) => e.to.startsWith('src/core/revocation/') && layer(e.from) !== 'core').map((e) => e.from))];
+    const revocationRoute = (file: string) => /^src\/adapters\/http\/routes\/(revocation-[a-z-]+|ssf)\.ts$/.test(file);
+    const adminApi = (file: string) => file.startsWith('src/adapters/http/routes/admin/');
+    expect(users.filter((file) => layer(file) !== 'app' && !revocationRoute(file) && !adminApi(file))).toEqual([]);
+    // No other name for it: no feed/ or revocation-feed/ folder, no revocation-routes file.
+    expect(FILES.filter((file) => /\/(feed|revocation-feed)\//.test(file) || file.includes('revocation-routes'))).toEqual([]);
+  });
+
   it('each layer imports only what its rules allow', () => {
     const broken = EDGES.filter((e) => !allowed(e.from, e.to)).map((e) => `${e.from} -> ${e.to}`);
     expect(broken).toEqual([]);

@@ -5,7 +5,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../src/core/errors.js';
-import { FeedCredentialService, hashFeedToken, MAX_PER_PLATFORM } from '../../src/core/feed/feed-credential-service.js';
+import { FeedCredentialService, hashFeedToken, MAX_PER_PLATFORM } from '../../src/core/revocation/feed-credential-service.js';
 import type { FeedCredentialStore } from '../../src/core/ports/feed-credentials.js';
 import { BY as by, memoryCore, type MemoryCore } from '../support/memory/core.js';
 

@@ -1,11 +1,12 @@
-// The revocation feed's transmitter in process (adapters/revocation-feed), on a log in memory and the memory
+// The revocation feed's transmitter in process (src/core/revocation), on a log in memory and the memory
 // signer: the head's `live` ranges (the range helpers of feed-document), that they are exactly what the
 // poll serves for any ack / maxEvents (also after entries expire), and that answers for arbitrary requests
 // are slices of one array with only two shapes kept serialised, bounded in bytes and released on demand;
 // and the per-credential poll budget of the routes.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { liveRangesOf, parseLiveRanges, type LiveRange } from '../../packages/protocol/src/feed-document.js';
-import { firstAbove, pollAnswer, RevocationTransmitter } from '../../src/adapters/revocation-feed/transmitter.js';
+import { RevocationTransmitter } from '../../src/core/revocation/transmitter.js';
+import { firstAbove, pollAnswer } from '../../src/core/revocation/stream.js';
 import { LocalBus } from '../../src/adapters/cache/invalidation-bus.js';
 import { PollBudget } from '../../src/adapters/http/poll-budget.js';
 import { MemorySigner } from '../support/memory/memory-store.js';

@@ -1,4 +1,4 @@
-// Storage interface of the revocation feed (see domain/revocation). Postgres implements it in
+// Storage interface of the revocation feed (see src/core/revocation/). Postgres implements it in
 // adapters/postgres/revocation-store.ts; domain code depends only on this file.
 
 export type RevocationKind = 'agent' | 'platform' | 'key';

@@ -1,6 +1,6 @@
 // Taking tokens back: admin changes append entries to per-platform revocation logs (one entry per
 // platform the change concerns) in their own unit of work, and every instance is told after the commit.
-// The transmitter that serves and pushes the entries is an adapter (adapters/revocation-feed/transmitter.ts).
+// The transmitter that serves and pushes the entries is beside it (transmitter.ts, stream.ts, set-signing.ts).
 import type { InvalidationBus } from '../ports/invalidation.js';
 import type { RevocationTarget } from '../ports/revocation-log.js';
 import type { Transaction } from '../ports/unit-of-work.js';

@@ -19,7 +19,7 @@ import { TokenService } from '../../../src/core/tokens/token-service.js';
 import { ANY_CLOCK, type IssuingClock } from '../../../src/core/ports/clock.js';
 import { MemoryAuditSink, MemoryHasher, MemoryRevocationLog, MemorySigner, MemoryStore } from './memory-store.js';
 import { MemoryUnitOfWork } from './unit-of-work.js';
-import { FeedCredentialService } from '../../../src/core/feed/feed-credential-service.js';
+import { FeedCredentialService } from '../../../src/core/revocation/feed-credential-service.js';
 import { ClientKeyIndex } from '../../../src/core/credentials/client-key-index.js';
 import { AssertionAuthenticator } from '../../../src/core/credentials/assertion-authenticator.js';
 import { ClientKeyService } from '../../../src/core/agents/client-key-service.js';

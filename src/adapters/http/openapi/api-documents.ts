@@ -5,9 +5,11 @@
 // A route added to a listener goes in its list below too: test/e2e/openapi-file.test.ts fails when the
 // served document (built from the routes the server really has) and the file differ.
 import { publicRouteTable } from '../public-routes.js';
-import { revocationRouteTable, revocationSocketRoute } from '../revocation-routes.js';
+import { revocationPollRouteTable } from '../routes/revocation-poll.js';
+import { revocationSocketRoute } from '../routes/revocation-socket.js';
+import { ssfRouteTable } from '../routes/ssf.js';
 import { oauthRouteTable } from '../oauth-routes.js';
-import { adminRouteTable } from '../admin-routes.js';
+import { adminRouteTable } from '../routes/admin/index.js';
 import { opsRouteTable } from '../ops-routes.js';
 import { TOKEN_PROFILE, TOKEN_PROFILES } from '../schemas/public.js';
 import type { RouteDeclaration } from '../types.js';
@@ -18,7 +20,7 @@ export const API_VERSION = '1.0.0';
 
 /** Every route of the public listener, including the WebSocket upgrade served beside HttpServer. */
 export function publicRouteDeclarations(apiKeyPrefix: string): RouteDeclaration[] {
-  return [...Object.values(publicRouteTable(apiKeyPrefix)), ...Object.values(oauthRouteTable), ...Object.values(revocationRouteTable), revocationSocketRoute];
+  return [...Object.values(publicRouteTable(apiKeyPrefix)), ...Object.values(oauthRouteTable), ...Object.values(revocationPollRouteTable), ...Object.values(ssfRouteTable), revocationSocketRoute];
 }
 
 export function internalRouteDeclarations(): RouteDeclaration[] {

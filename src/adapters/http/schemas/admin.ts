@@ -123,7 +123,7 @@ export const SecretRotate = Type.Object(
 );
 export type SecretRotate = Static<typeof SecretRotate>;
 
-// --- answers (what the presenters in admin-routes.ts produce) ---
+// --- answers (what the presenters in routes/admin/ produce) ---
 
 const Timestamp = Type.String({ format: 'date-time' });
 const Uuid = Type.String({ format: 'uuid' });

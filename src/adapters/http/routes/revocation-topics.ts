@@ -1,9 +1,9 @@
 // The transmitter's transport on a uWS app: one topic per platform, and the count of this process's
 // subscribers per platform (the transmitter pushes and heartbeats only platforms that have one). Made
 // before the transmitter and the HTTP server (src/app/servers.ts); the socket handlers
-// (adapters/http/revocation-routes.ts) subscribe and unsubscribe through it.
+// (revocation-socket.ts) subscribe and unsubscribe through it.
 import type * as uWS from 'uWebSockets.js';
-import type { FeedTransport } from './transmitter.js';
+import type { FeedTransport } from '../../../core/revocation/transmitter.js';
 
 const topicOf = (platformId: string) => `rev:${platformId}`;
 

@@ -1,8 +1,8 @@
 // The revocation feed's series (no ids in labels): subscribers, live entries, publish-to-send latency,
 // and the feed requests refused. The poll's budgets and answer cache are declared with their sources
-// (http/revocation-routes.ts).
+// (revocation-poll.ts).
 import client from 'prom-client';
-import { PendingCounts } from '../telemetry/index.js';
+import { PendingCounts } from '../../telemetry/index.js';
 
 export interface RevocationMetricsOptions {
   registry: client.Registry;
