@@ -14,6 +14,8 @@ export interface SideServer {
   requests: RequestSpec[];
   note: string;
   stop(): Promise<void>;
+  /** The server processes (for CPU readings), where the side knows them. */
+  pids?: number[];
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -58,6 +60,7 @@ export async function startBareSigner(processes: number, mode: 'sync' | 'async',
     requests: [{ method: 'POST', path: '/token', headers: JSON_HEADERS, body: '{"api_key_id":"x","secret":"y","platform_id":"z"}' }],
     note: `${processes} process(es), crypto.sign ${mode === 'sync' ? 'on the HTTP thread' : `on libuv's pool (${uvThreads} threads)`}`,
     stop: async () => void (await Promise.all(servers.map((s) => s.stop()))),
+    pids: servers.map((s) => s.process.pid!),
   };
 }
 

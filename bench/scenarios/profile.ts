@@ -3,6 +3,9 @@
 // service's main thread, its other threads (signing, argon2, libuv pool: RSA runs there), Redis, the
 // Postgres backends, and the load generator — from /proc, so the figure holds on a busy machine too.
 // With --cpu-prof, also the main thread's busiest functions (V8 sampling profile).
+// Warm: then the bare RS256 signer (bench/limits/bare-signer.ts, crypto.sign on libuv's pool, one process) under
+// the same load, its whole process's CPU per token beside the service's stages (issue 39 item 2: the service's
+// non-HTTP threads within 1.15x of it). The audit row's cost is in the Postgres backends' row.
 //
 // With --cold, every request is an agent never seen before (bulk rows, one argon2 verification each).
 //
@@ -20,6 +23,7 @@ import { BulkAgents } from '../lib/bulk.js';
 import { loadArgon2Options } from '../limits/argon2-options.js';
 import { load } from '../lib/load.js';
 import type { BenchContext, ScenarioReport } from '../lib/context.js';
+import { startBareSigner } from '../lib/sides.js';
 
 export const profile: Scenario = {
   name: 'profile',
@@ -100,6 +104,30 @@ async function runProfile(ctx: BenchContext): Promise<ScenarioReport> {
     data = { rps: result.rps, cpuMsPerToken: Object.fromEntries(rows) };
   } finally {
     await service.dispose();
+  }
+  if (!opts.cold) {
+    const bare = await startBareSigner(1, 'async', opts.uvThreads);
+    try {
+      await load({ url: bare.url, connections: opts.connections, duration: 2, requests: bare.requests });
+      const pids = bare.pids ?? [];
+      const sum = () => pids.reduce((total, pid) => total + cpuSeconds(pid), 0);
+      const before = sum();
+      const result = await load({ url: bare.url, connections: opts.connections, duration: seconds, requests: bare.requests });
+      const bareMs = ((sum() - before) * 1000) / Math.max(1, result.ok2xx);
+      const service = data.cpuMsPerToken as Record<string, number>;
+      text.push(
+        `Bare RS256 signer (${bare.note}): ${Math.round(result.rps)} req/s; CPU ms per token, whole process ${bareMs.toFixed(3)}
+` +
+          `  service other threads / bare signer ${(service['service other threads'] / bareMs).toFixed(2)} (issue 39 item 2: <= 1.15)
+` +
+          `  service process / bare signer       ${(service['service process (all threads)'] / bareMs).toFixed(2)}
+` +
+          `  service + redis + postgres / bare   ${((service['service process (all threads)'] + service['redis-server'] + service['postgres backends (its database)']) / bareMs).toFixed(2)}`,
+      );
+      data = { ...data, bareSignerCpuMsPerToken: bareMs, bareSignerRps: result.rps };
+    } finally {
+      await bare.stop();
+    }
   }
   // The service writes its profiles as it exits.
   if (opts.cpuProf) text.push(...summariseProfiles(profDir));
