@@ -67,7 +67,7 @@ describe('OAuth 2.0 client credentials and discovery', () => {
     expect(issuer.search + issuer.hash).toBe('');
     expect(metadata.issuer).toBe(service.config.issuer);
     expect(metadata.response_types_supported).toEqual([]);
-    expect(metadata.grant_types_supported).toEqual(['client_credentials']);
+    expect(metadata.grant_types_supported).toEqual(['client_credentials', 'urn:ietf:params:oauth:grant-type:jwt-bearer']);
     expect(metadata.token_endpoint_auth_methods_supported).toEqual(['client_secret_basic', 'client_secret_post', 'private_key_jwt']);
     expect(metadata.token_endpoint).toBe(`${service.publicUrl}/oauth2/token`);
     expect(metadata.jwks_uri).toBe(`${service.publicUrl}/.well-known/jwks.json`);

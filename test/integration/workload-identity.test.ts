@@ -258,3 +258,85 @@ describe('SPIFFE bundles as SPIRE publishes them (issue 40 item 4)', () => {
     }
   });
 });
+
+describe('the jwt-bearer grant (RFC 7523 §2.1; MCP workload identity federation, SEP-1933; issue 40 item 2)', () => {
+  const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+  const grant = async (fields: Record<string, string>, headers: Record<string, string> = {}) => {
+    const response = await fetch(`${service.publicUrl}/oauth2/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+      body: new URLSearchParams(fields).toString(),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, any> };
+  };
+
+  it("a bound workload's token as the grant, with resource and scope, gets its agent's token; the metadata lists the grant", async () => {
+    const metadata = (await (await fetch(`${service.publicUrl}/.well-known/oauth-authorization-server`)).json()) as { grant_types_supported: string[] };
+    expect(metadata.grant_types_supported).toContain(JWT_BEARER);
+    const projected = await serviceAccountToken(k8s, 'payments', 'billing');
+    const { status, body } = await grant({ grant_type: JWT_BEARER, assertion: projected, resource: `urn:uuid:${shop.platform_id}`, scope: 'read' });
+    expect(status, JSON.stringify(body)).toBe(200);
+    expect(body).toMatchObject({ token_type: 'Bearer', scope: 'read' });
+    const claims = JSON.parse(Buffer.from(body.access_token.split('.')[1], 'base64url').toString());
+    expect(claims.sub).toBe(billing.agent_id);
+    expect([claims.aud].flat()).toContain(`urn:uuid:${shop.platform_id}`);
+    expect((await call(platform.url, body.access_token)).status).toBe(200);
+    // A SPIFFE JWT-SVID too (a subject of its own: the unbinding test took the first one), with the bound agent's client_id beside it.
+    await admin.call('POST', `/admin/v1/workload-issuers/${spireIssuerId}/bindings`, { subject: 'spiffe://example.org/ns/analytics/sa/reports-grant', agent_id: reports.agent_id }, 201);
+    const svid = await grant({ grant_type: JWT_BEARER, assertion: await jwtSvid(spire, 'spiffe://example.org/ns/analytics/sa/reports-grant'), client_id: reports.api_key_id, resource: `urn:uuid:${shop.platform_id}` });
+    expect(svid.status, JSON.stringify(svid.body)).toBe(200);
+    expect(subOf(svid.body.access_token)).toBe(reports.agent_id);
+  });
+
+  it("refuses as invalid_grant what is no valid grant: an unbound subject, a forged or expired token, another client_id, a key agent's own assertion", async () => {
+    const keyed = await generateKeyPair('ES256');
+    const keyAgent = await admin.call('POST', '/admin/v1/agents', { name: 'keyed-grant', token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [{ ...(await exportJWK(keyed.publicKey)), kid: 'g1', alg: 'ES256' }] } }, 201);
+    await admin.grant(keyAgent.agent_id, shop.platform_id, ['read']);
+    const now = Math.floor(Date.now() / 1000);
+    const ownAssertion = await new SignJWT({ jti: randomUUID() })
+      .setProtectedHeader({ alg: 'ES256', kid: 'g1' })
+      .setIssuer(keyAgent.api_key_id)
+      .setSubject(keyAgent.api_key_id)
+      .setAudience(ISSUER)
+      .setIssuedAt(now)
+      .setExpirationTime(now + 60)
+      .sign(keyed.privateKey);
+    // The same assertion is a valid client assertion: it is refused as a grant only.
+    const cases: Record<string, Record<string, string>> = {
+      'unbound subject': { assertion: await serviceAccountToken(k8s, 'payments', 'someone-else') },
+      expired: { assertion: await serviceAccountToken(k8s, 'payments', 'billing', { expIn: -300 }) },
+      "another bound agent's client_id": { assertion: await serviceAccountToken(k8s, 'payments', 'billing'), client_id: reports.api_key_id },
+      "a key agent's own assertion": { assertion: ownAssertion },
+      'not a JWT': { assertion: 'not-a-jwt' },
+    };
+    for (const [name, fields] of Object.entries(cases)) {
+      const { status, body } = await grant({ grant_type: JWT_BEARER, resource: `urn:uuid:${shop.platform_id}`, ...fields });
+      expect(status, `${name}: ${JSON.stringify(body)}`).toBe(400);
+      expect(body.error, name).toBe('invalid_grant');
+    }
+    const { status } = await exchange(await new SignJWT({ jti: randomUUID() })
+      .setProtectedHeader({ alg: 'ES256', kid: 'g1' })
+      .setIssuer(keyAgent.api_key_id)
+      .setSubject(keyAgent.api_key_id)
+      .setAudience(ISSUER)
+      .setIssuedAt(now)
+      .setExpirationTime(now + 60)
+      .sign(keyed.privateKey));
+    expect(status).toBe(200);
+  });
+
+  it('refuses a second credential beside the grant, and a grant without its assertion, as invalid_request', async () => {
+    const projected = await serviceAccountToken(k8s, 'payments', 'billing');
+    const basic = `Basic ${Buffer.from(`${billing.api_key_id}:nope`).toString('base64')}`;
+    for (const [fields, headers] of [
+      [{ assertion: projected, client_secret: 'nope', client_id: billing.api_key_id }, {}],
+      [{ assertion: projected }, { authorization: basic }],
+      [{ assertion: projected, client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: projected }, {}],
+      [{}, {}],
+    ] as [Record<string, string>, Record<string, string>][]) {
+      const { status, body } = await grant({ grant_type: JWT_BEARER, resource: `urn:uuid:${shop.platform_id}`, ...fields }, headers);
+      expect(status, JSON.stringify(body)).toBe(400);
+      expect(body.error).toBe('invalid_request');
+    }
+  });
+});

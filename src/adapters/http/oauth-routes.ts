@@ -80,6 +80,8 @@ const invalidTarget = (description: string) => new OAuthError('invalid_target', 
 
 /** RFC 7521 §4.2: the only client assertion type: a JWT (RFC 7523 §2.2). */
 const JWT_BEARER_ASSERTION = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+/** RFC 7523 §2.1: the assertion is the authorization grant (MCP workload identity federation, SEP-1933). */
+const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** What private_key_jwt assertions may be signed with: never `none`, never HMAC. */
 export const ASSERTION_SIGNING_ALGS = ['ES256', 'RS256', 'PS256', 'EdDSA'];
 
@@ -100,7 +102,7 @@ export function authorizationServerMetadata(deps: Pick<OAuthDeps, 'issuer' | 'pu
     authorization_endpoint: `${base}${OAUTH_AUTHORIZE_PATH}`,
     token_endpoint: `${base}${OAUTH_TOKEN_PATH}`,
     jwks_uri: `${base}/.well-known/jwks.json`,
-    grant_types_supported: ['client_credentials'],
+    grant_types_supported: ['client_credentials', JWT_BEARER_GRANT],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
     token_endpoint_auth_signing_alg_values_supported: ASSERTION_SIGNING_ALGS,
     // REQUIRED by RFC 8414 §2; the authorization endpoint supports no response type: the honest value is empty.
@@ -213,7 +215,7 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
       return oauthRefusal(door.refusedRead(request, error), false).reply();
     }
     const outcome = await door.exchange(request, grant.tokenRequest);
-    if ('refused' in outcome) return oauthRefusal(outcome.refused, grant.basic).reply();
+    if ('refused' in outcome) return oauthRefusal(outcome.refused, grant.basic, grant.jwtBearer).reply();
     const { accessToken, expiresIn, scope } = outcome.issued;
     return json(200, { access_token: accessToken, token_type: 'Bearer', expires_in: expiresIn, scope }, NO_STORE);
   };
@@ -230,25 +232,50 @@ export function oauthRoutes(deps: OAuthDeps): Route[] {
   return bindRoutes(oauthRouteTable, { token, authorize, metadata });
 }
 
-/** The client credentials grant as the core's TokenRequest; `basic`: a 401 then carries WWW-Authenticate. */
+/**
+ * The grant as the core's TokenRequest; `basic`: a 401 then carries WWW-Authenticate; `jwtBearer`: the
+ * assertion was the grant (a refused one is invalid_grant, RFC 7523 §3.1).
+ */
 interface ClientCredentialsGrant {
   tokenRequest: TokenRequest;
   basic: boolean;
+  jwtBearer?: boolean;
 }
 
 /** Reads the form; throws an OAuthError (or a store outage). */
 async function readGrant(request: HttpRequest, apiKeyId: RegExp, resources: OAuthDeps['resources']): Promise<ClientCredentialsGrant> {
   const params = readForm(request);
-  const client = clientCredentials(request.headers.authorization, params, apiKeyId);
   const grantType = params.get('grant_type');
   if (grantType === undefined) throw invalidRequest('grant_type is missing.');
-  if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, 'Only grant_type=client_credentials is supported.');
+  if (grantType === JWT_BEARER_GRANT) return jwtBearerGrant(request, params, apiKeyId, resources);
+  if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, `grant_type must be client_credentials or ${JWT_BEARER_GRANT}.`);
+  const client = clientCredentials(request.headers.authorization, params, apiKeyId);
   const scopes = requestedScopes(params.get('scope'));
   // A store outage while reading the resource index is answered like any outage: 503.
   const { platformId, resource } = await target(params, resources);
   const credential = 'assertion' in client ? { assertion: client.assertion } : { secret: client.secret };
   const tokenRequest: TokenRequest = { apiKeyId: client.apiKeyId, ...credential, platformId, ...(resource !== undefined ? { resource } : {}), scopes, profile: OAUTH_PROFILE };
   return { tokenRequest, basic: client.basic };
+}
+
+/**
+ * RFC 7523 §2.1 as MCP's workload identity federation (SEP-1933) uses it: `assertion` is a token of a trusted
+ * workload issuer whose subject is bound to an agent, with `resource` and `scope`; no client authentication
+ * (the token names the agent). A client_id may come along, and must then be the bound agent's. Another
+ * credential beside it (Basic, client_secret, a client assertion) is refused: one credential a request.
+ */
+async function jwtBearerGrant(request: HttpRequest, params: Map<string, string>, apiKeyId: RegExp, resources: OAuthDeps['resources']): Promise<ClientCredentialsGrant> {
+  if (request.headers.authorization !== '' || params.has('client_secret') || params.has('client_assertion') || params.has('client_assertion_type')) {
+    throw invalidRequest('The jwt-bearer grant is the credential: send the assertion alone (a client_id may come along), without Basic, client_secret or a client assertion.');
+  }
+  const assertion = params.get('assertion');
+  if (assertion === undefined || assertion === '') throw invalidRequest('assertion is missing.');
+  const id = params.get('client_id');
+  if (id !== undefined && !apiKeyId.test(id)) throw new OAuthError('invalid_grant', 400, 'The assertion is not a valid grant.');
+  const scopes = requestedScopes(params.get('scope'));
+  const { platformId, resource } = await target(params, resources);
+  const tokenRequest: TokenRequest = { apiKeyId: id ?? '', assertion, assertionAs: 'authorization_grant', platformId, ...(resource !== undefined ? { resource } : {}), scopes, profile: OAUTH_PROFILE };
+  return { tokenRequest, basic: false, jwtBearer: true };
 }
 
 function readForm(request: HttpRequest): Map<string, string> {
@@ -353,10 +380,11 @@ async function resourcePlatform(resource: string, resources: OAuthDeps['resource
 }
 
 /** The core's refusal codes as OAuth errors (RFC 6749 §5.2, RFC 8707 §2); Retry-After is kept. */
-function oauthRefusal(refusal: ServiceError, basic: boolean): OAuthError {
+function oauthRefusal(refusal: ServiceError, basic: boolean, jwtBearer = false): OAuthError {
   const retry: Record<string, string> = refusal.retryAfterSeconds !== undefined ? { 'Retry-After': String(refusal.retryAfterSeconds) } : {};
   const map: Partial<Record<ErrorCode, () => OAuthError>> = {
-    invalid_credentials: () => invalidClient(basic, 'Invalid client credentials.'),
+    // RFC 7523 §3.1: a grant assertion that is not valid is invalid_grant, not a client's failure.
+    invalid_credentials: () => (jwtBearer ? new OAuthError('invalid_grant', 400, 'The assertion is not a valid grant.') : invalidClient(basic, 'Invalid client credentials.')),
     agent_inactive: () => new OAuthError('unauthorized_client', 400, refusal.message),
     platform_access_denied: () => invalidTarget(refusal.message),
     invalid_scope: () => new OAuthError('invalid_scope', 400, refusal.message),

@@ -46,6 +46,8 @@ export interface AssertionCaller {
   clientId: string | undefined;
   address: string;
   signal?: AbortSignal;
+  /** 'authorization_grant' (RFC 7523 §2.1): only a trusted issuer's token; a key agent's own assertion is refused. */
+  as?: 'client_assertion' | 'authorization_grant';
 }
 
 type Method = 'private_key_jwt' | 'workload';
@@ -67,7 +69,10 @@ export class AssertionAuthenticator {
       claimed = this.ports.verifier.peek(caller.assertion);
       const issuer = identifier(claimed?.issuer);
       const subject = identifier(claimed?.subject);
-      const plan = issuer !== undefined && subject !== undefined ? await this.plan(issuer, subject, caller.clientId) : undefined;
+      const found = issuer !== undefined && subject !== undefined ? await this.plan(issuer, subject, caller.clientId) : undefined;
+      // A key agent's self-signed assertion authenticates the client; as a grant it grants nothing (refused
+      // after its signature check, as every refusal, so that timing tells nothing).
+      const plan = found && caller.as === 'authorization_grant' && found.method === 'private_key_jwt' && found.refusal === undefined ? { ...found, refusal: 'not_a_grant' as const } : found;
       method = plan?.method ?? (issuer !== undefined && issuer !== subject ? 'workload' : 'private_key_jwt');
       agentId = plan?.agentId;
       issuerId = plan?.issuerId;

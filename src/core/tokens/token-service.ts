@@ -31,6 +31,12 @@ export interface TokenRequest {
   /** A client assertion (RFC 7523 §2.2): a private_key_jwt or a workload identity token. */
   assertion?: string;
   /**
+   * How the assertion came: as client authentication (RFC 7523 §2.2, the default) or as the authorization
+   * grant itself (§2.1, grant_type jwt-bearer: a workload's token, MCP's workload identity federation), which
+   * only a trusted issuer's token can be.
+   */
+  assertionAs?: 'client_assertion' | 'authorization_grant';
+  /**
    * Undefined when the OAuth door's `resource` names no platform: refused like a platform the agent holds
    * no grant on, after the credential check, so that the answer says nothing about which resources exist.
    */
@@ -94,7 +100,7 @@ export class TokenService {
       if (this.ports.clock.refusal() !== undefined) throw unavailable(CLOCK_RETRY_AFTER_SECONDS, 'This instance cannot issue tokens now; retry shortly.');
       authenticated =
         request.assertion !== undefined
-          ? await this.ports.assertions.authenticate({ assertion: request.assertion, clientId: request.apiKeyId === '' ? undefined : request.apiKeyId, address, signal })
+          ? await this.ports.assertions.authenticate({ assertion: request.assertion, as: request.assertionAs, clientId: request.apiKeyId === '' ? undefined : request.apiKeyId, address, signal })
           : await this.ports.authenticator.authenticate({ apiKeyId: request.apiKeyId, secret: request.secret ?? '', address, signal });
       return { issued: await this.issue(authenticated, request, profile, address, signal) };
     } catch (error) {

@@ -4,7 +4,10 @@ import { Type } from '@sinclair/typebox';
 
 export const OAuthTokenRequest = Type.Object(
   {
-    grant_type: Type.Literal('client_credentials'),
+    grant_type: Type.Union([Type.Literal('client_credentials'), Type.Literal('urn:ietf:params:oauth:grant-type:jwt-bearer')], {
+      description: 'client_credentials, or the jwt-bearer grant (RFC 7523 §2.1, MCP workload identity federation): a trusted workload issuer\'s token as `assertion`, no client authentication.',
+    }),
+    assertion: Type.Optional(Type.String({ description: 'jwt-bearer grant: a token of a trusted workload issuer whose subject is bound to an agent (aud this service). Never logged.' })),
     client_id: Type.Optional(Type.String({ description: 'client_secret_post: the api_key_id (with Basic, optional and equal to it).' })),
     client_secret: Type.Optional(Type.String({ description: 'client_secret_post: the secret. Never logged.' })),
     client_assertion_type: Type.Optional(Type.Literal('urn:ietf:params:oauth:client-assertion-type:jwt-bearer', { description: 'RFC 7521 §4.2, with client_assertion.' })),
@@ -50,7 +53,7 @@ export const AuthorizationServerMetadata = Type.Object(
     }),
     token_endpoint: Type.String(),
     jwks_uri: Type.String(),
-    grant_types_supported: Type.Array(Type.Literal('client_credentials')),
+    grant_types_supported: Type.Array(Type.Union([Type.Literal('client_credentials'), Type.Literal('urn:ietf:params:oauth:grant-type:jwt-bearer')])),
     token_endpoint_auth_methods_supported: Type.Array(Type.String()),
     token_endpoint_auth_signing_alg_values_supported: Type.Array(Type.String()),
     response_types_supported: Type.Array(Type.String(), { maxItems: 0, description: 'No response type is supported (client credentials only): empty (the member is REQUIRED by RFC 8414).' }),
