@@ -35,6 +35,12 @@ export interface CachedStoreOptions {
 
 /** A second Redis delete shortly after a write closes the race with a reader that loaded the old row. */
 const SECOND_DELETE_MS = 750;
+/**
+ * How long an admin write's answer waits on its Redis deletes after the commit. Past it the delete counts as
+ * failed (Redis distrusted: reads go to Postgres until a sweep), and goes on in the background: a Cluster node
+ * that black-holes keeps its commands queued for seconds, and the write is already durable.
+ */
+export const EFFECT_BOUND_MS = 1000;
 /** Redis keys deleted per SCAN/UNLINK round when everything is dropped. */
 const SCAN_COUNT = 1000;
 
@@ -258,7 +264,7 @@ export class CachedStore implements Store {
       const results = await Promise.allSettled(keys.map((key) => redis.del(key)));
       if (results.some((r) => r.status === 'rejected')) this.redisFailed('cache_delete');
     };
-    await remove();
+    if (!(await withinBound(remove(), EFFECT_BOUND_MS))) this.redisFailed('cache_delete');
     setTimeout(() => void remove(), SECOND_DELETE_MS).unref();
   }
 
@@ -411,4 +417,15 @@ function globEscape(text: string): string {
 /** A record Redis kept from before platforms had `resources` (it expires with its TTL) reads as having none. */
 function withResources(platform: PlatformRecord | null): PlatformRecord | null {
   return platform && !Array.isArray(platform.resources) ? { ...platform, resources: [] } : platform;
+}
+
+/** true when `work` settled within `ms`; it goes on either way (its own failure handling applies). */
+export async function withinBound(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([work.then(() => true, () => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

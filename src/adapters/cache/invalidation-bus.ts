@@ -5,6 +5,9 @@ import { EventEmitter } from 'node:events';
 import { watchResets, type RedisClient } from './redis.js';
 import type { Invalidation, InvalidationBus } from '../../core/ports/invalidation.js';
 
+/** How long a write's answer waits on its invalidation's publish (see send). */
+const PUBLISH_BOUND_MS = 1000;
+
 export class LocalBus implements InvalidationBus {
   private readonly emitter = new EventEmitter();
 
@@ -100,20 +103,27 @@ export class RedisBus implements InvalidationBus {
     await this.send({ kind: 'all' });
   }
 
-  private async send(message: Invalidation): Promise<void> {
-    try {
-      await this.publisher.publish(this.channel, JSON.stringify(message));
-    } catch {
+  /** true when Redis took the message. */
+  private async send(message: Invalidation): Promise<boolean> {
+    const sent = this.publisher.publish(this.channel, JSON.stringify(message)).then(
+      () => true,
+      () => false,
+    );
+    // A publish that hangs (a black-holed Cluster node queues it for seconds) is owed like one that failed: the
+    // change is durable already, and the next publish that gets through tells everyone to drop everything.
+    const delivered = await Promise.race([sent, new Promise<false>((resolve) => setTimeout(() => resolve(false), PUBLISH_BOUND_MS).unref())]);
+    if (!delivered) {
       this.owed = true;
       this.onFailure('publish');
     }
+    return delivered;
   }
 
   async publish(message: Invalidation): Promise<void> {
     // Always apply locally first, so this instance is coherent even when Redis is away.
     this.deliver(message);
-    await this.send(message);
-    if (this.owed && this.publisher.status === 'ready') await this.settleOwed();
+    // An older publish owed and Redis takes messages again: make it good now (not after one that just failed).
+    if ((await this.send(message)) && this.owed && this.publisher.status === 'ready') await this.settleOwed();
   }
 
   subscribe(handler: (message: Invalidation) => void): void {
