@@ -246,10 +246,11 @@ interface ClientCredentialsGrant {
 async function readGrant(request: HttpRequest, apiKeyId: RegExp, resources: OAuthDeps['resources']): Promise<ClientCredentialsGrant> {
   const params = readForm(request);
   const grantType = params.get('grant_type');
-  if (grantType === undefined) throw invalidRequest('grant_type is missing.');
   if (grantType === JWT_BEARER_GRANT) return jwtBearerGrant(request, params, apiKeyId, resources);
-  if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, `grant_type must be client_credentials or ${JWT_BEARER_GRANT}.`);
+  // As before the jwt-bearer grant: the client's authentication first (a request without any is 401).
   const client = clientCredentials(request.headers.authorization, params, apiKeyId);
+  if (grantType === undefined) throw invalidRequest('grant_type is missing.');
+  if (grantType !== 'client_credentials') throw new OAuthError('unsupported_grant_type', 400, `grant_type must be client_credentials or ${JWT_BEARER_GRANT}.`);
   const scopes = requestedScopes(params.get('scope'));
   // A store outage while reading the resource index is answered like any outage: 503.
   const { platformId, resource } = await target(params, resources);
