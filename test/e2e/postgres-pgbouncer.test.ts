@@ -3,6 +3,7 @@
 // concurrency all succeed. The driver's default (named prepared statements) failed here with 500
 // `prepared statement "…" does not exist` whenever a write landed on another server connection.
 import { randomBytes } from 'node:crypto';
+import { waitFor } from '../../kit/wait.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, postJson, type AgentCredentials, type PlatformRecord } from '../../kit/admin.js';
 import { startService, type ServiceHandle } from '../support/service.js';
@@ -87,7 +88,8 @@ describe('through PgBouncer (transaction mode, default settings)', () => {
     const rotated = await b.rotateSecret(agents[2].agent_id);
     expect((await token(services[0], { api_key_id: agents[2].api_key_id, secret: rotated.secret })).status).toBe(200);
     const key = await a.rotateKey();
-    expect((await b.listKeys()).keys.map((k) => k.kid)).toContain(key.kid);
+    // The other instance learns of the new key by the bus (at once) or its key poll (each second): a condition.
+    await waitFor('the other instance lists the new key', async () => (await b.listKeys()).keys.some((k) => k.kid === key.kid), 5000);
 
     // The audit trail (its own pool) wrote through the pooler as well.
     const [{ n }] = await pg.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_events WHERE type = 'token.issued'");
