@@ -25,7 +25,7 @@ import { publicApiDocument } from '../adapters/http/openapi/api-documents.js';
 import type { Stores } from './stores.js';
 import type { Domain } from './domain.js';
 import type { Cleanups } from './cleanups.js';
-import { withDeadline } from './deadline.js';
+import { withDeadline } from '../core/support/deadline.js';
 
 /** A platform's revocation stream is re-read from the log at most once a second (bus notices sooner). */
 const FEED_STREAM_REUSE_MS = 1000;

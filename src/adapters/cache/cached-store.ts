@@ -9,6 +9,7 @@
 // neither reads nor fills it, and drops its in-process entries, until it has swept every cache key from
 // every master. So an entry a failed delete should have removed is never served from here, and an
 // instance that comes back from a failover re-reads Postgres before it trusts Redis again.
+import { withDeadline } from '../../core/support/deadline.js';
 import { sweepKeys, untilReadyOr, watchResets, type RedisClient } from './redis.js';
 import type { CacheMetrics } from './cache-metrics.js';
 import { WriteDeadlineError } from '../../core/errors.js';
@@ -420,12 +421,6 @@ function withResources(platform: PlatformRecord | null): PlatformRecord | null {
 }
 
 /** true when `work` settled within `ms`; it goes on either way (its own failure handling applies). */
-export async function withinBound(work: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  try {
-    return await Promise.race([work.then(() => true, () => true), late]);
-  } finally {
-    clearTimeout(timer);
-  }
+export function withinBound(work: Promise<unknown>, ms: number): Promise<boolean> {
+  return withDeadline(work.then(() => true, () => true), ms);
 }

@@ -1,6 +1,7 @@
 // The invalidation bus (interface in core/ports/invalidation.ts): Redis pub/sub when Redis is configured,
 // else in process. Delivery is best effort; a loss that can be noticed (reconnect, failed publish) drops
 // every cache, and the caches' TTLs bound staleness when a message is lost unnoticed.
+import { withDeadline } from '../../core/support/deadline.js';
 import { EventEmitter } from 'node:events';
 import { watchResets, type RedisClient } from './redis.js';
 import type { Invalidation, InvalidationBus } from '../../core/ports/invalidation.js';
@@ -111,7 +112,7 @@ export class RedisBus implements InvalidationBus {
     );
     // A publish that hangs (a black-holed Cluster node queues it for seconds) is owed like one that failed: the
     // change is durable already, and the next publish that gets through tells everyone to drop everything.
-    const delivered = await Promise.race([sent, new Promise<false>((resolve) => setTimeout(() => resolve(false), PUBLISH_BOUND_MS).unref())]);
+    const delivered = await withDeadline(sent, PUBLISH_BOUND_MS);
     if (!delivered) {
       this.owed = true;
       this.onFailure('publish');
